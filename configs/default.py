@@ -1,0 +1,18 @@
+"""The Quickstart job: a CNN on scikit-learn's digits, 8 workers on 8 CPU devices.
+
+Usage: python -m omnilearn_jax.main --config=configs/default.py --workdir=runs/default
+"""
+
+from omnilearn_jax.config_base import base_config
+
+
+def get_config(arg: str = ""):
+    c = base_config()
+    c.num_workers = 8
+    c.global_batch_size = 128
+    c.dataset.name = "digits"
+    c.model.name = "cnn"
+    c.train.num_steps = 200
+    c.train.eval_every = 50
+    c.train.target_accuracy = 0.9
+    return c

@@ -1,0 +1,19 @@
+"""A tiny, fast config for tests: an MLP on digits, a few steps, W&B off."""
+
+from omnilearn_jax.config_base import base_config
+
+
+def get_config(arg: str = ""):
+    c = base_config()
+    c.num_workers = 8
+    c.global_batch_size = 64
+    c.micro_batch_size = 8
+    c.dataset.name = "digits"
+    c.model.name = "mlp"
+    c.model.hidden = 32
+    c.optimizer.learning_rate = 0.1
+    c.train.num_steps = 20
+    c.train.eval_every = 10
+    c.train.log_every = 10
+    c.train.eval_batch_size = 256
+    return c

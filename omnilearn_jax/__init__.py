@@ -1,0 +1,1 @@
+"""OmniLearn-JAX: data-parallel training with per-worker batch-size control."""

@@ -1,0 +1,78 @@
+"""The full set of config keys with typed defaults; every config in configs/ starts here.
+
+Each key has a default of the type the command line parses (tuples for lists, '' for
+unset strings, 0 for "automatic" numbers), so any key can be overridden with
+`--config.KEY=VALUE` (ml_collections cannot override a None default).
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+from omnilearn_jax.cluster import cost_defaults, hetero_defaults
+
+
+def base_config() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.num_workers = 8
+    c.global_batch_size = 128
+    c.num_devices = 0  # devices to use; 0 = all (must divide num_workers)
+    c.cpu_devices = 8  # CPU devices that main.py creates when the run is on CPU
+    c.backend = "shard_map"  # shard_map | pmap
+    c.layout = "micro"  # micro (per-device trip count) | padded (one padded block)
+    c.micro_batch_size = 8  # rows per micro-batch in the micro layout
+    c.capacity = 0  # rows one device may hold; 0 = min(B, workers_per_device * b_max)
+    c.clock = "virtual"  # virtual | wall
+    c.mode = "bsp"  # bsp (asp: see issue tracker)
+
+    c.dataset = ml_collections.ConfigDict()
+    c.dataset.name = "digits"  # digits | mnist1d | synthetic | npz
+    c.dataset.data_dir = "data_cache"  # where generated data sets are cached
+    c.dataset.path = ""  # npz: a local file with x_train, y_train, x_test, y_test
+    c.dataset.input_shape = (32, 32, 3)  # synthetic
+    c.dataset.num_classes = 10  # synthetic
+    c.dataset.num_train = 4096  # synthetic
+    c.dataset.num_test = 1024  # synthetic
+    c.dataset.data_seed = 0  # synthetic
+    c.dataset.test_fraction = 0.2  # digits
+
+    c.model = ml_collections.ConfigDict()
+    c.model.name = "cnn"  # mlp | cnn | resnet18
+    c.model.hidden = 128  # mlp: width of each hidden layer; cnn: dense width before the head
+    c.model.depth = 1  # mlp: hidden layers
+    c.model.features = (32, 64)  # cnn: conv channels
+    c.model.width = 64  # resnet18: stem channels
+    c.model.norm = True  # cnn: GroupNorm after each conv
+
+    c.optimizer = ml_collections.ConfigDict()
+    c.optimizer.name = "sgd"  # sgd | adamw
+    c.optimizer.learning_rate = 0.05
+    c.optimizer.momentum = 0.9
+    c.optimizer.nesterov = False
+    c.optimizer.weight_decay = 0.0
+    c.optimizer.schedule = "constant"  # constant | cosine | warmup_cosine
+    c.optimizer.warmup_steps = 0
+
+    c.train = ml_collections.ConfigDict()
+    c.train.num_steps = 200
+    c.train.eval_every = 50  # steps between evaluations (and one at the end)
+    c.train.log_every = 20  # steps between progress lines
+    c.train.eval_batch_size = 512
+    c.train.target_accuracy = 0.0  # time_to_target is reported when > 0
+
+    c.controller = ml_collections.ConfigDict()
+    c.controller.name = "static"
+    c.controller.plugin = ""  # a module to import first, registering user controllers
+    c.controller.sizes = ()  # static: an explicit split
+    c.controller.capacities = ()  # static: split proportional to these (e.g. cores)
+    c.controller.b_min = 0
+    c.controller.b_max = 0  # 0 = no upper bound (B)
+
+    c.hetero = ml_collections.ConfigDict(hetero_defaults())
+    c.cost = ml_collections.ConfigDict(cost_defaults())
+
+    c.wandb = ml_collections.ConfigDict()
+    c.wandb.mode = "disabled"  # online | offline | disabled
+    c.wandb.project = "omnilearn-jax"
+    return c

@@ -1,0 +1,200 @@
+"""Datasets by name and the deterministic global-batch sampler.
+
+Every dataset is a `Dataset` of host numpy arrays. The sampler decides which B examples
+form the global batch of step t from (seed, step) alone, so the data a run sees never
+depends on how a controller splits the batch across workers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+
+class Dataset(NamedTuple):
+    x_train: np.ndarray  # [N, *input_shape] float32
+    y_train: np.ndarray  # [N] int32
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.x_train.shape[1:])
+
+
+_LOADERS: dict[str, Callable[[Mapping[str, Any]], Dataset]] = {}
+
+
+def _loader(name: str):
+    def wrap(fn):
+        _LOADERS[name] = fn
+        return fn
+
+    return wrap
+
+
+def available() -> tuple[str, ...]:
+    return tuple(sorted(_LOADERS))
+
+
+def check_name(name: str) -> None:
+    if name not in _LOADERS:
+        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(available())}")
+
+
+def load(section: Mapping[str, Any]) -> Dataset:
+    """Loads the dataset named by `section['name']` (the config's `dataset` section)."""
+    check_name(section["name"])
+    return _LOADERS[section["name"]](section)
+
+
+def _finish(x_train, y_train, x_test, y_test, num_classes: int | None = None) -> Dataset:
+    y_train = np.asarray(y_train, np.int32)
+    y_test = np.asarray(y_test, np.int32)
+    if num_classes is None:
+        num_classes = int(max(y_train.max(), y_test.max())) + 1
+    return Dataset(
+        np.asarray(x_train, np.float32),
+        y_train,
+        np.asarray(x_test, np.float32),
+        y_test,
+        int(num_classes),
+    )
+
+
+@_loader("digits")
+def _digits(section: Mapping[str, Any]) -> Dataset:
+    """scikit-learn's shipped 8x8 digits (1,797 images), as [N, 8, 8, 1] in [0, 1]."""
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = (bunch.images / 16.0).astype(np.float32)[..., None]
+    y = bunch.target
+    # A fixed split (independent of the run seed) so every run evaluates on the same images.
+    order = np.random.default_rng(0).permutation(len(y))
+    n_test = int(section.get("test_fraction", 0.2) * len(y))
+    test, train = order[:n_test], order[n_test:]
+    return _finish(x[train], y[train], x[test], y[test], 10)
+
+
+@_loader("mnist1d")
+def _mnist1d(section: Mapping[str, Any]) -> Dataset:
+    """MNIST-1D generated locally (never downloaded), cached as an npz under `data_dir`."""
+    data_dir = section.get("data_dir", "data_cache")
+    path = os.path.join(data_dir, "mnist1d.npz")
+    if not os.path.exists(path):
+        from mnist1d.data import get_dataset_args, make_dataset
+
+        # make_dataset reseeds numpy's global RNG; keep the caller's global state intact.
+        saved = np.random.get_state()
+        try:
+            raw = make_dataset(get_dataset_args())
+        finally:
+            np.random.set_state(saved)
+        os.makedirs(data_dir, exist_ok=True)
+        tmp = path + f".tmp{os.getpid()}.npz"
+        np.savez(
+            tmp, x_train=raw["x"], y_train=raw["y"], x_test=raw["x_test"], y_test=raw["y_test"]
+        )
+        os.replace(tmp, path)  # atomic: concurrent runs never read a half-written cache
+    with np.load(path) as f:
+        arrays = [
+            f[k][..., None] if k.startswith("x") else f[k]
+            for k in ("x_train", "y_train", "x_test", "y_test")
+        ]
+    return _finish(*arrays, 10)
+
+
+@_loader("synthetic")
+def _synthetic(section: Mapping[str, Any]) -> Dataset:
+    """Random inputs of any shape, labelled by a fixed random linear teacher (learnable)."""
+    shape = tuple(int(s) for s in section.get("input_shape", (32, 32, 3)))
+    num_classes = int(section.get("num_classes", 10))
+    n_train = int(section.get("num_train", 4096))
+    n_test = int(section.get("num_test", 1024))
+    if min(shape, default=0) <= 0 or num_classes < 2 or n_train <= 0 or n_test <= 0:
+        raise ValueError(
+            f"synthetic dataset needs positive input_shape, num_train, num_test and "
+            f"num_classes >= 2; got input_shape={shape}, num_classes={num_classes}, "
+            f"num_train={n_train}, num_test={n_test}"
+        )
+    rng = np.random.default_rng(int(section.get("data_seed", 0)))
+    x = rng.standard_normal((n_train + n_test, *shape), dtype=np.float32)
+    teacher = rng.standard_normal((int(np.prod(shape)), num_classes), dtype=np.float32)
+    y = np.argmax(x.reshape(len(x), -1) @ teacher, axis=1)
+    return _finish(x[:n_train], y[:n_train], x[n_train:], y[n_train:], num_classes)
+
+
+_NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
+
+
+@_loader("npz")
+def _npz(section: Mapping[str, Any]) -> Dataset:
+    """A user's local file holding x_train, y_train, x_test, y_test (e.g. CIFAR-10)."""
+    path = section.get("path", "")
+    if not path:
+        raise ValueError("dataset.name=npz needs dataset.path (a local .npz file)")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"dataset file {path!r} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            missing = [k for k in _NPZ_KEYS if k not in f.files]
+            if missing:
+                raise ValueError(
+                    f"dataset file {path!r} lacks array(s) {', '.join(missing)}; "
+                    f"it has: {', '.join(f.files) or 'nothing'}"
+                )
+            arrays = {k: f[k] for k in _NPZ_KEYS}
+    except (OSError, EOFError) as e:  # np.load raises these on corrupt or non-npz files
+        raise ValueError(f"dataset file {path!r} is not a readable .npz archive: {e}") from e
+    for split in ("train", "test"):
+        x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
+        if x.ndim < 2 or y.ndim != 1 or len(x) != len(y) or len(x) == 0:
+            raise ValueError(
+                f"dataset file {path!r}: x_{split} {x.shape} and y_{split} {y.shape} must be "
+                f"[N, ...] and [N] with the same N > 0"
+            )
+        if not np.issubdtype(y.dtype, np.integer) or y.min() < 0:
+            raise ValueError(f"dataset file {path!r}: y_{split} must hold integer labels >= 0")
+    if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:]:
+        raise ValueError(f"dataset file {path!r}: train and test inputs differ in shape")
+    x_train, x_test = arrays["x_train"], arrays["x_test"]
+    if x_train.dtype == np.uint8:  # images stored as bytes: scale to [0, 1]
+        x_train, x_test = x_train / 255.0, x_test / 255.0
+    return _finish(x_train, arrays["y_train"], x_test, arrays["y_test"])
+
+
+class GlobalBatchSampler:
+    """Indices of the B examples of step t, a function of (seed, step) only.
+
+    Each epoch is a fresh permutation of the training set seeded by (seed, epoch); step t
+    takes the (t mod steps_per_epoch)-th block of B indices. The tail that does not fill a
+    whole batch is dropped, so every step sees exactly B examples.
+    """
+
+    def __init__(self, num_examples: int, global_batch_size: int, seed: int):
+        if global_batch_size > num_examples:
+            raise ValueError(
+                f"global_batch_size {global_batch_size} exceeds the {num_examples} training "
+                f"examples"
+            )
+        self.num_examples = num_examples
+        self.global_batch_size = global_batch_size
+        self.seed = seed
+        self.steps_per_epoch = num_examples // global_batch_size
+        self._epoch, self._perm = -1, None
+
+    def indices(self, step: int) -> np.ndarray:
+        epoch, pos = divmod(step, self.steps_per_epoch)
+        if epoch != self._epoch:
+            self._perm = np.random.default_rng([self.seed, epoch]).permutation(self.num_examples)
+            self._epoch = epoch
+        b = self.global_batch_size
+        return self._perm[pos * b : (pos + 1) * b]
+
+    def is_epoch_end(self, step: int) -> bool:
+        return (step + 1) % self.steps_per_epoch == 0

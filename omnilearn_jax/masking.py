@@ -1,0 +1,118 @@
+"""Turning per-worker batch sizes into fixed-shape, masked per-device arrays.
+
+W logical workers live on D devices (W a multiple of D, r = W / D workers a device). Worker k
+takes rows [offset_k, offset_k + b_k) of the global batch, so device d holds the contiguous
+rows of its r workers. Each device's rows go into a buffer of `num_micro` micro-batches of
+`micro_batch` rows, [D, num_micro, micro_batch, ...]; only the last used micro-batch is
+partly padded, and `trips[d]` says how many micro-batches device d really has. Shapes depend
+on the layout only, never on the sizes, so a new split never recompiles the step.
+
+Layouts:
+  micro:  micro_batch = m from the config, num_micro = ceil(capacity / m); the step runs a
+          `lax.while_loop` of `trips[d]` iterations, so a device with fewer samples computes
+          less (the point of uneven batches on heterogeneous hardware).
+  padded: one micro-batch of `capacity` rows; every device computes all its rows, padded
+          or not. Exact, simple, and the baseline the micro layout is measured against.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+LAYOUTS = ("micro", "padded")
+
+
+class Layout(NamedTuple):
+    kind: str  # "micro" or "padded"
+    num_devices: int
+    workers_per_device: int
+    capacity: int  # rows a device can hold
+    micro_batch: int
+    num_micro: int
+
+
+def make_layout(
+    kind: str, *, num_workers: int, num_devices: int, capacity: int, micro_batch: int
+) -> Layout:
+    """`capacity` is the most rows one device may hold (at most B in practice)."""
+    if kind not in LAYOUTS:
+        raise ValueError(f"unknown layout {kind!r}; valid layouts: {', '.join(LAYOUTS)}")
+    if num_workers % num_devices:
+        raise ValueError(
+            f"num_workers={num_workers} is not a multiple of the {num_devices} devices; use "
+            f"a worker count that is, or set num_devices to a divisor of it"
+        )
+    if capacity <= 0:
+        raise ValueError(f"device capacity must be positive, got {capacity}")
+    if kind == "padded":
+        micro_batch, num_micro = capacity, 1
+    else:
+        if micro_batch <= 0:
+            raise ValueError(f"micro_batch_size must be positive, got {micro_batch}")
+        micro_batch = min(micro_batch, capacity)
+        num_micro = math.ceil(capacity / micro_batch)
+    return Layout(kind, num_devices, num_workers // num_devices, capacity, micro_batch, num_micro)
+
+
+def device_counts(sizes: np.ndarray, layout: Layout) -> np.ndarray:
+    """Rows per device: the sum of its workers' sizes."""
+    return np.asarray(sizes, np.int64).reshape(layout.num_devices, -1).sum(axis=1)
+
+
+def check_sizes(sizes, global_batch: int, layout: Layout) -> np.ndarray:
+    """Validates a split on the host, before it reaches the device; returns it as int32."""
+    sizes = np.asarray(sizes)
+    num_workers = layout.num_devices * layout.workers_per_device
+    if sizes.shape != (num_workers,):
+        raise ValueError(f"expected {num_workers} batch sizes, got shape {sizes.shape}")
+    if not np.issubdtype(sizes.dtype, np.integer):
+        raise ValueError(f"batch sizes must be integers, got {sizes.tolist()}")
+    if (sizes < 0).any():
+        raise ValueError(f"batch sizes must be >= 0, got {sizes.tolist()}")
+    if int(sizes.sum()) != global_batch:
+        raise ValueError(
+            f"batch sizes {sizes.tolist()} sum to {int(sizes.sum())}, not the global batch "
+            f"{global_batch}"
+        )
+    per_device = device_counts(sizes, layout)
+    if per_device.max() > layout.capacity:
+        raise ValueError(
+            f"batch sizes {sizes.tolist()} put {int(per_device.max())} rows on one device, "
+            f"over its capacity of {layout.capacity}"
+        )
+    return sizes.astype(np.int32)
+
+
+class Packed(NamedTuple):
+    index: np.ndarray  # [D, num_micro, micro_batch] row of the global batch (0 where padded)
+    mask: np.ndarray  # [D, num_micro, micro_batch] bool, True on valid rows
+    trips: np.ndarray  # [D] int32, micro-batches each device really runs
+
+
+def pack_indices(sizes: np.ndarray, layout: Layout) -> Packed:
+    """Where each global-batch row goes: the gather index and mask of every device slot."""
+    counts = device_counts(sizes, layout)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    slots = np.arange(layout.num_micro * layout.micro_batch)
+    mask = slots[None, :] < counts[:, None]
+    index = np.where(mask, starts[:, None] + slots[None, :], 0)
+    shape = (layout.num_devices, layout.num_micro, layout.micro_batch)
+    trips = -(-counts // layout.micro_batch)  # ceil: only the last micro-batch is padded
+    return Packed(index.reshape(shape), mask.reshape(shape), trips.astype(np.int32))
+
+
+def gather(
+    x: np.ndarray, y: np.ndarray, packed: Packed, fill: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lays global-batch rows x [B, ...], y [B] out as [D, num_micro, micro_batch, ...].
+
+    Padded slots get `fill` (tests use NaN and 1e30 to prove they never reach the result).
+    """
+    xs = x[packed.index]
+    ys = y[packed.index]
+    xs[~packed.mask] = fill
+    ys[~packed.mask] = 0
+    return xs, ys

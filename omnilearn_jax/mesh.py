@@ -1,0 +1,57 @@
+"""Devices, the data mesh, and putting batches and state where each backend wants them."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from omnilearn_jax import step
+
+BACKENDS = ("shard_map", "pmap")
+
+
+def check_backend(name: str) -> None:
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; valid backends: {', '.join(BACKENDS)}")
+
+
+def select_devices(num_devices: int) -> list:
+    """The first `num_devices` devices (0: all of them)."""
+    devices = jax.devices()
+    if num_devices < 0 or num_devices > len(devices):
+        raise ValueError(
+            f"num_devices={num_devices} but {len(devices)} {devices[0].platform} device(s) "
+            f"are available"
+        )
+    return devices[: num_devices or len(devices)]
+
+
+class Placement:
+    """Builds a backend's steps and places its inputs: batches split over the data axis,
+    train state replicated."""
+
+    def __init__(self, backend: str, devices: list):
+        check_backend(backend)
+        self.backend = backend
+        self.devices = devices
+        # pmap returns replicated results on a mesh of Auto axes; placing its state on the
+        # same kind of mesh makes the first output match the input and avoids a recompile.
+        kind = jax.sharding.AxisType.Auto if backend == "pmap" else jax.sharding.AxisType.Explicit
+        self.mesh = jax.make_mesh(
+            (len(devices),), (step.AXIS,), axis_types=(kind,), devices=devices
+        )
+        self._data = NamedSharding(self.mesh, P(step.AXIS))
+        self._replicated = NamedSharding(self.mesh, P())
+
+    def steps(self, apply, tx) -> step.Steps:
+        if self.backend == "pmap":
+            return step.pmap_steps(apply, tx, self.devices)
+        return step.shard_map_steps(apply, tx, self.mesh)
+
+    def batch(self, batch: dict[str, np.ndarray]):
+        return jax.device_put(batch, self._data)
+
+    def replicate(self, tree):
+        return jax.device_put(tree, self._replicated)

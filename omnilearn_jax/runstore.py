@@ -1,0 +1,62 @@
+"""The local run store: config.json, metrics.jsonl and summary.json in the workdir.
+
+It is written whatever W&B does. Records are appended one JSON object a line and flushed,
+so a reader (or a resumed run) always sees whole lines.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+
+def _plain(value: Any) -> Any:
+    """numpy and JAX scalars/arrays to JSON-ready Python values (NaN and inf as null)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "tolist"):
+        return _plain(np.asarray(value).tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _write_json(path: str, obj: Any) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(_plain(obj), f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)  # atomic: a killed run never leaves half a file
+
+
+class RunStore:
+    def __init__(self, workdir: str):
+        self.workdir = workdir
+        os.makedirs(workdir, exist_ok=True)
+        self.metrics_path = os.path.join(workdir, "metrics.jsonl")
+        self._metrics = open(self.metrics_path, "a")  # noqa: SIM115 (closed by close())
+
+    def write_config(self, config: Mapping[str, Any]) -> None:
+        _write_json(os.path.join(self.workdir, "config.json"), config)
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        self._metrics.write(json.dumps(_plain(record), sort_keys=True) + "\n")
+        self._metrics.flush()
+
+    def write_summary(self, summary: Mapping[str, Any]) -> None:
+        _write_json(os.path.join(self.workdir, "summary.json"), summary)
+
+    def close(self) -> None:
+        self._metrics.close()
+
+
+def read_metrics(workdir: str) -> list[dict]:
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]

@@ -1,0 +1,240 @@
+"""The training loop: `train_and_evaluate(config, workdir)`.
+
+Per step: the sampler gives the B examples of the step (seed and step only), the current
+split lays them out on the devices, the jitted step updates the parameters, the clock gives
+each worker's time, and the controller picks the next split from what it observed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+
+import controllers
+from omnilearn_jax import data, masking, models, optim, step, validate
+from omnilearn_jax.cluster import time_to_target
+from omnilearn_jax.mesh import Placement, select_devices
+from omnilearn_jax.runstore import RunStore
+from omnilearn_jax.timing import VirtualTimer
+
+
+def _format_eta(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+class Trainer:
+    """Everything a run needs, built from the config; `run()` executes the loop."""
+
+    def __init__(self, config: ml_collections.ConfigDict, workdir: str):
+        validate.check_config(config, len(jax.devices()))
+        if config.controller.plugin:
+            controllers.load_plugin(config.controller.plugin)
+        self.controller = controllers.make_from_config(config.controller)
+        self.config, self.workdir = config, workdir
+        w, b = config.num_workers, config.global_batch_size
+        b_min, b_max = int(config.controller.b_min), int(config.controller.b_max or b)
+        controllers.check_bounds(w, b, b_min, b_max)
+
+        self.dataset = data.load(config.dataset)
+        self.sampler = data.GlobalBatchSampler(len(self.dataset.y_train), b, config.seed)
+        devices = select_devices(config.num_devices)
+        self.placement = Placement(config.backend, devices)
+        r = w // len(devices)
+        capacity = config.capacity or min(b, r * b_max)
+        self.layout = masking.make_layout(
+            config.layout,
+            num_workers=w,
+            num_devices=len(devices),
+            capacity=capacity,
+            micro_batch=config.micro_batch_size,
+        )
+        self.bounds = (b_min, min(b_max, capacity))
+        apply, params = models.create(
+            config.model, self.dataset.input_shape, self.dataset.num_classes, config.seed
+        )
+        tx = optim.create(config.optimizer, config.train.num_steps)
+        self.steps = self.placement.steps(apply, tx)
+        self.state = self.placement.replicate(
+            step.TrainState(np.zeros((), np.int32), params, tx.init(params))
+        )
+        self.param_count = models.param_count(params)
+        self.timer = VirtualTimer(
+            config,
+            steps_per_epoch=self.sampler.steps_per_epoch,
+            param_bytes=models.param_bytes(params),
+        )
+        self.update = jax.jit(self.controller.update)
+        self.eval_layout = masking.make_layout(
+            "padded",
+            num_workers=len(devices),
+            num_devices=len(devices),
+            capacity=-(-config.train.eval_batch_size // len(devices)),
+            micro_batch=0,
+        )
+
+    # -- pieces of a step ----------------------------------------------------------------
+    def batch(self, step_index: int, sizes: np.ndarray) -> dict:
+        rows = self.sampler.indices(step_index)
+        packed = masking.pack_indices(sizes, self.layout)
+        x, y = masking.gather(self.dataset.x_train[rows], self.dataset.y_train[rows], packed)
+        return self.placement.batch({"x": x, "y": y, "mask": packed.mask, "trips": packed.trips})
+
+    def evaluate(self) -> dict[str, float]:
+        ds, lay = self.dataset, self.eval_layout
+        chunk = lay.capacity * lay.num_devices
+        totals = np.zeros(3)
+        for start in range(0, len(ds.y_test), chunk):
+            n = min(chunk, len(ds.y_test) - start)
+            sizes = np.full(lay.num_devices, n // lay.num_devices)
+            sizes[: n % lay.num_devices] += 1
+            packed = masking.pack_indices(sizes, lay)
+            x, y = masking.gather(
+                ds.x_test[start : start + n], ds.y_test[start : start + n], packed
+            )
+            batch = self.placement.batch(
+                {"x": x, "y": y, "mask": packed.mask, "trips": packed.trips}
+            )
+            sums = self.steps.eval(self.state.params, batch)
+            totals += [float(sums["loss"]), float(sums["correct"]), float(sums["count"])]
+        return {"eval_loss": totals[0] / totals[2], "eval_accuracy": totals[1] / totals[2]}
+
+    def observe(self, step_index: int, sizes, worker_times, speeds) -> controllers.Observation:
+        return controllers.Observation(
+            step=np.int32(step_index),
+            batch_sizes=np.asarray(sizes, np.int32),
+            worker_times=np.asarray(worker_times, np.float32),
+            speeds=np.asarray(speeds, np.float32),
+            time_table=self.timer.time_table(speeds).astype(np.float32),
+            epoch_end=np.bool_(self.sampler.is_epoch_end(step_index)),
+        )
+
+    def next_sizes(self, cstate, obs) -> tuple[np.ndarray, Any]:
+        sizes, cstate = self.update(cstate, obs)
+        # The framework, not each controller, guarantees the invariant: sum B, within bounds.
+        sizes = controllers.allocate(sizes, self.config.global_batch_size, *self.bounds)
+        return masking.check_sizes(
+            np.asarray(sizes), self.config.global_batch_size, self.layout
+        ), cstate
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        cfg = self.config
+        num_steps = cfg.train.num_steps
+        store = RunStore(self.workdir)
+        store.write_config(self.resolved_config())
+        w, b = cfg.num_workers, cfg.global_batch_size
+        cstate = self.controller.init(w, b)
+        sizes, cstate = self.next_sizes(
+            cstate, self.observe(-1, np.full(w, b // w), np.zeros(w), self.timer.speeds(0))
+        )
+        evals, pending, start = [], [], time.perf_counter()
+        print(
+            f"training {cfg.model.name} ({self.param_count:,} params) on {cfg.dataset.name}: "
+            f"{w} workers on {self.layout.num_devices} {jax.devices()[0].platform} devices, "
+            f"B={b}, {cfg.backend}/{cfg.layout}, controller {cfg.controller.name}",
+            flush=True,
+        )
+        try:
+            for t in range(num_steps):
+                speeds = self.timer.speeds(t)
+                self.state, metrics = self.steps.train(self.state, self.batch(t, sizes))
+                rec = self.timer.record(t, sizes, speeds)
+                pending.append((t + 1, sizes, speeds, rec, metrics))
+                obs = self.observe(t, sizes, rec["worker_times"], speeds)
+                sizes, cstate = self.next_sizes(cstate, obs)
+                done = t + 1
+                if done % cfg.train.log_every == 0 or done == num_steps:
+                    self._flush(store, pending)
+                    self._progress(done, num_steps, start, pending_last=store)
+                if done % cfg.train.eval_every == 0 or done == num_steps:
+                    self._flush(store, pending)
+                    ev = {"step": done, "time": self.timer.time, **self.evaluate()}
+                    store.append(ev)
+                    evals.append(ev)
+                    print(
+                        f"  eval step {done}: loss {ev['eval_loss']:.4f} "
+                        f"accuracy {ev['eval_accuracy']:.4f}",
+                        flush=True,
+                    )
+            summary = self.summary(evals, time.perf_counter() - start)
+            store.write_summary(summary)
+        finally:
+            store.close()
+        print(
+            f"done: final eval accuracy {summary['final_eval_accuracy']:.4f}, "
+            f"{summary['total_time']:.2f}s on the {cfg.clock} clock; results in "
+            f"{self.workdir} (config.json, metrics.jsonl, summary.json)",
+            flush=True,
+        )
+        return summary
+
+    def _flush(self, store: RunStore, pending: list) -> None:
+        """Writes buffered train records; fetching metrics only here keeps dispatch async."""
+        for done, sizes, speeds, rec, metrics in pending:
+            store.append(
+                {
+                    "step": done,
+                    "time": rec["time"],
+                    "loss": float(metrics["loss"]),
+                    "accuracy": float(metrics["accuracy"]),
+                    "batch_sizes": sizes,
+                    "worker_times": rec["worker_times"],
+                    "step_time": rec["step_time"],
+                    "idle_fraction": rec["idle_fraction"],
+                    "balance": rec["balance"],
+                    "speeds": speeds,
+                }
+            )
+            self._last = (done, float(metrics["loss"]), sizes)
+        pending.clear()
+
+    def _progress(self, done: int, num_steps: int, start: float, pending_last) -> None:
+        elapsed = time.perf_counter() - start
+        _, loss, sizes = self._last
+        eta = elapsed / done * (num_steps - done)
+        print(
+            f"step {done}/{num_steps} loss {loss:.4f} sizes {sizes.tolist()} "
+            f"clock {self.timer.time:.2f}s | wall {_format_eta(elapsed)} "
+            f"ETA {_format_eta(eta)}",
+            flush=True,
+        )
+
+    def summary(self, evals: list[dict], wall_time: float) -> dict[str, Any]:
+        totals = self.timer.totals()
+        target = self.config.train.target_accuracy
+        last = evals[-1] if evals else {"eval_accuracy": math.nan, "eval_loss": math.nan}
+        return {
+            "final_eval_accuracy": last["eval_accuracy"],
+            "final_eval_loss": last["eval_loss"],
+            "total_time": totals["total_time"],
+            "steps": totals["steps"],
+            "time_to_target": time_to_target(evals, target) if target > 0 else None,
+            "target_accuracy": target,
+            "mean_idle_fraction": totals["mean_idle_fraction"],
+            "wall_time": wall_time,
+            "status": "complete",
+        }
+
+    def resolved_config(self) -> dict:
+        resolved = self.config.to_dict()
+        resolved["resolved"] = {
+            "num_devices": self.layout.num_devices,
+            "capacity": self.layout.capacity,
+            "micro_batch_size": self.layout.micro_batch,
+            "num_micro": self.layout.num_micro,
+            "steps_per_epoch": self.sampler.steps_per_epoch,
+            "param_count": self.param_count,
+            "platform": jax.devices()[0].platform,
+        }
+        return resolved
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+    """Trains and evaluates as the config says; writes the run store to `workdir`."""
+    return Trainer(config, workdir).run()

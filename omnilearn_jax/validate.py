@@ -1,0 +1,59 @@
+"""Checks a config before anything is loaded or compiled, with errors that name the fix."""
+
+from __future__ import annotations
+
+import ml_collections
+
+from omnilearn_jax import data, mesh, models, optim
+from omnilearn_jax.masking import LAYOUTS
+
+CLOCKS = ("virtual", "wall")
+MODES = ("bsp",)
+WANDB_MODES = ("online", "offline", "disabled")
+
+
+def _choice(what: str, value: str, valid: tuple[str, ...]) -> None:
+    if value not in valid:
+        raise ValueError(f"unknown {what} {value!r}; valid values: {', '.join(valid)}")
+
+
+def check_config(config: ml_collections.ConfigDict, num_available_devices: int) -> None:
+    """Raises ValueError for the first problem found; returns None when the config is sound."""
+    data.check_name(config.dataset.name)
+    models.check_name(config.model.name)
+    mesh.check_backend(config.backend)
+    optim.check(config.optimizer)
+    _choice("layout", config.layout, LAYOUTS)
+    _choice("clock", config.clock, CLOCKS)
+    _choice("mode", config.mode, MODES)
+    _choice("wandb.mode", config.wandb.mode, WANDB_MODES)
+    num_workers, batch = config.num_workers, config.global_batch_size
+    if num_workers < 1:
+        raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+    if batch < 1:
+        raise ValueError(f"global_batch_size must be >= 1, got {batch}")
+    if config.train.num_steps < 1:
+        raise ValueError(f"train.num_steps must be >= 1, got {config.train.num_steps}")
+    num_devices = config.num_devices or num_available_devices
+    if num_devices > num_available_devices:
+        raise ValueError(
+            f"num_devices={num_devices} but only {num_available_devices} device(s) are available"
+        )
+    if num_workers % num_devices:
+        raise ValueError(
+            f"num_workers={num_workers} is not a multiple of the {num_devices} devices in use; "
+            f"set num_workers to a multiple of {num_devices} or num_devices to a divisor of "
+            f"{num_workers}"
+        )
+    sizes = tuple(config.controller.get("sizes", ()))
+    if sizes:
+        if len(sizes) != num_workers:
+            raise ValueError(
+                f"controller.sizes has {len(sizes)} entries for {num_workers} workers: {sizes}"
+            )
+        if any(s < 0 for s in sizes):
+            raise ValueError(f"controller.sizes must be >= 0, got {sizes}")
+        if sum(sizes) != batch:
+            raise ValueError(
+                f"controller.sizes {sizes} sum to {sum(sizes)}, not global_batch_size {batch}"
+            )
