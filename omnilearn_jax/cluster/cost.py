@@ -1,0 +1,152 @@
+"""Compute and communication cost of one step on workers of given speeds.
+
+Compute time of worker k with b_k > 0 samples and speed s_k (ACSOS'20 measured that
+throughput rises with batch size, then falls at a memory limit):
+
+    t_k = overhead + (fixed_cost + b_k * per_sample_cost * m(b_k)) / s_k
+    m(b) = 1 + cliff_penalty * max(0, b - cliff_batch) / cliff_batch   (1 if cliff_batch = 0)
+
+times a mean-one lognormal noise factor exp(noise * z - noise^2 / 2), z a pure function of
+(seed, step, worker). `fixed_cost` is per-step work that a larger batch amortises, so b / t
+rises with b; past the cliff every sample gets dearer (paging, smaller kernels), so b / t
+falls right past the cliff when
+cliff_penalty * cliff_batch * per_sample_cost > fixed_cost + overhead * s_k.
+
+A worker with 0 samples takes 0 s: it launches nothing and only waits for the all-reduce.
+A worker with speed 0 (lost) and b > 0 takes inf; see `unavailable_workers`.
+With `linear=True` the time is exactly b * per_sample_cost / s (noise still applies if set).
+"""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from omnilearn_jax.cluster import _rng
+from omnilearn_jax.cluster.defaults import cost_defaults, read_section
+
+
+def ring_allreduce_time(
+    param_bytes: float, num_workers: int, latency: float, bandwidth: float
+) -> float:
+    """Ring all-reduce: 2 (W - 1) latency + 2 (W - 1) / W * bytes / bandwidth.
+
+    The standard bandwidth-optimal ring (reduce-scatter then all-gather, Patarasuk and
+    Yuan 2009; Thakur et al. 2005): 2 (W - 1) rounds, each sending a 1/W chunk per link.
+    """
+    if num_workers < 1 or latency < 0 or bandwidth <= 0 or param_bytes < 0:
+        raise ValueError(
+            "need num_workers >= 1, latency >= 0, bandwidth > 0, param_bytes >= 0; got "
+            f"{num_workers}, {latency}, {bandwidth}, {param_bytes}"
+        )
+    w = num_workers
+    return 2 * (w - 1) * latency + 2 * (w - 1) / w * param_bytes / bandwidth
+
+
+def unavailable_workers(sizes: np.ndarray, speeds: np.ndarray) -> list[int]:
+    """Workers given samples while their speed is 0: their time is infinite.
+
+    A step with such a worker never finishes under BSP; the controller must give them 0.
+    """
+    sizes, speeds = np.asarray(sizes), np.asarray(speeds)
+    return [int(k) for k in np.flatnonzero((speeds <= 0) & (sizes > 0))]
+
+
+@dataclasses.dataclass(frozen=True)
+class CostModel:
+    """Per-worker compute time model; see the module docstring for the formula."""
+
+    per_sample_cost: float = 0.01
+    fixed_cost: float = 0.05
+    overhead: float = 0.0
+    cliff_batch: int = 0
+    cliff_penalty: float = 1.0
+    noise: float = 0.0
+    linear: bool = False
+    latency: float = 5e-5
+    bandwidth: float = 1.25e9
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        checks = {
+            "per_sample_cost > 0": self.per_sample_cost > 0,
+            "fixed_cost >= 0": self.fixed_cost >= 0,
+            "overhead >= 0": self.overhead >= 0,
+            "cliff_batch >= 0": self.cliff_batch >= 0,
+            "cliff_penalty >= 0": self.cliff_penalty >= 0,
+            "noise >= 0": self.noise >= 0,
+            "latency >= 0": self.latency >= 0,
+            "bandwidth > 0": self.bandwidth > 0,
+        }
+        failed = [k for k, ok in checks.items() if not ok]
+        if failed:
+            raise ValueError(f"bad cost config: need {failed}; got {self}")
+
+    @classmethod
+    def from_config(cls, cost: Mapping[str, Any] | Any, *, seed: int) -> "CostModel":
+        """Build from a `cost` config section (ConfigDict or dict) and the run seed."""
+        c = read_section(cost, cost_defaults(), "cost")
+        return cls(
+            per_sample_cost=float(c["per_sample_cost"]),
+            fixed_cost=float(c["fixed_cost"]),
+            overhead=float(c["overhead"]),
+            cliff_batch=int(c["cliff_batch"]),
+            cliff_penalty=float(c["cliff_penalty"]),
+            noise=float(c["noise"]),
+            linear=bool(c["linear"]),
+            latency=float(c["latency"]),
+            bandwidth=float(c["bandwidth"]),
+            seed=int(seed),
+        )
+
+    def _model(self, sizes: np.ndarray, speeds: np.ndarray) -> np.ndarray:
+        """Noise-free times; sizes and speeds broadcast against each other."""
+        b = np.asarray(sizes, dtype=np.float64)
+        s = np.asarray(speeds, dtype=np.float64)
+        if np.any(b < 0) or np.any(s < 0):
+            raise ValueError(f"sizes and speeds must be >= 0; got {b.tolist()}, {s.tolist()}")
+        if self.linear:
+            work, fixed = b * self.per_sample_cost, 0.0
+        else:
+            mult = 1.0
+            if self.cliff_batch > 0:
+                over = np.maximum(b - self.cliff_batch, 0.0) / self.cliff_batch
+                mult = 1.0 + self.cliff_penalty * over
+            work, fixed = self.fixed_cost + b * self.per_sample_cost * mult, self.overhead
+        # Speed 0 with samples is a lost worker: inf is the honest answer, not a warning.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = fixed + work / s
+        return np.where(b > 0, t, 0.0)
+
+    def worker_times(self, step: int, sizes: np.ndarray, speeds: np.ndarray) -> np.ndarray:
+        """Emulated compute seconds [W] of each worker at `step` (noisy if noise > 0)."""
+        sizes, speeds = np.asarray(sizes), np.asarray(speeds)
+        if sizes.shape != speeds.shape or sizes.ndim != 1:
+            raise ValueError(f"sizes {sizes.shape} and speeds {speeds.shape} must both be [W]")
+        t = self._model(sizes, speeds)
+        if self.noise > 0:
+            z = _rng.normals(self.seed, _rng.STREAM_COST_NOISE, step, np.arange(t.shape[0]))
+            t = t * np.exp(self.noise * z - 0.5 * self.noise**2)
+        return t
+
+    def time_table(self, speeds: np.ndarray, global_batch: int) -> np.ndarray:
+        """Noise-free time [W, B + 1] of worker k with b = 0..B samples (for oracles)."""
+        speeds = np.asarray(speeds, dtype=np.float64)
+        b = np.arange(global_batch + 1, dtype=np.float64)
+        return self._model(b[None, :], speeds[:, None])
+
+    def allreduce_time(
+        self,
+        param_bytes: float,
+        num_workers: int,
+        latency: float | None = None,
+        bandwidth: float | None = None,
+    ) -> float:
+        """Ring all-reduce seconds; latency and bandwidth default to this model's config."""
+        return ring_allreduce_time(
+            param_bytes,
+            num_workers,
+            self.latency if latency is None else latency,
+            self.bandwidth if bandwidth is None else bandwidth,
+        )

@@ -1,0 +1,168 @@
+"""Speed profiles: paper tables, tiling, schedules, traces and modifiers."""
+
+import numpy as np
+import pytest
+
+from omnilearn_jax.cluster import available_profiles, hetero_defaults, make_profile
+
+RUN = {"num_workers": 4, "num_steps": 1000, "steps_per_epoch": 10, "seed": 0}
+
+
+def _profile(**hetero):
+    run = dict(RUN)
+    for key in ("num_workers", "num_steps", "steps_per_epoch", "seed"):
+        if key in hetero:
+            run[key] = hetero.pop(key)
+    return make_profile(hetero, **run)
+
+
+@pytest.mark.parametrize(
+    "variant,level,expected",
+    [
+        ("bsp", 1, [12, 12, 12, 12]),
+        ("bsp", 2, [12, 12, 8, 16]),
+        ("bsp", 4, [9, 9, 6, 24]),
+        ("bsp", 8, [6, 6, 4, 32]),
+        ("asp", 1, [10, 10, 10, 10]),
+        ("asp", 2, [8, 8, 8, 16]),
+        ("asp", 4, [10, 10, 4, 16]),
+        ("asp", 8, [4, 4, 4, 28]),
+    ],
+)
+def test_hl_tables_exact(variant, level, expected):
+    speeds = _profile(name="hl", level=level, variant=variant).speeds(123)
+    assert speeds.dtype == np.float64
+    np.testing.assert_array_equal(speeds, expected)
+    assert speeds.max() / speeds.min() == pytest.approx(level, rel=0.13)
+
+
+@pytest.mark.parametrize("num_workers", [8, 32])
+def test_hl_tiles_to_more_workers(num_workers):
+    speeds = _profile(name="hl", level=8, num_workers=num_workers).speeds(0)
+    assert speeds.shape == (num_workers,)
+    np.testing.assert_array_equal(speeds, np.tile([6, 6, 4, 32], num_workers // 4))
+    assert speeds.max() / speeds.min() == 8
+
+
+def test_uniform_and_cores_and_defaults():
+    np.testing.assert_array_equal(_profile().speeds(5), np.ones(4))
+    np.testing.assert_array_equal(
+        _profile(name="cores", cores=(1, 2.5, 3, 4)).speeds(9), [1, 2.5, 3, 4]
+    )
+    # The profile hands out copies: a caller's edit must not leak into later steps.
+    p = _profile(name="cores", cores=(1, 2, 3, 4))
+    p.speeds(0)[0] = 99
+    assert p.speeds(1)[0] == 1
+    assert set(available_profiles()) >= {"uniform", "hl", "cores", "schedule", "trace", "noise"}
+    assert all(v is not None for v in hetero_defaults().values())
+
+
+def test_schedule_levels_per_steps_boundaries():
+    p = _profile(name="schedule", levels=(1, 2, 4, 8, 8, 4, 2, 1), segment=5, unit="steps")
+    hl = {1: [12, 12, 12, 12], 2: [12, 12, 8, 16], 4: [9, 9, 6, 24], 8: [6, 6, 4, 32]}
+    for i, level in enumerate((1, 2, 4, 8, 8, 4, 2, 1)):
+        np.testing.assert_array_equal(p.speeds(5 * i), hl[level])
+        np.testing.assert_array_equal(p.speeds(5 * i + 4), hl[level])
+    # The run outlasts the schedule: the last segment holds.
+    np.testing.assert_array_equal(p.speeds(999), hl[1])
+
+
+def test_schedule_levels_per_epochs():
+    p = _profile(
+        name="schedule",
+        levels=(1, 2, 4, 8),
+        segment=2,
+        unit="epochs",
+        steps_per_epoch=7,
+        num_steps=56,
+    )
+    # Segment length 2 epochs x 7 steps = 14 steps.
+    np.testing.assert_array_equal(p.speeds(13), [12, 12, 12, 12])
+    np.testing.assert_array_equal(p.speeds(14), [12, 12, 8, 16])
+    np.testing.assert_array_equal(p.speeds(27), [12, 12, 8, 16])
+    np.testing.assert_array_equal(p.speeds(28), [9, 9, 6, 24])
+    np.testing.assert_array_equal(p.speeds(42), [6, 6, 4, 32])
+    np.testing.assert_array_equal(p.speeds(55), [6, 6, 4, 32])
+
+
+def test_schedule_segment_speeds():
+    p = _profile(name="schedule", segment_speeds=(1, 1, 1, 1, 1, 2, 3, 4), segment=3, unit="steps")
+    np.testing.assert_array_equal(p.speeds(2), [1, 1, 1, 1])
+    np.testing.assert_array_equal(p.speeds(3), [1, 2, 3, 4])
+
+
+def test_trace_replay(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_text(
+        "step,worker,speed\n"
+        "0,0,1\n0,1,2\n0,2,3\n0,3,4\n"
+        "# worker 1 slows down\n"
+        "10,1,0.5\n"
+        "\n"
+        "25,0,8\n25,3,1\n"
+    )
+    p = _profile(name="trace", path=str(path))
+    np.testing.assert_array_equal(p.speeds(0), [1, 2, 3, 4])
+    np.testing.assert_array_equal(p.speeds(9), [1, 2, 3, 4])
+    np.testing.assert_array_equal(p.speeds(10), [1, 0.5, 3, 4])
+    np.testing.assert_array_equal(p.speeds(24), [1, 0.5, 3, 4])
+    np.testing.assert_array_equal(p.speeds(25), [8, 0.5, 3, 1])
+    np.testing.assert_array_equal(p.speeds(10_000), [8, 0.5, 3, 1])
+
+
+def test_noise_is_seeded_and_mean_one():
+    a = _profile(name="hl", level=2, noise=0.2, seed=1)
+    b = _profile(name="hl", level=2, noise=0.2, seed=1)
+    c = _profile(name="hl", level=2, noise=0.2, seed=2)
+    np.testing.assert_array_equal(a.speeds(17), b.speeds(17))
+    assert not np.allclose(a.speeds(17), c.speeds(17))
+    assert not np.allclose(a.speeds(17), a.speeds(18))
+    # Random access: asking again, out of order, gives the same numbers.
+    first = a.speeds(3)
+    a.speeds(500)
+    np.testing.assert_array_equal(a.speeds(3), first)
+    ratios = np.stack([a.speeds(t) / np.array([12, 12, 8, 16]) for t in range(1000)])
+    assert ratios.mean() == pytest.approx(1.0, abs=0.02)
+    assert np.log(ratios).std() == pytest.approx(0.2, rel=0.05)
+
+
+def test_noise_shorthand_name_uses_base():
+    p = _profile(name="noise", base="hl", level=8, noise=0.1)
+    speeds = np.stack([p.speeds(t) for t in range(200)])
+    assert speeds.mean(0)[3] / speeds.mean(0)[2] == pytest.approx(8, rel=0.1)
+
+
+def test_random_walk_seeded_and_clipped():
+    kw = {"name": "uniform", "walk_sigma": 0.3, "walk_min": 0.5, "walk_max": 2.0}
+    a = _profile(**kw, seed=3)
+    b = _profile(**kw, seed=3)
+    c = _profile(**kw, seed=4)
+    np.testing.assert_array_equal(a.speeds(0), np.ones(4))  # the walk starts at the base
+    path_a = np.stack([a.speeds(t) for t in range(1000)])
+    path_b = np.stack([b.speeds(t) for t in range(1000)])
+    path_c = np.stack([c.speeds(t) for t in range(1000)])
+    np.testing.assert_array_equal(path_a, path_b)
+    assert not np.allclose(path_a, path_c)
+    assert path_a.min() == pytest.approx(0.5) and path_a.max() == pytest.approx(2.0)
+    # A walk: consecutive steps differ by one multiplicative increment of ~sigma.
+    steps = np.abs(np.diff(np.log(path_a), axis=0))
+    assert steps.max() < 0.3 * 6
+
+
+def test_preempt_intervals():
+    p = _profile(name="hl", level=2, preempt_worker=3, preempt_intervals=(5, 8, 20, 21))
+    for step, expect in [(4, 16), (5, 0.16), (7, 0.16), (8, 16), (20, 0.16), (21, 16)]:
+        speeds = p.speeds(step)
+        assert speeds[3] == pytest.approx(expect)
+        np.testing.assert_array_equal(speeds[:3], [12, 12, 8])
+    lost = _profile(name="preempt", preempt_worker=1, preempt_intervals=(2, 4), preempt_trickle=0.0)
+    np.testing.assert_array_equal(lost.speeds(3), [1, 0, 1, 1])
+    assert "preempt" in lost.describe()
+
+
+def test_modifiers_compose_multiplicatively():
+    base = dict(name="hl", level=4, seed=9)
+    noisy = _profile(**base, noise=0.1)
+    both = _profile(**base, noise=0.1, preempt_worker=0, preempt_intervals=(0, 10))
+    np.testing.assert_allclose(both.speeds(5), noisy.speeds(5) * [0.01, 1, 1, 1])
+    np.testing.assert_array_equal(both.speeds(10), noisy.speeds(10))
