@@ -7,9 +7,30 @@ unset strings, 0 for "automatic" numbers), so any key can be overridden with
 
 from __future__ import annotations
 
+import inspect
+
 import ml_collections
 
+import controllers
 from omnilearn_jax.cluster import cost_defaults, hetero_defaults
+
+
+def controller_defaults() -> dict:
+    """Every keyword argument of every registered controller, with its default.
+
+    One section holds them all, so `--config.controller.name=pi --config.controller.ki=0.5`
+    works on any config; `controllers.make_from_config` passes each policy only its own.
+    """
+    merged: dict = {}
+    for name in controllers.available():
+        for arg in controllers.accepted_kwargs(name):
+            default = (
+                inspect.signature(controllers.make.__globals__["_lookup"](name))
+                .parameters[arg]
+                .default
+            )
+            merged.setdefault(arg, tuple(default) if isinstance(default, list) else default)
+    return merged
 
 
 def base_config() -> ml_collections.ConfigDict:
@@ -61,13 +82,15 @@ def base_config() -> ml_collections.ConfigDict:
     c.train.eval_batch_size = 512
     c.train.target_accuracy = 0.0  # time_to_target is reported when > 0
 
-    c.controller = ml_collections.ConfigDict()
-    c.controller.name = "static"
+    c.controller = ml_collections.ConfigDict(controller_defaults())
+    c.controller.name = "static"  # see controllers.available()
     c.controller.plugin = ""  # a module to import first, registering user controllers
     c.controller.sizes = ()  # static: an explicit split
     c.controller.capacities = ()  # static: split proportional to these (e.g. cores)
+    # Bounds on every worker's batch, enforced by the trainer for every controller:
+    # 0/0 = none (device capacity only); -1 = the paper's rule B/(2W) and 3B/W.
     c.controller.b_min = 0
-    c.controller.b_max = 0  # 0 = no upper bound (B)
+    c.controller.b_max = 0
 
     c.hetero = ml_collections.ConfigDict(hetero_defaults())
     c.cost = ml_collections.ConfigDict(cost_defaults())

@@ -6,7 +6,7 @@ Flags live here and nowhere else; everything else takes the config.
 from __future__ import annotations
 
 import jax
-from absl import app, flags
+from absl import app, flags, logging
 from ml_collections import config_flags
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (configs/NAME.py[:ARG]).")
@@ -17,6 +17,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
     del argv
     config = _CONFIG.value
+    logging.set_verbosity(logging.WARNING)  # keep JAX's backend-probing INFO lines quiet
     # Must precede the first JAX operation; it only shapes the CPU backend, so a run on GPU
     # or TPU is unaffected.
     jax.config.update("jax_num_cpu_devices", config.cpu_devices)

@@ -7,6 +7,7 @@ each worker's time, and the controller picks the next split from what it observe
 
 from __future__ import annotations
 
+import importlib
 import math
 import time
 from typing import Any
@@ -34,19 +35,28 @@ class Trainer:
     def __init__(self, config: ml_collections.ConfigDict, workdir: str):
         validate.check_config(config, len(jax.devices()))
         if config.controller.plugin:
-            controllers.load_plugin(config.controller.plugin)
+            importlib.import_module(config.controller.plugin)  # registers user controllers
         self.controller = controllers.make_from_config(config.controller)
         self.config, self.workdir = config, workdir
         w, b = config.num_workers, config.global_batch_size
-        b_min, b_max = int(config.controller.b_min), int(config.controller.b_max or b)
-        controllers.check_bounds(w, b, b_min, b_max)
+        devices = select_devices(config.num_devices)
+        r = w // len(devices)
+        lo, hi = (
+            np.asarray(a)
+            for a in controllers.resolve_bounds(
+                w, b, config.controller.b_min, config.controller.b_max
+            )
+        )
+        capacity = config.capacity or min(b, r * int(hi.max()))
+        # The framework's invariant: sum B, within [b_min, b_max] and within what a device
+        # holds (a device's capacity is shared by its r workers).
+        self.bounds = (lo, np.minimum(hi, capacity // r))
+        controllers.check_bounds(w, b, *self.bounds)
+        validate.check_static_sizes(config, *self.bounds)
 
         self.dataset = data.load(config.dataset)
         self.sampler = data.GlobalBatchSampler(len(self.dataset.y_train), b, config.seed)
-        devices = select_devices(config.num_devices)
         self.placement = Placement(config.backend, devices)
-        r = w // len(devices)
-        capacity = config.capacity or min(b, r * b_max)
         self.layout = masking.make_layout(
             config.layout,
             num_workers=w,
@@ -54,7 +64,6 @@ class Trainer:
             capacity=capacity,
             micro_batch=config.micro_batch_size,
         )
-        self.bounds = (b_min, min(b_max, capacity))
         apply, params = models.create(
             config.model, self.dataset.input_shape, self.dataset.num_classes, config.seed
         )

@@ -45,6 +45,11 @@ def check_config(config: ml_collections.ConfigDict, num_available_devices: int) 
             f"set num_workers to a multiple of {num_devices} or num_devices to a divisor of "
             f"{num_workers}"
         )
+    _check_sizes_shape(config)
+
+
+def _check_sizes_shape(config) -> None:
+    num_workers, batch = config.num_workers, config.global_batch_size
     sizes = tuple(config.controller.get("sizes", ()))
     if sizes:
         if len(sizes) != num_workers:
@@ -57,3 +62,17 @@ def check_config(config: ml_collections.ConfigDict, num_available_devices: int) 
             raise ValueError(
                 f"controller.sizes {sizes} sum to {sum(sizes)}, not global_batch_size {batch}"
             )
+
+
+def check_static_sizes(config, lo, hi) -> None:
+    """An explicit split must also respect the bounds the trainer enforces."""
+    sizes = tuple(config.controller.get("sizes", ()))
+    if config.controller.name != "static" or not sizes:
+        return
+    bad = [k for k, s in enumerate(sizes) if not lo[k] <= s <= hi[k]]
+    if bad:
+        k = bad[0]
+        raise ValueError(
+            f"controller.sizes[{k}]={sizes[k]} is outside the bounds [{lo[k]}, {hi[k]}] "
+            f"(controller.b_min/b_max and device capacity); loosen them or change the split"
+        )

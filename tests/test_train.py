@@ -1,0 +1,110 @@
+"""The whole loop: command line, run store, uneven splits, bad input."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from omnilearn_jax.compiles import CompileCounter
+from omnilearn_jax.runstore import read_metrics
+from omnilearn_jax.train import Trainer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_main(workdir, *overrides, config="configs/smoke.py"):
+    """Runs the real command line in a fresh process (it sets up its own 8 CPU devices)."""
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "omnilearn_jax.main",
+        f"--config={config}",
+        f"--workdir={workdir}",
+        *overrides,
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def smoke_config():
+    sys.path.insert(0, ROOT)
+    from configs import smoke
+
+    return smoke.get_config()
+
+
+def test_uniform_and_skewed_split_give_the_same_loss_curve(tmp_path):
+    uniform = run_main(tmp_path / "uniform")
+    skewed_sizes = "(0,1,2,3,4,5,6,43)"
+    run_main(
+        tmp_path / "skewed",
+        "--config.controller.name=static",
+        f"--config.controller.sizes={skewed_sizes}",
+    )
+    a, b = read_metrics(tmp_path / "uniform"), read_metrics(tmp_path / "skewed")
+    train_a = [r for r in a if "loss" in r]
+    train_b = [r for r in b if "loss" in r]
+    assert [r["step"] for r in train_a] == list(range(1, 21))
+    assert all(r["batch_sizes"] == [0, 1, 2, 3, 4, 5, 6, 43] for r in train_b)
+    assert all(r["batch_sizes"] == [8] * 8 for r in train_a)
+    diffs = [abs(x["loss"] - y["loss"]) for x, y in zip(train_a, train_b, strict=True)]
+    assert max(diffs) <= 1e-5
+    evals_a = [r["eval_accuracy"] for r in a if "eval_accuracy" in r]
+    evals_b = [r["eval_accuracy"] for r in b if "eval_accuracy" in r]
+    assert len(evals_a) == 2 and evals_a == pytest.approx(evals_b, abs=1e-6)
+    # The run store of design.md, and the closing line says where it is.
+    summary = json.loads((tmp_path / "uniform" / "summary.json").read_text())
+    assert summary["steps"] == 20 and summary["final_eval_accuracy"] == evals_a[-1]
+    config = json.loads((tmp_path / "uniform" / "config.json").read_text())
+    assert config["resolved"]["num_devices"] == 8 and config["global_batch_size"] == 64
+    assert str(tmp_path / "uniform") in uniform.stdout and "ETA" in uniform.stdout
+
+
+def test_many_workers_per_device_and_pmap_match_shard_map(tmp_path):
+    """32 workers on 8 devices, pmap backend, padded layout: same curve as the default."""
+    config = smoke_config()
+    config.train.num_steps = 6
+    config.train.eval_every = 6
+    ref = Trainer(config, str(tmp_path / "ref")).run()
+    config.num_workers = 32
+    config.backend = "pmap"
+    config.layout = "padded"
+    config.controller.capacities = tuple(float(k % 5 + 1) for k in range(32))
+    other = Trainer(config, str(tmp_path / "other")).run()
+    a, b = read_metrics(tmp_path / "ref"), read_metrics(tmp_path / "other")
+    sizes = b[0]["batch_sizes"]
+    assert len(sizes) == 32 and sum(sizes) == 64 and len(set(sizes)) > 1
+    losses = [(x["loss"], y["loss"]) for x, y in zip(a, b, strict=True) if "loss" in x]
+    assert max(abs(x - y) for x, y in losses) <= 1e-5
+    assert ref["final_eval_accuracy"] == pytest.approx(other["final_eval_accuracy"], abs=1e-6)
+
+
+BAD_INPUTS = [
+    ({"dataset.name": "cifar"}, "unknown dataset 'cifar'; valid names: digits, mnist1d"),
+    ({"model.name": "vit"}, "unknown model 'vit'; valid names: cnn, mlp, resnet18"),
+    ({"backend": "pjit"}, "unknown backend 'pjit'; valid backends: shard_map, pmap"),
+    ({"optimizer.name": "lamb"}, "unknown optimizer 'lamb'; valid names: sgd, adamw"),
+    ({"controller.sizes": (8,) * 7 + (9,)}, "sum to 65, not global_batch_size 64"),
+    ({"controller.sizes": (-8, 24) + (8,) * 6}, "controller.sizes must be >= 0"),
+    ({"controller.sizes": (8,) * 4}, "has 4 entries for 8 workers"),
+    ({"num_workers": 12}, "num_workers=12 is not a multiple of the 8 devices"),
+    ({"controller.name": "pid"}, "unknown controller 'pid'; registered: ['oracle', 'pi'"),
+    ({"layout": "ragged"}, "unknown layout 'ragged'; valid values: micro, padded"),
+]
+
+
+@pytest.mark.parametrize("overrides,message", BAD_INPUTS)
+def test_bad_input_fails_clearly_before_compiling(tmp_path, overrides, message):
+    config = smoke_config()
+    for key, value in overrides.items():
+        section, _, leaf = key.rpartition(".")
+        (config[section] if section else config)[leaf] = value
+    with CompileCounter() as compiles, pytest.raises((ValueError, TypeError)) as err:
+        Trainer(config, str(tmp_path / "run"))
+    assert message in str(err.value)
+    assert compiles.count == 0
+    assert not (tmp_path / "run").exists()
