@@ -41,7 +41,10 @@ def base_config() -> ml_collections.ConfigDict:
     c.num_devices = 0  # devices to use; 0 = all (must divide num_workers)
     c.cpu_devices = 8  # CPU devices that main.py creates when the run is on CPU
     c.backend = "shard_map"  # shard_map | pmap
-    c.layout = "micro"  # micro (per-device trip count) | padded (one padded block)
+    # padded: one block of `capacity` rows a device (fastest when the clock is virtual and
+    # the devices alike); micro: a per-device loop of micro-batches, so a device with fewer
+    # rows really computes less (use it with clock=wall on truly heterogeneous devices).
+    c.layout = "padded"
     c.micro_batch_size = 8  # rows per micro-batch in the micro layout
     c.capacity = 0  # rows one device may hold; 0 = min(B, workers_per_device * b_max)
     c.clock = "virtual"  # virtual | wall
