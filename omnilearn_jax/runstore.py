@@ -37,11 +37,12 @@ def _write_json(path: str, obj: Any) -> None:
 
 
 class RunStore:
-    def __init__(self, workdir: str):
+    def __init__(self, workdir: str, *, append: bool = False):
+        """A fresh run truncates metrics.jsonl; `append=True` continues it (resume)."""
         self.workdir = workdir
         os.makedirs(workdir, exist_ok=True)
         self.metrics_path = os.path.join(workdir, "metrics.jsonl")
-        self._metrics = open(self.metrics_path, "a")  # noqa: SIM115 (closed by close())
+        self._metrics = open(self.metrics_path, "a" if append else "w")  # noqa: SIM115
 
     def write_config(self, config: Mapping[str, Any]) -> None:
         _write_json(os.path.join(self.workdir, "config.json"), config)

@@ -9,11 +9,13 @@ differs between devices (that would deadlock).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from omnilearn_jax.models import ApplyFn
@@ -88,16 +90,52 @@ class Steps(NamedTuple):
     train: Callable  # (state, batch) -> (state, metrics)
     grad: Callable  # (params, batch) -> (mean grad, metrics); for tests and tools
     eval: Callable  # (params, batch) -> dict of sums (loss, correct, count)
+    # The train step in two halves, for the wall clock: `local` leaves each device's sums on
+    # its device (so each device's completion can be timed), `finish` reduces and updates.
+    local: Callable  # (params, batch) -> Sums stacked over devices [D, ...]
+    finish: Callable  # (state, stacked sums) -> (state, metrics)
 
 
-def _build(reduce: Callable, tx: optax.GradientTransformation, compile_: Callable) -> Steps:
-    """The three steps from a backend's `reduce(params, batch, with_grad) -> Sums`."""
+def _sleep_for(seconds) -> np.ndarray:
+    time.sleep(float(seconds))
+    return np.zeros((), np.float32)
+
+
+def injected_delay(x, delay):
+    """Holds the device for `delay` seconds before it computes (emulated slow hardware).
+
+    The sleep happens in a host callback whose zero result is added to the inputs, so the
+    device's compute depends on it and finishes `delay` seconds later, as a slower device would.
+    """
+    zero = jax.pure_callback(_sleep_for, jax.ShapeDtypeStruct((), jnp.float32), delay)
+    return x + zero.astype(x.dtype)
+
+
+def _device_batch(batch):
+    x = batch["x"]
+    if "delay" in batch:
+        x = injected_delay(x, batch["delay"])
+    return x, batch["y"], batch["mask"], batch["trips"]
+
+
+def _update(tx: optax.GradientTransformation, state: TrainState, sums: Sums):
+    grad, metrics = _means(sums)
+    updates, opt_state = tx.update(grad, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    return TrainState(state.step + 1, params, opt_state), metrics
+
+
+def _build(
+    reduce: Callable, local: Callable, tx: optax.GradientTransformation, compile_: Callable
+) -> Steps:
+    """The steps from a backend's `reduce(params, batch, with_grad) -> Sums` (summed over
+    devices) and `local(params, batch) -> Sums` (stacked per device)."""
 
     def train(state, batch):
-        grad, metrics = _means(reduce(state.params, batch, True))
-        updates, opt_state = tx.update(grad, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        return TrainState(state.step + 1, params, opt_state), metrics
+        return _update(tx, state, reduce(state.params, batch, True))
+
+    def finish(state, stacked: Sums):
+        return _update(tx, state, jax.tree.map(lambda a: a.sum(axis=0), stacked))
 
     def grad(params, batch):
         return _means(reduce(params, batch, True))
@@ -106,7 +144,13 @@ def _build(reduce: Callable, tx: optax.GradientTransformation, compile_: Callabl
         sums = reduce(params, batch, False)
         return {"loss": sums.loss, "correct": sums.correct, "count": sums.count}
 
-    return Steps(compile_(train, donate=True), compile_(grad), compile_(evaluate))
+    return Steps(
+        compile_(train, donate=True),
+        compile_(grad),
+        compile_(evaluate),
+        local,
+        jax.jit(finish, donate_argnums=0),
+    )
 
 
 def shard_map_steps(apply: ApplyFn, tx: optax.GradientTransformation, mesh) -> Steps:
@@ -116,26 +160,30 @@ def shard_map_steps(apply: ApplyFn, tx: optax.GradientTransformation, mesh) -> S
     def vary(tree):
         return jax.lax.pcast(tree, AXIS, to="varying")
 
-    def local(params, batch, with_grad):
+    def per_device(params, batch, with_grad):
         # Params marked device-varying keep their gradient per-device inside the loop;
         # otherwise shard_map would insert an implicit psum into every loop iteration.
         params = vary(params) if with_grad else params
-        x, y, mask, trips = batch["x"][0], batch["y"][0], batch["mask"][0], batch["trips"][0]
-        sums = device_sums(apply, params, x, y, mask, trips, with_grad, vary)
-        return jax.lax.psum(sums, AXIS)
+        x, y, mask, trips = _device_batch(jax.tree.map(lambda a: a[0], batch))
+        return device_sums(apply, params, x, y, mask, trips, with_grad, vary)
+
+    def mapped(fn, out_specs):
+        return jax.shard_map(fn, mesh=mesh, in_specs=(P(), P(AXIS)), out_specs=out_specs)
 
     def reduce(params, batch, with_grad):
-        return jax.shard_map(
-            lambda p, b: local(p, b, with_grad),
-            mesh=mesh,
-            in_specs=(P(), P(AXIS)),
-            out_specs=P(),
-        )(params, batch)
+        fn = mapped(lambda p, b: jax.lax.psum(per_device(p, b, with_grad), AXIS), P())
+        return fn(params, batch)
+
+    def local(params, batch):
+        stack = mapped(
+            lambda p, b: jax.tree.map(lambda a: a[None], per_device(p, b, True)), P(AXIS)
+        )
+        return stack(params, batch)
 
     def compile_(fn, donate=False):
         return jax.jit(fn, donate_argnums=0 if donate else ())
 
-    return _build(reduce, tx, compile_)
+    return _build(reduce, compile_(local), tx, compile_)
 
 
 def pmap_steps(apply: ApplyFn, tx: optax.GradientTransformation, devices=None) -> Steps:
@@ -145,18 +193,21 @@ def pmap_steps(apply: ApplyFn, tx: optax.GradientTransformation, devices=None) -
     after the loop is right here.
     """
 
-    def reduce(params, batch, with_grad):
-        x, y, mask, trips = batch["x"], batch["y"], batch["mask"], batch["trips"]
-        return jax.lax.psum(device_sums(apply, params, x, y, mask, trips, with_grad), AXIS)
+    def per_device(params, batch, with_grad):
+        return device_sums(apply, params, *_device_batch(batch), with_grad)
 
-    def compile_(fn, donate=False):
+    def reduce(params, batch, with_grad):
+        return jax.lax.psum(per_device(params, batch, with_grad), AXIS)
+
+    def compile_(fn, donate=False, out_axes=None):
         return jax.pmap(
             fn,
             axis_name=AXIS,
             in_axes=(None, 0),
-            out_axes=None,
+            out_axes=out_axes,
             devices=devices,
             donate_argnums=0 if donate else (),
         )
 
-    return _build(reduce, tx, compile_)
+    local = compile_(lambda p, b: per_device(p, b, True), out_axes=0)
+    return _build(reduce, local, tx, compile_)

@@ -1,19 +1,33 @@
 """Per-worker times for each step: modelled on a virtual clock, or measured (wall clock).
 
-Virtual: the cluster model gives each worker's compute time from its batch size and its speed
-at that step; the BSP step takes the slowest worker plus a ring all-reduce. Deterministic, so
-the same config and seed give byte-identical run stores.
+Virtual (`clock=virtual`): the cluster model gives each worker's compute time from its batch
+size and its speed at that step; the BSP step takes the slowest worker plus a ring
+all-reduce. Deterministic, so the same config and seed give byte-identical run stores.
+
+Wall (`clock=wall`): the step runs in two halves; the first leaves each device's sums on the
+device, and the host polls each device's shard until it is ready, so every device's compute
+time is measured with the device synchronised, never the time of an asynchronous dispatch.
+With several workers on one device, each gets the device's time in proportion to its rows.
+`hetero.inject > 0` makes a worker sleep `inject * b / speed` seconds before it computes,
+so one machine shows real heterogeneity; on real mixed hardware nothing is injected.
 """
 
 from __future__ import annotations
 
+import time
+
+import jax
 import numpy as np
 
 from omnilearn_jax.cluster import CostModel, VirtualClock, make_profile
 
+_POLL_SECONDS = 2e-4  # polling granularity; well under any step worth timing
 
-class VirtualTimer:
-    def __init__(self, config, *, steps_per_epoch: int, param_bytes: int):
+
+class Timer:
+    """Shared parts: the speed profile, the cost model (for oracles) and the clock."""
+
+    def __init__(self, config, *, steps_per_epoch: int, param_bytes: int, cost: CostModel):
         w = config.num_workers
         self.profile = make_profile(
             config.hetero,
@@ -22,9 +36,9 @@ class VirtualTimer:
             steps_per_epoch=steps_per_epoch,
             seed=config.seed,
         )
-        self.cost = CostModel.from_config(config.cost, seed=config.seed)
+        self.cost = cost
         self.clock = VirtualClock(w)
-        self.comm_time = self.cost.allreduce_time(param_bytes, w) if w > 1 else 0.0
+        self.comm_time = cost.allreduce_time(param_bytes, w) if w > 1 else 0.0
         self.global_batch = config.global_batch_size
 
     def speeds(self, step: int) -> np.ndarray:
@@ -33,10 +47,11 @@ class VirtualTimer:
     def time_table(self, speeds: np.ndarray) -> np.ndarray:
         return self.cost.time_table(speeds, self.global_batch)
 
-    def record(self, step: int, sizes: np.ndarray, speeds: np.ndarray) -> dict:
-        """Advances the clock by one step run with `sizes`; returns the step's record."""
-        times = self.cost.worker_times(step, sizes, speeds)
-        return self.clock.step(times, self.comm_time, batch_sizes=sizes, speeds=speeds)
+    def batch_extras(self, sizes: np.ndarray, speeds: np.ndarray) -> dict:
+        return {}
+
+    def warm_up(self, steps, state_copy, batch) -> None:
+        """Nothing to do: virtual times do not depend on when compilation happens."""
 
     @property
     def time(self) -> float:
@@ -44,3 +59,83 @@ class VirtualTimer:
 
     def totals(self) -> dict:
         return self.clock.totals()
+
+
+class VirtualTimer(Timer):
+    def train_step(self, steps, state, batch, step: int, sizes, speeds):
+        state, metrics = steps.train(state, batch)
+        times = self.cost.worker_times(step, sizes, speeds)
+        record = self.clock.step(times, self.comm_time, batch_sizes=sizes, speeds=speeds)
+        return state, metrics, record
+
+
+def device_ready_times(stacked, start: float) -> np.ndarray:
+    """Seconds from `start` until each device's shard of `stacked` is ready, by device."""
+    shards = sorted(stacked.addressable_shards, key=lambda s: s.index[0].start or 0)
+    done = np.full(len(shards), np.nan)
+    while np.isnan(done).any():
+        for i, shard in enumerate(shards):
+            if np.isnan(done[i]) and shard.data.is_ready():
+                done[i] = time.perf_counter() - start
+        time.sleep(_POLL_SECONDS)
+    return done
+
+
+class WallTimer(Timer):
+    def __init__(self, config, **kwargs):
+        super().__init__(config, **kwargs)
+        self.inject = float(config.hetero.get("inject", 0.0))
+        self.workers_per_device = None  # set by the trainer from its layout
+
+    def batch_extras(self, sizes: np.ndarray, speeds: np.ndarray) -> dict:
+        if self.inject <= 0:
+            return {}
+        per_worker = self.inject * np.asarray(sizes) / np.maximum(speeds, 1e-9)
+        delay = per_worker.reshape(-1, self.workers_per_device).sum(axis=1)
+        return {"delay": delay.astype(np.float32)}
+
+    def warm_up(self, steps, state_copy, batch) -> None:
+        """Compiles both halves on a throwaway state, so no compile lands in a timed step."""
+        state, metrics = steps.finish(state_copy, steps.local(state_copy.params, batch))
+        jax.block_until_ready(metrics)
+
+    def train_step(self, steps, state, batch, step: int, sizes, speeds):
+        start = time.perf_counter()
+        stacked = steps.local(state.params, batch)
+        device_times = device_ready_times(stacked.count, start)
+        state, metrics = steps.finish(state, stacked)
+        jax.block_until_ready(state.step)
+        wall = time.perf_counter() - start
+        rows = np.asarray(sizes, np.float64).reshape(len(device_times), -1)
+        per_device_rows = rows.sum(axis=1, keepdims=True)
+        share = np.divide(rows, per_device_rows, out=np.zeros_like(rows), where=per_device_rows > 0)
+        times = (share * device_times[:, None]).reshape(-1)
+        comm = max(wall - float(times.max()), 0.0)  # reduce + update + host overhead
+        record = self.clock.step(times, comm, batch_sizes=sizes)
+        return state, metrics, record
+
+
+def calibrate_per_sample_cost(steps, make_batch, state, rows: int, repeats: int = 5) -> float:
+    """Seconds per sample of the real train step on this machine (median of `repeats`)."""
+    batch = make_batch()
+    state, metrics = steps.train(state, batch)  # compile and warm up
+    jax.block_until_ready(metrics)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        state, metrics = steps.train(state, batch)
+        jax.block_until_ready(metrics)
+        samples.append(time.perf_counter() - start)
+    return float(np.median(samples)) / rows
+
+
+def make_timer(
+    config, *, steps_per_epoch: int, param_bytes: int, per_sample_cost: float | None = None
+) -> Timer:
+    """`per_sample_cost` (when calibrated) replaces `cost.per_sample_cost` of the config."""
+    values = config.cost.to_dict()
+    if per_sample_cost is not None:
+        values["per_sample_cost"] = per_sample_cost
+    cost = CostModel.from_config(values, seed=config.seed)
+    cls = WallTimer if config.clock == "wall" else VirtualTimer
+    return cls(config, steps_per_epoch=steps_per_epoch, param_bytes=param_bytes, cost=cost)

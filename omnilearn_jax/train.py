@@ -21,7 +21,7 @@ from omnilearn_jax import data, masking, models, optim, step, validate
 from omnilearn_jax.cluster import time_to_target
 from omnilearn_jax.mesh import Placement, select_devices
 from omnilearn_jax.runstore import RunStore
-from omnilearn_jax.timing import VirtualTimer
+from omnilearn_jax.timing import calibrate_per_sample_cost, make_timer
 
 
 def _format_eta(seconds: float) -> str:
@@ -73,12 +73,25 @@ class Trainer:
             step.TrainState(np.zeros((), np.int32), params, tx.init(params))
         )
         self.param_count = models.param_count(params)
-        self.timer = VirtualTimer(
+        self.calibrated_cost = None
+        if config.cost.per_sample_cost == 0:  # 0 = measure the real model on this machine
+            uniform = controllers.allocate(np.ones(w), b, *self.bounds)
+            copy = self.placement.replicate(jax.tree.map(np.array, self.state))
+            self.calibrated_cost = calibrate_per_sample_cost(
+                self.steps,
+                lambda: self.batch(0, np.asarray(uniform)),
+                copy,
+                rows=int(np.max(uniform)),
+            )
+        self.timer = make_timer(
             config,
             steps_per_epoch=self.sampler.steps_per_epoch,
             param_bytes=models.param_bytes(params),
+            per_sample_cost=self.calibrated_cost,
         )
+        self.timer.workers_per_device = r
         self.update = jax.jit(self.controller.update)
+        self.allocate = jax.jit(lambda s, lo, hi: controllers.allocate(s, b, lo, hi))
         self.eval_layout = masking.make_layout(
             "padded",
             num_workers=len(devices),
@@ -88,11 +101,12 @@ class Trainer:
         )
 
     # -- pieces of a step ----------------------------------------------------------------
-    def batch(self, step_index: int, sizes: np.ndarray) -> dict:
+    def batch(self, step_index: int, sizes: np.ndarray, extras: dict | None = None) -> dict:
         rows = self.sampler.indices(step_index)
         packed = masking.pack_indices(sizes, self.layout)
         x, y = masking.gather(self.dataset.x_train[rows], self.dataset.y_train[rows], packed)
-        return self.placement.batch({"x": x, "y": y, "mask": packed.mask, "trips": packed.trips})
+        batch = {"x": x, "y": y, "mask": packed.mask, "trips": packed.trips, **(extras or {})}
+        return self.placement.batch(batch)
 
     def evaluate(self) -> dict[str, float]:
         ds, lay = self.dataset, self.eval_layout
@@ -123,13 +137,14 @@ class Trainer:
             epoch_end=np.bool_(self.sampler.is_epoch_end(step_index)),
         )
 
+    def safe_sizes(self, sizes) -> np.ndarray:
+        """The framework, not each controller, guarantees the invariant: sum B, in bounds."""
+        sizes = self.allocate(sizes, *self.bounds)
+        return masking.check_sizes(np.asarray(sizes), self.config.global_batch_size, self.layout)
+
     def next_sizes(self, cstate, obs) -> tuple[np.ndarray, Any]:
         sizes, cstate = self.update(cstate, obs)
-        # The framework, not each controller, guarantees the invariant: sum B, within bounds.
-        sizes = controllers.allocate(sizes, self.config.global_batch_size, *self.bounds)
-        return masking.check_sizes(
-            np.asarray(sizes), self.config.global_batch_size, self.layout
-        ), cstate
+        return self.safe_sizes(sizes), cstate
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -138,9 +153,13 @@ class Trainer:
         store = RunStore(self.workdir)
         store.write_config(self.resolved_config())
         w, b = cfg.num_workers, cfg.global_batch_size
-        cstate = self.controller.init(w, b)
-        sizes, cstate = self.next_sizes(
-            cstate, self.observe(-1, np.full(w, b // w), np.zeros(w), self.timer.speeds(0))
+        cstate = jax.jit(self.controller.init, static_argnums=(0, 1))(w, b)
+        sizes = self.safe_sizes(controllers.initial_sizes(cstate, w, b))
+        speeds = self.timer.speeds(0)
+        self.timer.warm_up(
+            self.steps,
+            self.placement.replicate(jax.tree.map(np.array, self.state)),
+            self.batch(0, sizes, self.timer.batch_extras(sizes, speeds)),
         )
         evals, pending, start = [], [], time.perf_counter()
         print(
@@ -152,8 +171,10 @@ class Trainer:
         try:
             for t in range(num_steps):
                 speeds = self.timer.speeds(t)
-                self.state, metrics = self.steps.train(self.state, self.batch(t, sizes))
-                rec = self.timer.record(t, sizes, speeds)
+                batch = self.batch(t, sizes, self.timer.batch_extras(sizes, speeds))
+                self.state, metrics, rec = self.timer.train_step(
+                    self.steps, self.state, batch, t, sizes, speeds
+                )
                 pending.append((t + 1, sizes, speeds, rec, metrics))
                 obs = self.observe(t, sizes, rec["worker_times"], speeds)
                 sizes, cstate = self.next_sizes(cstate, obs)
@@ -240,6 +261,8 @@ class Trainer:
             "steps_per_epoch": self.sampler.steps_per_epoch,
             "param_count": self.param_count,
             "platform": jax.devices()[0].platform,
+            "per_sample_cost": self.timer.cost.per_sample_cost,
+            "per_sample_cost_calibrated": self.calibrated_cost is not None,
         }
         return resolved
 

@@ -33,6 +33,9 @@ _HETERO: dict[str, Any] = {
     "preempt_worker": 0,
     "preempt_intervals": (),
     "preempt_trickle": 0.01,
+    # clock=wall only: a worker sleeps inject * b / speed seconds before computing, so one
+    # machine shows real heterogeneity (0 = nothing injected, for real mixed hardware).
+    "inject": 0.0,
 }
 
 _COST: dict[str, Any] = {
