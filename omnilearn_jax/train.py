@@ -128,6 +128,8 @@ class Trainer:
         return {"eval_loss": totals[0] / totals[2], "eval_accuracy": totals[1] / totals[2]}
 
     def observe(self, step_index: int, sizes, worker_times, speeds) -> controllers.Observation:
+        """What the controller sees after step `step_index`; `speeds` are the true speeds
+        of the next step (only oracles may read them and the time table)."""
         return controllers.Observation(
             step=np.int32(step_index),
             batch_sizes=np.asarray(sizes, np.int32),
@@ -176,7 +178,11 @@ class Trainer:
                     self.steps, self.state, batch, t, sizes, speeds
                 )
                 pending.append((t + 1, sizes, speeds, rec, metrics))
-                obs = self.observe(t, sizes, rec["worker_times"], speeds)
+                # Oracles get the speeds of the step they decide for (t + 1), so they are
+                # optimal at every step, change points included; the others see only times.
+                obs = self.observe(
+                    t, sizes, rec["worker_times"], self.timer.speeds(min(t + 1, num_steps - 1))
+                )
                 sizes, cstate = self.next_sizes(cstate, obs)
                 done = t + 1
                 if done % cfg.train.log_every == 0 or done == num_steps:

@@ -19,6 +19,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -104,6 +105,8 @@ def _records_protobuf(path: str) -> Iterator[tuple[str, Any]]:
             yield "config", [(list(i.nested_key) or [i.key], _item_value(i)) for i in items]
         elif kind == "summary":
             yield "summary", {_item_key(i): _item_value(i) for i in record.summary.update}
+        elif kind == "exit":
+            yield "exit", record.exit.exit_code
 
 
 def _records_leet(path: str) -> Iterator[tuple[str, Any]]:
@@ -128,6 +131,8 @@ def _records_leet(path: str) -> Iterator[tuple[str, Any]]:
             yield "config", [([k], v) for k, v in update.items()]
         elif kind == "summary":
             yield "summary", dict(record["summary"].get("update", {}))
+        elif kind == "exit":
+            yield "exit", int(record["exit"].get("exit_code", 0))
 
 
 def _records(path: str) -> Iterator[tuple[str, Any]]:
@@ -137,6 +142,25 @@ def _records(path: str) -> Iterator[tuple[str, Any]]:
         print(f"W&B read-back: protobuf reader failed ({e}); using `wandb leet`.", flush=True)
         records = list(_records_leet(path))
     return iter(records)
+
+
+def wait_until_written(run_dir: str, timeout: float = 10.0) -> bool:
+    """Wait until the run's log ends with its exit record; False if `timeout` ran out.
+
+    In offline mode `run.finish()` can return while wandb-core is still writing the last
+    records (seen under CPU load: history missing right after finish, present 1 s later),
+    so a reader that runs right after a run ends must wait for the exit record.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if any(kind == "exit" for kind, _ in _records_protobuf(run_dir)):
+                return True
+        except (OSError, ValueError):
+            pass  # file not created or header not written yet
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def read_offline_history(run_dir: str) -> list[dict]:

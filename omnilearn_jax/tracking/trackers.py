@@ -129,11 +129,20 @@ class WandbTracker:
 
     def close(self) -> None:
         run, self._run = self._run, None
-        if run is not None:
-            try:
-                run.finish()
-            except Exception as e:  # a failed upload must not fail the finished training
-                print(f"W&B: finish failed ({type(e).__name__}: {e}).", flush=True)
+        if run is None:
+            return
+        try:
+            run.finish()
+        except Exception as e:  # a failed upload must not fail the finished training
+            print(f"W&B: finish failed ({type(e).__name__}: {e}).", flush=True)
+            return
+        if self.mode == "offline":
+            from omnilearn_jax.tracking.offline import wait_until_written
+
+            # finish() may return before wandb-core has flushed the last rows; waiting here
+            # means a closed offline run is complete for whoever reads or syncs it next.
+            if not wait_until_written(self.run_dir, timeout=10.0):
+                print(f"W&B: {self.run_dir} was not complete 10 s after finish.", flush=True)
 
     def _guard(self, fn: Any) -> None:
         try:
