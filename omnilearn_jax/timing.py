@@ -139,3 +139,18 @@ def make_timer(
     cost = CostModel.from_config(values, seed=config.seed)
     cls = WallTimer if config.clock == "wall" else VirtualTimer
     return cls(config, steps_per_epoch=steps_per_epoch, param_bytes=param_bytes, cost=cost)
+
+
+def check_cluster(config, *, steps_per_epoch: int) -> None:
+    """Raises the cluster model's clear error for a bad `hetero` or `cost` section."""
+    make_profile(
+        config.hetero,
+        num_workers=config.num_workers,
+        num_steps=config.train.num_steps,
+        steps_per_epoch=steps_per_epoch,
+        seed=config.seed,
+    )
+    values = config.cost.to_dict()
+    if values.get("per_sample_cost") == 0:  # 0 asks for calibration, checked later
+        values["per_sample_cost"] = 1.0
+    CostModel.from_config(values, seed=config.seed)

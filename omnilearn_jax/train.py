@@ -21,7 +21,7 @@ from omnilearn_jax import data, masking, models, optim, step, validate
 from omnilearn_jax.cluster import time_to_target
 from omnilearn_jax.mesh import Placement, select_devices
 from omnilearn_jax.runstore import RunStore
-from omnilearn_jax.timing import calibrate_per_sample_cost, make_timer
+from omnilearn_jax.timing import calibrate_per_sample_cost, check_cluster, make_timer
 
 
 def _format_eta(seconds: float) -> str:
@@ -44,7 +44,7 @@ class Trainer:
         lo, hi = (
             np.asarray(a)
             for a in controllers.resolve_bounds(
-                w, b, config.controller.b_min, config.controller.b_max
+                w, b, config.controller.b_min, config.controller.b_max, xp=np
             )
         )
         capacity = config.capacity or min(b, r * int(hi.max()))
@@ -56,6 +56,9 @@ class Trainer:
 
         self.dataset = data.load(config.dataset)
         self.sampler = data.GlobalBatchSampler(len(self.dataset.y_train), b, config.seed)
+        # Build the cluster model once now, only to check it: a bad profile, trace or cost
+        # section must fail before the model is created or anything compiles.
+        check_cluster(config, steps_per_epoch=self.sampler.steps_per_epoch)
         self.placement = Placement(config.backend, devices)
         self.layout = masking.make_layout(
             config.layout,

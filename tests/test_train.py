@@ -94,6 +94,18 @@ BAD_INPUTS = [
     ({"num_workers": 12}, "num_workers=12 is not a multiple of the 8 devices"),
     ({"controller.name": "pid"}, "unknown controller 'pid'; registered: ['oracle', 'pi'"),
     ({"layout": "ragged"}, "unknown layout 'ragged'; valid values: micro, padded"),
+    ({"hetero.name": "hl9"}, "unknown hetero.name 'hl9'; valid names:"),
+    ({"hetero.name": "cores", "hetero.cores": (1.0, -2.0) + (1.0,) * 6}, "-2"),
+    (
+        {
+            "hetero.name": "schedule",
+            "hetero.levels": (1, 2, 4),
+            "hetero.segment": 10,
+            "hetero.unit": "steps",
+        },
+        "longer than the run",
+    ),
+    ({"cost.bandwidth": 0.0}, "bandwidth > 0"),
 ]
 
 
