@@ -47,3 +47,22 @@ def test_wall_clock_measures_an_injected_slow_worker(tmp_path):
     share = final[2] / np.mean(final[[0, 1, 3]])
     assert 0.4 <= share <= 0.6, final
     assert final.sum() == 64
+
+
+def test_per_sample_cost_zero_is_calibrated_on_this_machine(tmp_path):
+    import json
+
+    config = smoke_config()
+    config.train.num_steps = 2
+    config.train.eval_every = 2
+    config.cost.per_sample_cost = 0.0
+    config.cost.fixed_cost = 0.0
+    config.cost.linear = True
+    Trainer(config, str(tmp_path)).run()
+    resolved = json.loads((tmp_path / "config.json").read_text())["resolved"]
+    cost = resolved["per_sample_cost"]
+    assert resolved["per_sample_cost_calibrated"] is True
+    assert 1e-7 < cost < 1.0  # seconds per sample of a tiny MLP: positive, far below 1 s
+    first = read_metrics(tmp_path)[0]
+    # Linear model, uniform split of 64 over 8 workers: each worker takes 8 * cost.
+    assert np.allclose(first["worker_times"], 8 * cost, rtol=1e-9)
