@@ -98,7 +98,21 @@ def base_config() -> ml_collections.ConfigDict:
     c.hetero = ml_collections.ConfigDict(hetero_defaults())
     c.cost = ml_collections.ConfigDict(cost_defaults())
 
+    c.distributed = ml_collections.ConfigDict()
+    c.distributed.enabled = False  # call jax.distributed.initialize (multi-process runs)
+    c.distributed.coordinator_address = ""  # host:port of process 0; '' = auto-detect
+    c.distributed.num_processes = 0  # 0 = auto-detect
+    c.distributed.process_id = -1  # -1 = auto-detect
+    c.distributed.local_device_ids = ()  # () = all of this process's devices
+    c.distributed.initialization_timeout = 120  # seconds to wait for every process
+    c.distributed.heartbeat_timeout = 20  # seconds before a silent process counts as dead
+
     c.wandb = ml_collections.ConfigDict()
     c.wandb.mode = "disabled"  # online | offline | disabled
     c.wandb.project = "omnilearn-jax"
+    c.wandb.entity = ""  # '' = the account's default entity
+    c.wandb.group = ""  # runs of one ablation share a group (the runner sets it)
+    c.wandb.tags = ()  # extra tags; controller and profile are always added
+    c.wandb.dir = ""  # '' = the run's workdir (offline runs land in WORKDIR/wandb)
+    c.wandb.init_timeout = 30.0  # seconds; an online run that cannot start goes offline
     return c

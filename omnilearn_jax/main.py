@@ -21,6 +21,9 @@ def main(argv):
     # Must precede the first JAX operation; it only shapes the CPU backend, so a run on GPU
     # or TPU is unaffected.
     jax.config.update("jax_num_cpu_devices", config.cpu_devices)
+    from omnilearn_jax import distributed
+
+    distributed.initialize(config.distributed)
     from omnilearn_jax.train import train_and_evaluate
 
     train_and_evaluate(config, _WORKDIR.value)

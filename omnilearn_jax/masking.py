@@ -92,8 +92,12 @@ class Packed(NamedTuple):
     trips: np.ndarray  # [D] int32, micro-batches each device really runs
 
 
-def pack_indices(sizes: np.ndarray, layout: Layout) -> Packed:
-    """Where each global-batch row goes: the gather index and mask of every device slot."""
+def pack_indices(sizes: np.ndarray, layout: Layout, devices: np.ndarray | None = None) -> Packed:
+    """Where each global-batch row goes: the gather index and mask of every device slot.
+
+    `devices` (positions on the data axis) keeps only those devices' slots: a process of a
+    multi-process run packs only its own devices' rows.
+    """
     counts = device_counts(sizes, layout)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     slots = np.arange(layout.num_micro * layout.micro_batch)
@@ -101,7 +105,10 @@ def pack_indices(sizes: np.ndarray, layout: Layout) -> Packed:
     index = np.where(mask, starts[:, None] + slots[None, :], 0)
     shape = (layout.num_devices, layout.num_micro, layout.micro_batch)
     trips = -(-counts // layout.micro_batch)  # ceil: only the last micro-batch is padded
-    return Packed(index.reshape(shape), mask.reshape(shape), trips.astype(np.int32))
+    packed = Packed(index.reshape(shape), mask.reshape(shape), trips.astype(np.int32))
+    if devices is None:
+        return packed
+    return Packed(*(a[devices] for a in packed))
 
 
 def gather(

@@ -44,14 +44,32 @@ class Placement:
         )
         self._data = NamedSharding(self.mesh, P(step.AXIS))
         self._replicated = NamedSharding(self.mesh, P())
+        # This process's devices, as positions on the data axis. In a multi-process run each
+        # process builds and transfers only these rows of every batch.
+        me = jax.process_index()
+        self.local_positions = np.array(
+            [i for i, d in enumerate(devices) if d.process_index == me], dtype=np.int64
+        )
+        if np.any(np.diff(self.local_positions) != 1):
+            raise ValueError("this process's devices must be contiguous on the data axis")
+        self.multi_process = jax.process_count() > 1
 
     def steps(self, apply, tx) -> step.Steps:
         if self.backend == "pmap":
             return step.pmap_steps(apply, tx, self.devices)
         return step.shard_map_steps(apply, tx, self.mesh)
 
-    def batch(self, batch: dict[str, np.ndarray]):
-        return jax.device_put(batch, self._data)
+    def batch(self, local: dict[str, np.ndarray]):
+        """Places this process's rows [local devices, ...] of a batch on the data axis."""
+        if self.backend == "pmap" and self.multi_process:
+            return local  # multi-process pmap takes each process's local slice as it is
+        if self.multi_process:
+            d = len(self.devices)
+            return {
+                k: jax.make_array_from_process_local_data(self._data, v, (d, *v.shape[1:]))
+                for k, v in local.items()
+            }
+        return jax.device_put(local, self._data)
 
     def replicate(self, tree):
         return jax.device_put(tree, self._replicated)

@@ -103,6 +103,10 @@ class WallTimer(Timer):
         start = time.perf_counter()
         stacked = steps.local(state.params, batch)
         device_times = device_ready_times(stacked.count, start)
+        if jax.process_count() > 1:  # every process must see every worker's time
+            from jax.experimental import multihost_utils
+
+            device_times = np.asarray(multihost_utils.process_allgather(device_times)).ravel()
         state, metrics = steps.finish(state, stacked)
         jax.block_until_ready(state.step)
         wall = time.perf_counter() - start

@@ -20,8 +20,9 @@ import controllers
 from omnilearn_jax import data, masking, models, optim, step, validate
 from omnilearn_jax.cluster import time_to_target
 from omnilearn_jax.mesh import Placement, select_devices
-from omnilearn_jax.runstore import RunStore
+from omnilearn_jax.runlog import RunLog
 from omnilearn_jax.timing import calibrate_per_sample_cost, check_cluster, make_timer
+from omnilearn_jax.tracking import make_tracker
 
 
 def _format_eta(seconds: float) -> str:
@@ -105,11 +106,15 @@ class Trainer:
 
     # -- pieces of a step ----------------------------------------------------------------
     def batch(self, step_index: int, sizes: np.ndarray, extras: dict | None = None) -> dict:
+        """This process's devices' part of the global batch of `step_index`, placed."""
         rows = self.sampler.indices(step_index)
-        packed = masking.pack_indices(sizes, self.layout)
+        local = self.placement.local_positions
+        packed = masking.pack_indices(sizes, self.layout, local)
         x, y = masking.gather(self.dataset.x_train[rows], self.dataset.y_train[rows], packed)
-        batch = {"x": x, "y": y, "mask": packed.mask, "trips": packed.trips, **(extras or {})}
-        return self.placement.batch(batch)
+        extras = {k: v[local] for k, v in (extras or {}).items()}  # per-device entries
+        return self.placement.batch(
+            {"x": x, "y": y, "mask": packed.mask, "trips": packed.trips, **extras}
+        )
 
     def evaluate(self) -> dict[str, float]:
         ds, lay = self.dataset, self.eval_layout
@@ -119,7 +124,7 @@ class Trainer:
             n = min(chunk, len(ds.y_test) - start)
             sizes = np.full(lay.num_devices, n // lay.num_devices)
             sizes[: n % lay.num_devices] += 1
-            packed = masking.pack_indices(sizes, lay)
+            packed = masking.pack_indices(sizes, lay, self.placement.local_positions)
             x, y = masking.gather(
                 ds.x_test[start : start + n], ds.y_test[start : start + n], packed
             )
@@ -155,8 +160,15 @@ class Trainer:
     def run(self) -> dict[str, Any]:
         cfg = self.config
         num_steps = cfg.train.num_steps
-        store = RunStore(self.workdir)
-        store.write_config(self.resolved_config())
+        resolved = self.resolved_config()
+        tracker = make_tracker(
+            ml_collections.ConfigDict(resolved),
+            self.workdir,
+            process_index=jax.process_index(),
+            tags=(f"controller:{cfg.controller.name}", f"hetero:{cfg.hetero.name}"),
+        )
+        log = RunLog(self.workdir, is_main=jax.process_index() == 0, tracker=tracker)
+        log.config(resolved)
         w, b = cfg.num_workers, cfg.global_batch_size
         cstate = jax.jit(self.controller.init, static_argnums=(0, 1))(w, b)
         sizes = self.safe_sizes(controllers.initial_sizes(cstate, w, b))
@@ -167,11 +179,11 @@ class Trainer:
             self.batch(0, sizes, self.timer.batch_extras(sizes, speeds)),
         )
         evals, pending, start = [], [], time.perf_counter()
-        print(
+        log.say(
             f"training {cfg.model.name} ({self.param_count:,} params) on {cfg.dataset.name}: "
-            f"{w} workers on {self.layout.num_devices} {jax.devices()[0].platform} devices, "
-            f"B={b}, {cfg.backend}/{cfg.layout}, controller {cfg.controller.name}",
-            flush=True,
+            f"{w} workers on {self.layout.num_devices} {jax.devices()[0].platform} devices "
+            f"({jax.process_count()} process(es)), B={b}, {cfg.backend}/{cfg.layout}, "
+            f"controller {cfg.controller.name}"
         )
         try:
             for t in range(num_steps):
@@ -189,34 +201,33 @@ class Trainer:
                 sizes, cstate = self.next_sizes(cstate, obs)
                 done = t + 1
                 if done % cfg.train.log_every == 0 or done == num_steps:
-                    self._flush(store, pending)
-                    self._progress(done, num_steps, start, pending_last=store)
+                    self._flush(log, pending)
+                    self._progress(log, done, num_steps, start)
                 if done % cfg.train.eval_every == 0 or done == num_steps:
-                    self._flush(store, pending)
+                    self._flush(log, pending)
                     ev = {"step": done, "time": self.timer.time, **self.evaluate()}
-                    store.append(ev)
+                    log.eval(ev)
                     evals.append(ev)
-                    print(
+                    log.say(
                         f"  eval step {done}: loss {ev['eval_loss']:.4f} "
-                        f"accuracy {ev['eval_accuracy']:.4f}",
-                        flush=True,
+                        f"accuracy {ev['eval_accuracy']:.4f}"
                     )
             summary = self.summary(evals, time.perf_counter() - start)
-            store.write_summary(summary)
+            summary["wandb_run_id"] = tracker.run_id
+            log.summary(summary)
         finally:
-            store.close()
-        print(
+            log.close()
+        log.say(
             f"done: final eval accuracy {summary['final_eval_accuracy']:.4f}, "
             f"{summary['total_time']:.2f}s on the {cfg.clock} clock; results in "
-            f"{self.workdir} (config.json, metrics.jsonl, summary.json)",
-            flush=True,
+            f"{self.workdir} (config.json, metrics.jsonl, summary.json)"
         )
         return summary
 
-    def _flush(self, store: RunStore, pending: list) -> None:
+    def _flush(self, log: RunLog, pending: list) -> None:
         """Writes buffered train records; fetching metrics only here keeps dispatch async."""
         for done, sizes, speeds, rec, metrics in pending:
-            store.append(
+            log.train(
                 {
                     "step": done,
                     "time": rec["time"],
@@ -233,15 +244,14 @@ class Trainer:
             self._last = (done, float(metrics["loss"]), sizes)
         pending.clear()
 
-    def _progress(self, done: int, num_steps: int, start: float, pending_last) -> None:
+    def _progress(self, log: RunLog, done: int, num_steps: int, start: float) -> None:
         elapsed = time.perf_counter() - start
         _, loss, sizes = self._last
         eta = elapsed / done * (num_steps - done)
-        print(
+        log.say(
             f"step {done}/{num_steps} loss {loss:.4f} sizes {sizes.tolist()} "
             f"clock {self.timer.time:.2f}s | wall {_format_eta(elapsed)} "
-            f"ETA {_format_eta(eta)}",
-            flush=True,
+            f"ETA {_format_eta(eta)}"
         )
 
     def summary(self, evals: list[dict], wall_time: float) -> dict[str, Any]:

@@ -92,7 +92,7 @@ BAD_INPUTS = [
     ({"controller.sizes": (-8, 24) + (8,) * 6}, "controller.sizes must be >= 0"),
     ({"controller.sizes": (8,) * 4}, "has 4 entries for 8 workers"),
     ({"num_workers": 12}, "num_workers=12 is not a multiple of the 8 devices"),
-    ({"controller.name": "pid"}, "unknown controller 'pid'; registered: ['oracle', 'pi'"),
+    ({"controller.name": "pid"}, "unknown controller 'pid'; registered: ["),
     ({"layout": "ragged"}, "unknown layout 'ragged'; valid values: micro, padded"),
     ({"hetero.name": "hl9"}, "unknown hetero.name 'hl9'; valid names:"),
     ({"hetero.name": "cores", "hetero.cores": (1.0, -2.0) + (1.0,) * 6}, "-2"),
