@@ -84,6 +84,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.train.log_every = 20  # steps between progress lines
     c.train.eval_batch_size = 512
     c.train.target_accuracy = 0.0  # time_to_target is reported when > 0
+    c.train.save_params = False  # write WORKDIR/final_params.npz at the end
 
     c.controller = ml_collections.ConfigDict(controller_defaults())
     c.controller.name = "static"  # see controllers.available()

@@ -178,7 +178,7 @@ class Trainer:
             self.placement.replicate(jax.tree.map(np.array, self.state)),
             self.batch(0, sizes, self.timer.batch_extras(sizes, speeds)),
         )
-        evals, pending, start = [], [], time.perf_counter()
+        evals, pending, start, done = [], [], time.perf_counter(), 0
         log.say(
             f"training {cfg.model.name} ({self.param_count:,} params) on {cfg.dataset.name}: "
             f"{w} workers on {self.layout.num_devices} {jax.devices()[0].platform} devices "
@@ -215,6 +215,17 @@ class Trainer:
             summary = self.summary(evals, time.perf_counter() - start)
             summary["wandb_run_id"] = tracker.run_id
             log.summary(summary)
+            if cfg.train.save_params and log.is_main:
+                save_params(self.state.params, f"{self.workdir}/final_params.npz")
+        except BaseException as error:  # the run store must say that the run failed
+            log.summary(
+                {
+                    "status": "failed",
+                    "error": f"{type(error).__name__}: {error}",
+                    "steps": done,
+                }
+            )
+            raise
         finally:
             log.close()
         log.say(
@@ -284,6 +295,16 @@ class Trainer:
             "per_sample_cost_calibrated": self.calibrated_cost is not None,
         }
         return resolved
+
+
+def save_params(params, path: str) -> None:
+    """Parameters as an npz of leaves keyed by their tree path (e.g. 'layers/0/kernel')."""
+    flat = jax.tree_util.tree_flatten_with_path(params)[0]
+    arrays = {
+        "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path_): np.asarray(v)
+        for path_, v in flat
+    }
+    np.savez(path, **arrays)
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
