@@ -85,6 +85,17 @@ def base_config() -> ml_collections.ConfigDict:
     c.train.eval_batch_size = 512
     c.train.target_accuracy = 0.0  # time_to_target is reported when > 0
     c.train.save_params = False  # write WORKDIR/final_params.npz at the end
+    c.train.checkpoint_every = 50  # steps between checkpoints (and one at the end); 0 = end only
+    c.train.keep_checkpoints = 2
+    c.train.resume = True  # continue from WORKDIR/checkpoints when a checkpoint is there
+    c.train.nan_policy = "stop"  # stop | skip (drop non-finite updates, max_skipped in a row)
+    c.train.max_skipped = 10
+    c.train.outlier_factor = 10.0  # reject a worker time this far from its last per-sample time
+
+    # Planted faults, for robustness experiments (see omnilearn_jax/faults.py).
+    c.faults = ml_collections.ConfigDict()
+    c.faults.nan_step = -1  # this step's inputs become NaN; -1 = never
+    c.faults.bad_times = ()  # flat (step, worker, seconds) triples replacing measured times
 
     c.controller = ml_collections.ConfigDict(controller_defaults())
     c.controller.name = "static"  # see controllers.available()

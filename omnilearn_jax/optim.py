@@ -36,9 +36,20 @@ def learning_rate(section: Mapping[str, Any], num_steps: int) -> optax.Schedule 
     return lr
 
 
-def create(section: Mapping[str, Any], num_steps: int) -> optax.GradientTransformation:
-    """sgd (momentum, optional nesterov, L2 via add_decayed_weights) or adamw."""
+def create(
+    section: Mapping[str, Any], num_steps: int, *, skip_nonfinite: int = 0
+) -> optax.GradientTransformation:
+    """sgd (momentum, optional nesterov, L2 via add_decayed_weights) or adamw.
+
+    `skip_nonfinite > 0` drops any update whose gradient is not finite (parameters and
+    optimiser state stay as they were), up to that many times in a row.
+    """
     check(section)
+    tx = _create(section, num_steps)
+    return optax.apply_if_finite(tx, skip_nonfinite) if skip_nonfinite > 0 else tx
+
+
+def _create(section: Mapping[str, Any], num_steps: int) -> optax.GradientTransformation:
     lr = learning_rate(section, num_steps)
     weight_decay = float(section.get("weight_decay", 0.0))
     if section["name"] == "adamw":

@@ -61,3 +61,29 @@ class RunStore:
 def read_metrics(workdir: str) -> list[dict]:
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def truncate_metrics(workdir: str, last_step: int) -> int:
+    """Keeps the records of steps <= last_step (and drops a half-written last line).
+
+    A run killed after its last checkpoint may have logged steps past it; the resumed run
+    logs them again, so they are removed first: no duplicated and no missing lines.
+    Returns the number of records kept.
+    """
+    path = os.path.join(workdir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return 0
+    kept = []
+    with open(path) as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                break  # the line a kill cut short; nothing after it was written
+            if record.get("step", 0) <= last_step:
+                kept.append(line if line.endswith("\n") else line + "\n")
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.writelines(kept)
+    os.replace(tmp, path)
+    return len(kept)

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from omnilearn_jax.cluster import CostModel, VirtualClock, make_profile
+from omnilearn_jax.faults import PlantedFaults, TimeGuard
 
 _POLL_SECONDS = 2e-4  # polling granularity; well under any step worth timing
 
@@ -27,7 +28,15 @@ _POLL_SECONDS = 2e-4  # polling granularity; well under any step worth timing
 class Timer:
     """Shared parts: the speed profile, the cost model (for oracles) and the clock."""
 
-    def __init__(self, config, *, steps_per_epoch: int, param_bytes: int, cost: CostModel):
+    def __init__(
+        self,
+        config,
+        *,
+        steps_per_epoch: int,
+        param_bytes: int,
+        cost: CostModel,
+        faults: PlantedFaults,
+    ):
         w = config.num_workers
         self.profile = make_profile(
             config.hetero,
@@ -40,6 +49,12 @@ class Timer:
         self.clock = VirtualClock(w)
         self.comm_time = cost.allreduce_time(param_bytes, w) if w > 1 else 0.0
         self.global_batch = config.global_batch_size
+        self.faults = faults
+        self.guard = TimeGuard(w, config.train.outlier_factor)
+
+    def accept(self, step: int, times: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """Measured (or modelled) times after planted faults and the guard."""
+        return self.guard(step, self.faults.times(step, times), sizes)
 
     def speeds(self, step: int) -> np.ndarray:
         return self.profile.speeds(step)
@@ -64,7 +79,7 @@ class Timer:
 class VirtualTimer(Timer):
     def train_step(self, steps, state, batch, step: int, sizes, speeds):
         state, metrics = steps.train(state, batch)
-        times = self.cost.worker_times(step, sizes, speeds)
+        times = self.accept(step, self.cost.worker_times(step, sizes, speeds), sizes)
         record = self.clock.step(times, self.comm_time, batch_sizes=sizes, speeds=speeds)
         return state, metrics, record
 
@@ -113,7 +128,7 @@ class WallTimer(Timer):
         rows = np.asarray(sizes, np.float64).reshape(len(device_times), -1)
         per_device_rows = rows.sum(axis=1, keepdims=True)
         share = np.divide(rows, per_device_rows, out=np.zeros_like(rows), where=per_device_rows > 0)
-        times = (share * device_times[:, None]).reshape(-1)
+        times = self.accept(step, (share * device_times[:, None]).reshape(-1), sizes)
         comm = max(wall - float(times.max()), 0.0)  # reduce + update + host overhead
         record = self.clock.step(times, comm, batch_sizes=sizes)
         return state, metrics, record
@@ -134,7 +149,12 @@ def calibrate_per_sample_cost(steps, make_batch, state, rows: int, repeats: int 
 
 
 def make_timer(
-    config, *, steps_per_epoch: int, param_bytes: int, per_sample_cost: float | None = None
+    config,
+    *,
+    steps_per_epoch: int,
+    param_bytes: int,
+    per_sample_cost: float | None = None,
+    faults: PlantedFaults | None = None,
 ) -> Timer:
     """`per_sample_cost` (when calibrated) replaces `cost.per_sample_cost` of the config."""
     values = config.cost.to_dict()
@@ -142,7 +162,10 @@ def make_timer(
         values["per_sample_cost"] = per_sample_cost
     cost = CostModel.from_config(values, seed=config.seed)
     cls = WallTimer if config.clock == "wall" else VirtualTimer
-    return cls(config, steps_per_epoch=steps_per_epoch, param_bytes=param_bytes, cost=cost)
+    faults = faults if faults is not None else PlantedFaults(config.faults)
+    return cls(
+        config, steps_per_epoch=steps_per_epoch, param_bytes=param_bytes, cost=cost, faults=faults
+    )
 
 
 def check_cluster(config, *, steps_per_epoch: int) -> None:

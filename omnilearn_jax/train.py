@@ -8,8 +8,6 @@ each worker's time, and the controller picks the next split from what it observe
 from __future__ import annotations
 
 import importlib
-import math
-import time
 from typing import Any
 
 import jax
@@ -18,16 +16,9 @@ import numpy as np
 
 import controllers
 from omnilearn_jax import data, masking, models, optim, step, validate
-from omnilearn_jax.cluster import time_to_target
+from omnilearn_jax.faults import PlantedFaults
 from omnilearn_jax.mesh import Placement, select_devices
-from omnilearn_jax.runlog import RunLog
 from omnilearn_jax.timing import calibrate_per_sample_cost, check_cluster, make_timer
-from omnilearn_jax.tracking import make_tracker
-
-
-def _format_eta(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 60}m{seconds % 60:02d}s"
 
 
 class Trainer:
@@ -60,6 +51,7 @@ class Trainer:
         # Build the cluster model once now, only to check it: a bad profile, trace or cost
         # section must fail before the model is created or anything compiles.
         check_cluster(config, steps_per_epoch=self.sampler.steps_per_epoch)
+        self.faults = PlantedFaults(config.faults)
         self.placement = Placement(config.backend, devices)
         self.layout = masking.make_layout(
             config.layout,
@@ -71,7 +63,8 @@ class Trainer:
         apply, params = models.create(
             config.model, self.dataset.input_shape, self.dataset.num_classes, config.seed
         )
-        tx = optim.create(config.optimizer, config.train.num_steps)
+        skip = config.train.max_skipped if config.train.nan_policy == "skip" else 0
+        tx = optim.create(config.optimizer, config.train.num_steps, skip_nonfinite=skip)
         self.steps = self.placement.steps(apply, tx)
         self.state = self.placement.replicate(
             step.TrainState(np.zeros((), np.int32), params, tx.init(params))
@@ -92,6 +85,7 @@ class Trainer:
             steps_per_epoch=self.sampler.steps_per_epoch,
             param_bytes=models.param_bytes(params),
             per_sample_cost=self.calibrated_cost,
+            faults=self.faults,
         )
         self.timer.workers_per_device = r
         self.update = jax.jit(self.controller.update)
@@ -111,6 +105,7 @@ class Trainer:
         local = self.placement.local_positions
         packed = masking.pack_indices(sizes, self.layout, local)
         x, y = masking.gather(self.dataset.x_train[rows], self.dataset.y_train[rows], packed)
+        x = self.faults.inputs(step_index, x)
         extras = {k: v[local] for k, v in (extras or {}).items()}  # per-device entries
         return self.placement.batch(
             {"x": x, "y": y, "mask": packed.mask, "trips": packed.trips, **extras}
@@ -156,130 +151,10 @@ class Trainer:
         sizes, cstate = self.update(cstate, obs)
         return self.safe_sizes(sizes), cstate
 
-    # -- the loop ------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
-        cfg = self.config
-        num_steps = cfg.train.num_steps
-        resolved = self.resolved_config()
-        tracker = make_tracker(
-            ml_collections.ConfigDict(resolved),
-            self.workdir,
-            process_index=jax.process_index(),
-            tags=(f"controller:{cfg.controller.name}", f"hetero:{cfg.hetero.name}"),
-        )
-        log = RunLog(self.workdir, is_main=jax.process_index() == 0, tracker=tracker)
-        log.config(resolved)
-        w, b = cfg.num_workers, cfg.global_batch_size
-        cstate = jax.jit(self.controller.init, static_argnums=(0, 1))(w, b)
-        sizes = self.safe_sizes(controllers.initial_sizes(cstate, w, b))
-        speeds = self.timer.speeds(0)
-        self.timer.warm_up(
-            self.steps,
-            self.placement.replicate(jax.tree.map(np.array, self.state)),
-            self.batch(0, sizes, self.timer.batch_extras(sizes, speeds)),
-        )
-        evals, pending, start, done = [], [], time.perf_counter(), 0
-        log.say(
-            f"training {cfg.model.name} ({self.param_count:,} params) on {cfg.dataset.name}: "
-            f"{w} workers on {self.layout.num_devices} {jax.devices()[0].platform} devices "
-            f"({jax.process_count()} process(es)), B={b}, {cfg.backend}/{cfg.layout}, "
-            f"controller {cfg.controller.name}"
-        )
-        try:
-            for t in range(num_steps):
-                speeds = self.timer.speeds(t)
-                batch = self.batch(t, sizes, self.timer.batch_extras(sizes, speeds))
-                self.state, metrics, rec = self.timer.train_step(
-                    self.steps, self.state, batch, t, sizes, speeds
-                )
-                pending.append((t + 1, sizes, speeds, rec, metrics))
-                # Oracles get the speeds of the step they decide for (t + 1), so they are
-                # optimal at every step, change points included; the others see only times.
-                obs = self.observe(
-                    t, sizes, rec["worker_times"], self.timer.speeds(min(t + 1, num_steps - 1))
-                )
-                sizes, cstate = self.next_sizes(cstate, obs)
-                done = t + 1
-                if done % cfg.train.log_every == 0 or done == num_steps:
-                    self._flush(log, pending)
-                    self._progress(log, done, num_steps, start)
-                if done % cfg.train.eval_every == 0 or done == num_steps:
-                    self._flush(log, pending)
-                    ev = {"step": done, "time": self.timer.time, **self.evaluate()}
-                    log.eval(ev)
-                    evals.append(ev)
-                    log.say(
-                        f"  eval step {done}: loss {ev['eval_loss']:.4f} "
-                        f"accuracy {ev['eval_accuracy']:.4f}"
-                    )
-            summary = self.summary(evals, time.perf_counter() - start)
-            summary["wandb_run_id"] = tracker.run_id
-            log.summary(summary)
-            if cfg.train.save_params and log.is_main:
-                save_params(self.state.params, f"{self.workdir}/final_params.npz")
-        except BaseException as error:  # the run store must say that the run failed
-            log.summary(
-                {
-                    "status": "failed",
-                    "error": f"{type(error).__name__}: {error}",
-                    "steps": done,
-                }
-            )
-            raise
-        finally:
-            log.close()
-        log.say(
-            f"done: final eval accuracy {summary['final_eval_accuracy']:.4f}, "
-            f"{summary['total_time']:.2f}s on the {cfg.clock} clock; results in "
-            f"{self.workdir} (config.json, metrics.jsonl, summary.json)"
-        )
-        return summary
+        from omnilearn_jax.loop import Loop
 
-    def _flush(self, log: RunLog, pending: list) -> None:
-        """Writes buffered train records; fetching metrics only here keeps dispatch async."""
-        for done, sizes, speeds, rec, metrics in pending:
-            log.train(
-                {
-                    "step": done,
-                    "time": rec["time"],
-                    "loss": float(metrics["loss"]),
-                    "accuracy": float(metrics["accuracy"]),
-                    "batch_sizes": sizes,
-                    "worker_times": rec["worker_times"],
-                    "step_time": rec["step_time"],
-                    "idle_fraction": rec["idle_fraction"],
-                    "balance": rec["balance"],
-                    "speeds": speeds,
-                }
-            )
-            self._last = (done, float(metrics["loss"]), sizes)
-        pending.clear()
-
-    def _progress(self, log: RunLog, done: int, num_steps: int, start: float) -> None:
-        elapsed = time.perf_counter() - start
-        _, loss, sizes = self._last
-        eta = elapsed / done * (num_steps - done)
-        log.say(
-            f"step {done}/{num_steps} loss {loss:.4f} sizes {sizes.tolist()} "
-            f"clock {self.timer.time:.2f}s | wall {_format_eta(elapsed)} "
-            f"ETA {_format_eta(eta)}"
-        )
-
-    def summary(self, evals: list[dict], wall_time: float) -> dict[str, Any]:
-        totals = self.timer.totals()
-        target = self.config.train.target_accuracy
-        last = evals[-1] if evals else {"eval_accuracy": math.nan, "eval_loss": math.nan}
-        return {
-            "final_eval_accuracy": last["eval_accuracy"],
-            "final_eval_loss": last["eval_loss"],
-            "total_time": totals["total_time"],
-            "steps": totals["steps"],
-            "time_to_target": time_to_target(evals, target) if target > 0 else None,
-            "target_accuracy": target,
-            "mean_idle_fraction": totals["mean_idle_fraction"],
-            "wall_time": wall_time,
-            "status": "complete",
-        }
+        return Loop(self).run()
 
     def resolved_config(self) -> dict:
         resolved = self.config.to_dict()
@@ -295,16 +170,6 @@ class Trainer:
             "per_sample_cost_calibrated": self.calibrated_cost is not None,
         }
         return resolved
-
-
-def save_params(params, path: str) -> None:
-    """Parameters as an npz of leaves keyed by their tree path (e.g. 'layers/0/kernel')."""
-    flat = jax.tree_util.tree_flatten_with_path(params)[0]
-    arrays = {
-        "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path_): np.asarray(v)
-        for path_, v in flat
-    }
-    np.savez(path, **arrays)
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:

@@ -27,6 +27,7 @@ def check_config(config: ml_collections.ConfigDict, num_available_devices: int) 
     _choice("clock", config.clock, CLOCKS)
     _choice("mode", config.mode, MODES)
     _choice("wandb.mode", config.wandb.mode, WANDB_MODES)
+    _choice("train.nan_policy", config.train.nan_policy, ("stop", "skip"))
     num_workers, batch = config.num_workers, config.global_batch_size
     if num_workers < 1:
         raise ValueError(f"num_workers must be >= 1, got {num_workers}")

@@ -29,6 +29,26 @@ class VirtualClock:
         self.comm = 0.0
         self._idle_fraction_sum = 0.0
 
+    def state(self) -> dict[str, np.ndarray]:
+        """Everything the clock has accumulated, as arrays (checkpointed with the run)."""
+        return {
+            "time": np.asarray(self.time, np.float64),
+            "steps": np.asarray(self.steps, np.int64),
+            "compute": self.compute.copy(),
+            "idle": self.idle.copy(),
+            "comm": np.asarray(self.comm, np.float64),
+            "idle_fraction_sum": np.asarray(self._idle_fraction_sum, np.float64),
+        }
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Continues from `state()`; exact, so a resumed run's clock equals an unbroken one."""
+        self.time = float(state["time"])
+        self.steps = int(state["steps"])
+        self.compute = np.asarray(state["compute"], np.float64).copy()
+        self.idle = np.asarray(state["idle"], np.float64).copy()
+        self.comm = float(state["comm"])
+        self._idle_fraction_sum = float(state["idle_fraction_sum"])
+
     def step(
         self,
         worker_times: np.ndarray,

@@ -1,0 +1,59 @@
+"""Checkpoints (orbax) of everything a run needs to continue exactly.
+
+A checkpoint at step s holds the train state (parameters, optimiser state, step), the
+controller's state, the split for step s + 1, the clock's accumulators, and (as JSON) the
+eval records so far and the W&B run id. Data position and noise need no saving: the sampler
+and the cluster model are functions of (seed, step). Orbax writes each step to a temporary
+directory and renames it when complete, so a killed process leaves only whole checkpoints.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import orbax.checkpoint as ocp
+
+
+class Checkpointer:
+    def __init__(self, workdir: str, *, keep: int = 2):
+        self.directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
+        self._manager = None
+        self._keep = keep
+
+    @property
+    def manager(self) -> ocp.CheckpointManager:
+        if self._manager is None:  # created on first use: a run that never saves makes no dir
+            options = ocp.CheckpointManagerOptions(
+                max_to_keep=self._keep, enable_async_checkpointing=False
+            )
+            self._manager = ocp.CheckpointManager(self.directory, options=options)
+        return self._manager
+
+    def latest_step(self) -> int | None:
+        if not os.path.isdir(self.directory):
+            return None
+        return self.manager.latest_step()
+
+    def save(self, step: int, arrays: Any, meta: dict[str, Any]) -> None:
+        self.manager.save(
+            step,
+            args=ocp.args.Composite(
+                arrays=ocp.args.StandardSave(arrays), meta=ocp.args.JsonSave(meta)
+            ),
+        )
+        self.manager.wait_until_finished()
+
+    def restore(self, step: int, like: Any) -> tuple[Any, dict[str, Any]]:
+        """Restores step `step` into the structure, dtypes and shardings of `like`."""
+        out = self.manager.restore(
+            step,
+            args=ocp.args.Composite(
+                arrays=ocp.args.StandardRestore(like), meta=ocp.args.JsonRestore()
+            ),
+        )
+        return out["arrays"], out["meta"]
+
+    def close(self) -> None:
+        if self._manager is not None:
+            self._manager.close()

@@ -1,0 +1,76 @@
+"""Planted faults (for robustness experiments and tests) and the guard on measured times.
+
+`faults.nan_step` fills every input of that step with NaN, so its loss is NaN.
+`faults.bad_times` is a flat tuple of (step, worker, seconds) triples: the measured time of
+that worker at that step is replaced by the given value (0, negative, NaN, huge...), as a
+broken timer would report it.
+
+`TimeGuard` rejects measured times that cannot be right: not finite, zero or negative for a
+worker that had samples, or more than `outlier_factor` times away from that worker's last
+accepted per-sample time. A rejected time is replaced by the worker's last accepted
+per-sample time times its current batch, and a warning names it; the clock and the
+controller see only accepted times, so one bad reading cannot corrupt the controller's state.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+
+class PlantedFaults:
+    def __init__(self, section):
+        self.nan_step = int(section.get("nan_step", -1))
+        triples = tuple(section.get("bad_times", ()))
+        if len(triples) % 3:
+            raise ValueError(
+                f"faults.bad_times must hold (step, worker, seconds) triples, got {triples}"
+            )
+        self.bad_times = {
+            (int(triples[i]), int(triples[i + 1])): float(triples[i + 2])
+            for i in range(0, len(triples), 3)
+        }
+
+    def times(self, step: int, times: np.ndarray) -> np.ndarray:
+        for (s, w), value in self.bad_times.items():
+            if s == step:
+                times = times.copy()
+                times[w] = value
+        return times
+
+    def inputs(self, step: int, x: np.ndarray) -> np.ndarray:
+        return np.full_like(x, np.nan) if step == self.nan_step else x
+
+
+class TimeGuard:
+    def __init__(self, num_workers: int, outlier_factor: float = 10.0):
+        if outlier_factor <= 1:
+            raise ValueError(f"train.outlier_factor must be > 1, got {outlier_factor}")
+        self.factor = outlier_factor
+        self.per_sample = np.full(num_workers, np.nan)  # last accepted, per worker
+
+    def __call__(self, step: int, times: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        times = np.asarray(times, np.float64).copy()
+        sizes = np.asarray(sizes, np.float64)
+        busy = sizes > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = times / sizes
+            ratio = rate / self.per_sample
+        bad = busy & ~(np.isfinite(times) & (times > 0))
+        known = busy & ~bad & np.isfinite(self.per_sample)
+        bad |= known & ((ratio > self.factor) | (ratio < 1 / self.factor))
+        for k in np.flatnonzero(bad):
+            fallback = self.per_sample[k] * sizes[k]
+            print(
+                f"warning: step {step}: rejected measured time {times[k]!r} of worker {k} "
+                f"(batch {int(sizes[k])}); using {fallback:.6g}s from its last good reading",
+                file=sys.stderr,
+                flush=True,
+            )
+            times[k] = fallback if math.isfinite(fallback) else 0.0
+        good = busy & ~bad
+        self.per_sample[good] = rate[good]
+        times[~busy] = np.where(np.isfinite(times[~busy]), times[~busy], 0.0)
+        return times

@@ -1,0 +1,247 @@
+"""The training loop of a built `Trainer`: steps, logging, evaluation, checkpoints, resume.
+
+Per step: the sampler gives the step's B examples, the current split lays them out on the
+devices, the jitted step updates the parameters, the timer gives each worker's time, and the
+controller picks the next split. Every `checkpoint_every` steps (and at the end) everything
+needed to continue exactly is saved; a rerun in the same workdir continues from there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+
+import controllers
+from omnilearn_jax.checkpoint import Checkpointer
+from omnilearn_jax.cluster import time_to_target
+from omnilearn_jax.runlog import RunLog
+from omnilearn_jax.runstore import truncate_metrics
+from omnilearn_jax.tracking import make_tracker
+
+
+def format_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def save_params(params, path: str) -> None:
+    """Parameters as an npz of leaves keyed by their tree path (e.g. 'layers/0/kernel')."""
+    flat = jax.tree_util.tree_flatten_with_path(params)[0]
+    arrays = {
+        "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path): np.asarray(v)
+        for path, v in flat
+    }
+    np.savez(path, **arrays)
+
+
+def read_summary(workdir: str) -> dict | None:
+    path = os.path.join(workdir, "summary.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+class Loop:
+    def __init__(self, trainer):
+        self.t = trainer
+        self.cfg = trainer.config
+        self.ckpt = Checkpointer(trainer.workdir, keep=self.cfg.train.keep_checkpoints)
+        self.evals: list[dict] = []
+        self.pending: list = []
+        self.done = 0
+        self.last_saved: int | None = None
+
+    # -- checkpoint state ----------------------------------------------------------------
+    def arrays(self, cstate, sizes) -> dict:
+        return {
+            "train": self.t.state,
+            "controller": cstate,
+            "sizes": np.asarray(sizes, np.int32),
+            "clock": self.t.timer.clock.state(),
+        }
+
+    def save(self, cstate, sizes, run_id: str) -> None:
+        self.ckpt.save(
+            self.done, self.arrays(cstate, sizes), {"evals": self.evals, "wandb_run_id": run_id}
+        )
+        self.last_saved = self.done
+
+    def restore(self, step: int, cstate, sizes) -> tuple[Any, np.ndarray, str]:
+        arrays, meta = self.ckpt.restore(step, self.arrays(cstate, sizes))
+        self.t.state = arrays["train"]
+        self.t.timer.clock.load_state(arrays["clock"])
+        self.evals = list(meta["evals"])
+        self.done = self.last_saved = step
+        truncate_metrics(self.t.workdir, step)
+        return arrays["controller"], np.asarray(arrays["sizes"]), meta.get("wandb_run_id", "")
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        t, cfg = self.t, self.cfg
+        num_steps, w, b = cfg.train.num_steps, cfg.num_workers, cfg.global_batch_size
+        latest = self.ckpt.latest_step() if cfg.train.resume else None
+        previous = read_summary(t.workdir) if latest is not None else None
+        if previous and previous.get("status") == "complete" and latest == num_steps:
+            print(f"run in {t.workdir} is already complete ({num_steps} steps); nothing to do")
+            return previous
+        cstate = jax.jit(t.controller.init, static_argnums=(0, 1))(w, b)
+        sizes = t.safe_sizes(controllers.initial_sizes(cstate, w, b))
+        run_id = ""
+        if latest is not None:
+            cstate, sizes, run_id = self.restore(latest, cstate, sizes)
+        resolved = t.resolved_config()
+        tracker = make_tracker(
+            ml_collections.ConfigDict(resolved),
+            t.workdir,
+            process_index=jax.process_index(),
+            tags=(f"controller:{cfg.controller.name}", f"hetero:{cfg.hetero.name}"),
+            resume_id=run_id,
+        )
+        log = RunLog(
+            t.workdir, is_main=jax.process_index() == 0, tracker=tracker, append=latest is not None
+        )
+        log.config(resolved)
+        speeds = t.timer.speeds(self.done)
+        t.timer.warm_up(
+            t.steps,
+            t.placement.replicate(jax.tree.map(np.array, t.state)),
+            t.batch(self.done, sizes, t.timer.batch_extras(sizes, speeds)),
+        )
+        log.say(
+            f"training {cfg.model.name} ({t.param_count:,} params) on {cfg.dataset.name}: "
+            f"{w} workers on {t.layout.num_devices} {jax.devices()[0].platform} devices "
+            f"({jax.process_count()} process(es)), B={b}, {cfg.backend}/{cfg.layout}, "
+            f"controller {cfg.controller.name}"
+            + (f"; resumed at step {latest}" if latest is not None else "")
+        )
+        start, first = time.perf_counter(), self.done
+        try:
+            for step in range(self.done, num_steps):
+                cstate, sizes = self.step(step, cstate, sizes)
+                self.done = done = step + 1
+                if done % cfg.train.log_every == 0 or done == num_steps:
+                    self.flush(log)
+                    self.progress(log, start, first)
+                if done % cfg.train.eval_every == 0 or done == num_steps:
+                    self.evaluate(log)
+                every = cfg.train.checkpoint_every
+                if (every and done % every == 0) or done == num_steps:
+                    self.flush(log)
+                    self.save(cstate, sizes, tracker.run_id)
+            summary = self.summary(time.perf_counter() - start, tracker.run_id)
+            log.summary(summary)
+            if cfg.train.save_params and log.is_main:
+                save_params(t.state.params, os.path.join(t.workdir, "final_params.npz"))
+        except BaseException as error:  # the run store must say that the run failed
+            log.summary(
+                {
+                    "status": "failed",
+                    "error": f"{type(error).__name__}: {error}",
+                    "steps": self.done,
+                    "last_checkpoint": self.last_saved,
+                }
+            )
+            raise
+        finally:
+            log.close()
+            self.ckpt.close()
+        log.say(
+            f"done: final eval accuracy {summary['final_eval_accuracy']:.4f}, "
+            f"{summary['total_time']:.2f}s on the {cfg.clock} clock; results in "
+            f"{t.workdir} (config.json, metrics.jsonl, summary.json)"
+        )
+        return summary
+
+    def step(self, step: int, cstate, sizes):
+        t = self.t
+        speeds = t.timer.speeds(step)
+        batch = t.batch(step, sizes, t.timer.batch_extras(sizes, speeds))
+        t.state, metrics, rec = t.timer.train_step(t.steps, t.state, batch, step, sizes, speeds)
+        self.pending.append((step + 1, sizes, speeds, rec, metrics))
+        # Oracles get the speeds of the step they decide for (step + 1), so they are optimal
+        # at every step, change points included; the other controllers see only times.
+        ahead = t.timer.speeds(min(step + 1, self.cfg.train.num_steps - 1))
+        sizes, cstate = t.next_sizes(cstate, t.observe(step, sizes, rec["worker_times"], ahead))
+        return cstate, sizes
+
+    def evaluate(self, log: RunLog) -> None:
+        self.flush(log)
+        ev = {"step": self.done, "time": self.t.timer.time, **self.t.evaluate()}
+        log.eval(ev)
+        self.evals.append(ev)
+        log.say(
+            f"  eval step {self.done}: loss {ev['eval_loss']:.4f} "
+            f"accuracy {ev['eval_accuracy']:.4f}"
+        )
+
+    def flush(self, log: RunLog) -> None:
+        """Writes buffered train records; fetching metrics only here keeps dispatch async."""
+        for done, sizes, speeds, rec, metrics in self.pending:
+            loss = float(metrics["loss"])
+            log.train(
+                {
+                    "step": done,
+                    "time": rec["time"],
+                    "loss": loss,
+                    "accuracy": float(metrics["accuracy"]),
+                    "batch_sizes": sizes,
+                    "worker_times": rec["worker_times"],
+                    "step_time": rec["step_time"],
+                    "idle_fraction": rec["idle_fraction"],
+                    "balance": rec["balance"],
+                    "speeds": speeds,
+                }
+            )
+            if not math.isfinite(loss):
+                self.nonfinite(log, done, loss)
+            self._last = (done, loss, sizes)
+        self.pending.clear()
+
+    def nonfinite(self, log: RunLog, step: int, loss: float) -> None:
+        where = (
+            f"step {self.last_saved} in {self.ckpt.directory}"
+            if self.last_saved is not None
+            else "none"
+        )
+        if self.cfg.train.nan_policy == "skip":
+            log.say(f"warning: non-finite loss {loss} at step {step}; its update was skipped")
+            return
+        raise FloatingPointError(
+            f"non-finite loss ({loss}) at step {step}; last good checkpoint: {where}. "
+            f"Set train.nan_policy=skip to drop such updates and continue."
+        )
+
+    def progress(self, log: RunLog, start: float, first: int) -> None:
+        elapsed = time.perf_counter() - start
+        done, loss, sizes = self._last
+        eta = elapsed / max(done - first, 1) * (self.cfg.train.num_steps - done)
+        log.say(
+            f"step {done}/{self.cfg.train.num_steps} loss {loss:.4f} "
+            f"sizes {sizes.tolist()} clock {self.t.timer.time:.2f}s | "
+            f"wall {format_duration(elapsed)} ETA {format_duration(eta)}"
+        )
+
+    def summary(self, wall_time: float, run_id: str) -> dict[str, Any]:
+        totals = self.t.timer.totals()
+        target = self.cfg.train.target_accuracy
+        last = self.evals[-1] if self.evals else {"eval_accuracy": math.nan, "eval_loss": math.nan}
+        return {
+            "final_eval_accuracy": last["eval_accuracy"],
+            "final_eval_loss": last["eval_loss"],
+            "total_time": totals["total_time"],
+            "steps": totals["steps"],
+            "time_to_target": time_to_target(self.evals, target) if target > 0 else None,
+            "target_accuracy": target,
+            "mean_idle_fraction": totals["mean_idle_fraction"],
+            "wall_time": wall_time,
+            "wandb_run_id": run_id,
+            "status": "complete",
+        }
