@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import time
 from typing import Any
 
@@ -39,6 +40,41 @@ def save_params(params, path: str) -> None:
         for path, v in flat
     }
     np.savez(path, **arrays)
+
+
+# Keys that may change between a run and its resumption without changing what it computes.
+RESUMABLE_CHANGES = ("train.num_steps", "train.log_every", "train.resume", "wandb.mode")
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def check_same_config(workdir: str, config) -> None:
+    """A checkpoint is continued only by the config that wrote it (else a clear error)."""
+    path = os.path.join(workdir, "config.json")
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        stored = json.load(f)
+    stored.pop("resolved", None)
+    now = json.loads(json.dumps(config.to_dict()))  # tuples -> lists, as stored
+    old, new = _flat(stored), _flat(now)
+    changed = sorted(
+        k for k in set(old) | set(new) if old.get(k) != new.get(k) and k not in RESUMABLE_CHANGES
+    )
+    if changed:
+        detail = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:5])
+        raise ValueError(
+            f"{workdir} holds a checkpoint of a run with a different config ({detail}); use a "
+            f"new workdir, or --config.train.resume=False to start this one afresh there"
+        )
 
 
 def read_summary(workdir: str) -> dict | None:
@@ -88,12 +124,16 @@ class Loop:
         t, cfg = self.t, self.cfg
         num_steps, w, b = cfg.train.num_steps, cfg.num_workers, cfg.global_batch_size
         latest = self.ckpt.latest_step() if cfg.train.resume else None
+        if latest is not None:
+            check_same_config(t.workdir, cfg)
+        elif jax.process_index() == 0 and os.path.isdir(self.ckpt.directory):
+            shutil.rmtree(self.ckpt.directory)  # a fresh run must not mix with old steps
         previous = read_summary(t.workdir) if latest is not None else None
         if previous and previous.get("status") == "complete" and latest == num_steps:
             print(f"run in {t.workdir} is already complete ({num_steps} steps); nothing to do")
             return previous
         cstate = jax.jit(t.controller.init, static_argnums=(0, 1))(w, b)
-        sizes = t.safe_sizes(controllers.initial_sizes(cstate, w, b))
+        sizes = t.safe_sizes(controllers.initial_sizes(cstate, w, b), t.timer.speeds(0), 0)
         run_id = ""
         if latest is not None:
             cstate, sizes, run_id = self.restore(latest, cstate, sizes)

@@ -142,14 +142,37 @@ class Trainer:
             epoch_end=np.bool_(self.sampler.is_epoch_end(step_index)),
         )
 
-    def safe_sizes(self, sizes) -> np.ndarray:
-        """The framework, not each controller, guarantees the invariant: sum B, in bounds."""
-        sizes = self.allocate(sizes, *self.bounds)
+    def safe_sizes(self, shares, speeds: np.ndarray, step: int) -> np.ndarray:
+        """The framework, not each controller, guarantees the invariant: sum B, in bounds,
+        and no samples for an unavailable worker (speed 0 at the step being decided)."""
+        lo, hi = self.bounds
+        lost = np.asarray(speeds) <= 0
+        if not lost.any():
+            sizes = self.allocate(shares, lo, hi)
+        else:
+            if (lo[lost] > 0).any():
+                k = int(np.flatnonzero(lost & (lo > 0))[0])
+                raise ValueError(
+                    f"worker {k} is unavailable (speed 0) at step {step} but b_min={lo[k]} "
+                    f"forces samples on it; set controller.b_min=0 so the trainer can move "
+                    f"its samples to the others"
+                )
+            if hi[~lost].sum() < self.config.global_batch_size:
+                raise ValueError(
+                    f"at step {step} workers {np.flatnonzero(lost).tolist()} are unavailable "
+                    f"and the others hold at most {int(hi[~lost].sum())} samples (b_max and "
+                    f"device capacity) < global batch {self.config.global_batch_size}"
+                )
+            # Split B over the available workers only (a bound of 0 would read as "none").
+            up = ~lost
+            sizes = np.zeros(len(lost), np.int32)
+            sizes[up] = self.allocate(np.asarray(shares)[up], lo[up], hi[up])
         return masking.check_sizes(np.asarray(sizes), self.config.global_batch_size, self.layout)
 
     def next_sizes(self, cstate, obs) -> tuple[np.ndarray, Any]:
+        """The controller's split for step obs.step + 1 (obs.speeds are that step's)."""
         sizes, cstate = self.update(cstate, obs)
-        return self.safe_sizes(sizes), cstate
+        return self.safe_sizes(sizes, obs.speeds, int(obs.step) + 1), cstate
 
     def run(self) -> dict[str, Any]:
         from omnilearn_jax.loop import Loop
