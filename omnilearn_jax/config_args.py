@@ -58,9 +58,10 @@ def parse_arg(arg: str | None, **defaults: Any) -> ml_collections.ConfigDict:
         key, has_value, text = token.partition("=")
         key = key.strip()
         if key not in defaults:
+            valid = ", ".join(sorted(defaults)) or "none (this config takes no variants)"
             raise ValueError(
                 f"unknown variant key {key!r} in {arg!r}{suggest(key, defaults)}; "
-                f"valid keys: {', '.join(sorted(defaults))}"
+                f"valid keys: {valid}"
             )
         if key in seen:
             raise ValueError(f"variant key {key!r} given twice in {arg!r}")

@@ -96,6 +96,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.faults = ml_collections.ConfigDict()
     c.faults.nan_step = -1  # this step's inputs become NaN; -1 = never
     c.faults.bad_times = ()  # flat (step, worker, seconds) triples replacing measured times
+    c.faults.crash_step = -1  # the run raises before this step (a stand-in for a kill)
 
     c.controller = ml_collections.ConfigDict(controller_defaults())
     c.controller.name = "static"  # see controllers.available()

@@ -1,6 +1,7 @@
 """Planted faults (for robustness experiments and tests) and the guard on measured times.
 
 `faults.nan_step` fills every input of that step with NaN, so its loss is NaN.
+`faults.crash_step` raises before that step, as a killed process would stop there.
 `faults.bad_times` is a flat tuple of (step, worker, seconds) triples: the measured time of
 that worker at that step is replaced by the given value (0, negative, NaN, huge...), as a
 broken timer would report it.
@@ -23,6 +24,7 @@ import numpy as np
 class PlantedFaults:
     def __init__(self, section):
         self.nan_step = int(section.get("nan_step", -1))
+        self.crash_step = int(section.get("crash_step", -1))
         triples = tuple(section.get("bad_times", ()))
         if len(triples) % 3:
             raise ValueError(
@@ -32,6 +34,10 @@ class PlantedFaults:
             (int(triples[i]), int(triples[i + 1])): float(triples[i + 2])
             for i in range(0, len(triples), 3)
         }
+
+    def crash(self, step: int) -> None:
+        if step == self.crash_step:
+            raise RuntimeError(f"planted crash before step {step} (faults.crash_step)")
 
     def times(self, step: int, times: np.ndarray) -> np.ndarray:
         for (s, w), value in self.bad_times.items():

@@ -43,7 +43,7 @@ def save_params(params, path: str) -> None:
 
 
 # Keys that may change between a run and its resumption without changing what it computes.
-RESUMABLE_CHANGES = ("train.num_steps", "train.log_every", "train.resume", "wandb.mode")
+RESUMABLE_CHANGES = ("train.log_every", "train.resume", "wandb.mode", "faults.crash_step")
 
 
 def _flat(tree: dict, prefix: str = "") -> dict:
@@ -202,6 +202,7 @@ class Loop:
 
     def step(self, step: int, cstate, sizes):
         t = self.t
+        t.faults.crash(step)
         speeds = t.timer.speeds(step)
         batch = t.batch(step, sizes, t.timer.batch_extras(sizes, speeds))
         t.state, metrics, rec = t.timer.train_step(t.steps, t.state, batch, step, sizes, speeds)

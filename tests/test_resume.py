@@ -1,0 +1,180 @@
+"""Checkpoint and resume, numerical and measurement faults, worker loss."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from omnilearn_jax.runstore import read_metrics
+from omnilearn_jax.train import Trainer
+from tests.test_train import ROOT, run_main, smoke_config
+
+STEPS = 30
+ARGS = (
+    f"--config.train.num_steps={STEPS}",
+    "--config.train.eval_every=10",
+    "--config.train.checkpoint_every=4",
+    "--config.train.log_every=1",
+    "--config.train.save_params=True",
+    "--config.controller.name=proportional",
+    "--config.hetero.name=hl",
+    "--config.hetero.level=8",
+    "--config.num_workers=4",
+    "--config.num_devices=4",
+    "--config.cost.noise=0.1",
+)
+
+
+def _summary(path):
+    summary = json.loads((path / "summary.json").read_text())
+    summary.pop("wall_time")
+    return summary
+
+
+def _params(path):
+    with np.load(path / "final_params.npz") as f:
+        return {k: f[k] for k in f.files}
+
+
+@pytest.mark.slow
+def test_sigkill_at_a_random_step_then_resume_equals_an_unbroken_run(tmp_path):
+    run_main(tmp_path / "clean", *ARGS)
+    kill_at = int(np.random.default_rng().integers(6, STEPS - 4))
+    workdir = tmp_path / "killed"
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "omnilearn_jax.main",
+        "--config=configs/smoke.py",
+        f"--workdir={workdir}",
+        *ARGS,
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    for line in proc.stdout:
+        if line.startswith(f"step {kill_at}/"):
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, f"run ended before step {kill_at}"
+    assert not (workdir / "summary.json").exists()
+    resumed = run_main(workdir, *ARGS)
+    assert "resumed at step" in resumed.stdout
+    clean, killed = tmp_path / "clean", workdir
+    assert (killed / "metrics.jsonl").read_bytes() == (clean / "metrics.jsonl").read_bytes()
+    assert _summary(killed) == _summary(clean)
+    a, b = _params(clean), _params(killed)
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    # Resuming the finished run again changes nothing.
+    before = (killed / "metrics.jsonl").read_bytes(), (killed / "summary.json").read_bytes()
+    again = run_main(workdir, *ARGS)
+    assert "already complete" in again.stdout
+    assert before == (
+        (killed / "metrics.jsonl").read_bytes(),
+        (killed / "summary.json").read_bytes(),
+    )
+
+
+def test_resuming_twice_in_a_row_is_harmless(tmp_path):
+    config = smoke_config()
+    config.train.num_steps = 12
+    config.train.checkpoint_every = 4
+    config.train.eval_every = 6
+    ref = Trainer(config, str(tmp_path / "ref")).run()
+    for crash in (6, 10):  # crash before step 6 (resume at 4), then before 10 (resume at 8)
+        config.faults.crash_step = crash
+        with pytest.raises(RuntimeError, match=f"planted crash before step {crash}"):
+            Trainer(config, str(tmp_path / "parts")).run()
+    config.faults.crash_step = -1
+    Trainer(config, str(tmp_path / "parts")).run()
+    metrics = read_metrics(tmp_path / "parts")
+    assert [r["step"] for r in metrics if "loss" in r] == list(range(1, 13))
+    assert metrics == read_metrics(tmp_path / "ref")
+    summary = json.loads((tmp_path / "parts" / "summary.json").read_text())
+    assert summary["final_eval_accuracy"] == ref["final_eval_accuracy"]
+    assert summary["total_time"] == ref["total_time"]
+
+
+def test_a_planted_nan_stops_the_run_at_its_step(tmp_path):
+    config = smoke_config()
+    config.train.checkpoint_every = 5
+    config.faults.nan_step = 7  # 0-based: the 8th update
+    with pytest.raises(FloatingPointError) as err:
+        Trainer(config, str(tmp_path)).run()
+    assert "non-finite loss (nan) at step 8; last good checkpoint: step 5 in" in str(err.value)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["last_checkpoint"] == 5
+    losses = [r["loss"] for r in read_metrics(tmp_path) if "loss" in r]
+    assert len(losses) >= 8 and losses[7] is None and all(np.isfinite(losses[:7]))
+
+
+def test_skip_policy_drops_the_nan_update_and_continues(tmp_path):
+    config = smoke_config()
+    config.train.nan_policy = "skip"
+    config.faults.nan_step = 7
+    summary = Trainer(config, str(tmp_path)).run()
+    assert summary["status"] == "complete" and np.isfinite(summary["final_eval_loss"])
+    losses = [r["loss"] for r in read_metrics(tmp_path) if "loss" in r]
+    assert losses[7] is None and sum(v is None for v in losses) == 1
+
+
+def test_planted_bad_timings_leave_the_controller_decisions_unchanged(tmp_path):
+    def run(name, bad):
+        config = smoke_config()
+        config.num_workers = 4
+        config.num_devices = 4
+        config.hetero.name = "hl"
+        config.hetero.level = 8
+        config.cost.linear = True  # the guard's fallback is then exactly the true time
+        config.controller.name = "proportional"
+        config.faults.bad_times = bad
+        Trainer(config, str(tmp_path / name)).run()
+        return [r["batch_sizes"] for r in read_metrics(tmp_path / name) if "loss" in r]
+
+    clean = run("clean", ())
+    bad = (2, 0, 0.0, 3, 1, -1.0, 5, 2, float("nan"), 8, 3, 1e6, 9, 0, 1e-9, 11, 2, float("inf"))
+    assert run("bad", bad) == clean
+    assert len({tuple(s) for s in clean}) > 1  # the controller did move during those steps
+
+
+def test_a_lost_worker_hands_its_samples_to_the_others(tmp_path):
+    config = smoke_config()
+    config.controller.name = "proportional"
+    config.hetero.name = "preempt"
+    config.hetero.preempt_worker = 2
+    config.hetero.preempt_intervals = (5, 12)
+    config.hetero.preempt_trickle = 0.0  # unavailable, not just slow
+    summary = Trainer(config, str(tmp_path)).run()
+    assert summary["status"] == "complete" and summary["steps"] == 20
+    records = [r for r in read_metrics(tmp_path) if "loss" in r]
+    for r in records:
+        away = r["speeds"][2] == 0
+        assert sum(r["batch_sizes"]) == 64
+        assert (r["batch_sizes"][2] == 0) == away, r
+    assert sum(r["speeds"][2] == 0 for r in records) == 7
+    assert records[-1]["batch_sizes"][2] > 0  # it gets samples again when it returns
+
+
+def test_a_lost_worker_with_a_binding_lower_bound_is_a_clear_error(tmp_path):
+    config = smoke_config()
+    config.controller.b_min = 4
+    config.hetero.name = "preempt"
+    config.hetero.preempt_intervals = (3, 5)
+    config.hetero.preempt_trickle = 0.0
+    with pytest.raises(ValueError, match="worker 0 is unavailable .* at step 3 but b_min=4"):
+        Trainer(config, str(tmp_path)).run()
+
+
+def test_resume_refuses_a_different_config(tmp_path):
+    config = smoke_config()
+    config.train.num_steps = 4
+    Trainer(config, str(tmp_path)).run()
+    config.optimizer.learning_rate = 0.5
+    with pytest.raises(ValueError, match="optimizer.learning_rate: 0.1 -> 0.5"):
+        Trainer(config, str(tmp_path)).run()
