@@ -141,16 +141,19 @@ def _npz(section: Mapping[str, Any]) -> Dataset:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"dataset file {path!r} does not exist")
     try:
-        with np.load(path, allow_pickle=False) as f:
-            missing = [k for k in _NPZ_KEYS if k not in f.files]
-            if missing:
-                raise ValueError(
-                    f"dataset file {path!r} lacks array(s) {', '.join(missing)}; "
-                    f"it has: {', '.join(f.files) or 'nothing'}"
-                )
-            arrays = {k: f[k] for k in _NPZ_KEYS}
-    except (OSError, EOFError) as e:  # np.load raises these on corrupt or non-npz files
+        archive = np.load(path, allow_pickle=False)
+    except (OSError, EOFError, ValueError) as e:  # corrupt, or not an npz at all
         raise ValueError(f"dataset file {path!r} is not a readable .npz archive: {e}") from e
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise ValueError(f"dataset file {path!r} is a single .npy array, not an .npz archive")
+    with archive as f:
+        missing = [k for k in _NPZ_KEYS if k not in f.files]
+        if missing:
+            raise ValueError(
+                f"dataset file {path!r} lacks array(s) {', '.join(missing)}; "
+                f"it has: {', '.join(f.files) or 'nothing'}"
+            )
+        arrays = {k: f[k] for k in _NPZ_KEYS}
     for split in ("train", "test"):
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
         if x.ndim < 2 or y.ndim != 1 or len(x) != len(y) or len(x) == 0:

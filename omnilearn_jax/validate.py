@@ -33,6 +33,8 @@ def check_config(config: ml_collections.ConfigDict, num_available_devices: int) 
         raise ValueError(f"num_workers must be >= 1, got {num_workers}")
     if batch < 1:
         raise ValueError(f"global_batch_size must be >= 1, got {batch}")
+    if config.train.outlier_factor <= 1:
+        raise ValueError(f"train.outlier_factor must be > 1, got {config.train.outlier_factor}")
     if config.train.num_steps < 1:
         raise ValueError(f"train.num_steps must be >= 1, got {config.train.num_steps}")
     num_devices = config.num_devices or num_available_devices

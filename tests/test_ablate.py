@@ -1,0 +1,218 @@
+"""The ablation runner: resumable parallel cells, the results table, the W&B sweep export."""
+
+import csv
+import itertools
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import yaml
+from absl import flags
+from ml_collections import config_flags
+
+from experiments import ablate
+from experiments.ablation import spec, table
+from experiments.ablation.runner import cpu_slots
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMOKE = "configs/ablation_smoke.py"
+
+
+def ablate_cmd(workdir, config=SMOKE, parallel=2):
+    return [
+        sys.executable,
+        "-m",
+        "experiments.ablate",
+        f"--config={config}",
+        f"--workdir={workdir}",
+        f"--parallel={parallel}",
+    ]
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def summaries(workdir):
+    out = {}
+    for cell in spec.load(SMOKE).cells():
+        path = os.path.join(workdir, cell.name, "summary.json")
+        if os.path.exists(path) and read_json(path).get("status") == "complete":
+            out[cell.name] = path
+    return out
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory):
+    """Runs the smoke grid, kills it (whole process group) after two cells, and reruns it."""
+    workdir = str(tmp_path_factory.mktemp("abl"))
+    first = subprocess.Popen(
+        ablate_cmd(workdir),
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 150
+    while len(summaries(workdir)) < 2 and time.time() < deadline and first.poll() is None:
+        time.sleep(0.1)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    done_before = summaries(workdir)
+    mtimes = {name: os.stat(path).st_mtime_ns for name, path in done_before.items()}
+    second = subprocess.run(
+        ablate_cmd(workdir), cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    return workdir, mtimes, second
+
+
+def test_rerun_after_kill_finishes_only_the_missing_cells(resumed):
+    workdir, mtimes, second = resumed
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert 2 <= len(mtimes) < 8
+    assert f"{len(mtimes)} of 8 cells already complete" in second.stdout
+    done = summaries(workdir)
+    assert len(done) == 8
+    for name, mtime in mtimes.items():  # completed cells were not rerun
+        assert os.stat(done[name]).st_mtime_ns == mtime
+    started = [line for line in second.stdout.splitlines() if line.startswith("[ablate] start")]
+    assert len(started) == 8 - len(mtimes)
+    for name in done:  # each cell log holds one run, partial runs were started afresh
+        log = read_text(os.path.join(workdir, name, "log.txt"))
+        assert log.count("training mlp") == 1
+
+
+def test_table_equals_values_recomputed_from_the_summaries(resumed):
+    workdir, _, second = resumed
+    cells = spec.load(SMOKE).cells()
+    by_group = {}
+    for cell in cells:
+        s = read_json(os.path.join(workdir, cell.name, "summary.json"))
+        key = (cell.values["controller.name"], cell.values["hetero.name"])
+        by_group.setdefault(key, []).append(s)
+    rows = list(csv.DictReader(read_text(os.path.join(workdir, "results.csv")).splitlines()))
+    assert len(rows) == 4 and rows == list(
+        csv.DictReader(table.to_csv(table.build_table(workdir)).splitlines())
+    )
+    for row in rows:
+        group = by_group[row["controller.name"], row["hetero.name"]]
+        assert int(row["seeds"]) == 2 and int(row["missing"]) == 0
+        acc = [s["final_eval_accuracy"] for s in group]
+        tot = [s["total_time"] for s in group]
+        assert float(row["final_eval_accuracy_mean"]) == pytest.approx(np.mean(acc), abs=1e-12)
+        assert float(row["final_eval_accuracy_std"]) == pytest.approx(
+            np.std(acc, ddof=1), abs=1e-12
+        )
+        assert float(row["total_time_mean"]) == pytest.approx(np.mean(tot), abs=1e-12)
+        reached = [s["time_to_target"] for s in group if s["time_to_target"] is not None]
+        assert row["target_reached"] == f"{len(reached)}/2"
+        if reached:
+            assert float(row["time_to_target_mean"]) == pytest.approx(np.mean(reached))
+        static = np.mean([s["total_time"] for s in by_group["static", row["hetero.name"]]])
+        assert float(row["speedup_vs_static"]) == pytest.approx(static / np.mean(tot))
+        assert row["efficiency_vs_oracle"] == ""  # no oracle cells in this grid
+    # BSP: controllers change speed, not maths, so accuracy is the same for both controllers;
+    # under HL8 the proportional controller beats uniform batching.
+    speed = {(r["controller.name"], r["hetero.name"]): float(r["speedup_vs_static"]) for r in rows}
+    assert speed["proportional", "uniform"] == pytest.approx(1.0, abs=0.02)
+    assert speed["proportional", "hl"] > 1.2
+    markdown = read_text(os.path.join(workdir, "results.md"))
+    assert markdown in second.stdout
+
+
+def test_a_failing_cell_is_reported_and_does_not_stop_the_others(tmp_path):
+    config = tmp_path / "abl_fail.py"
+    config.write_text(
+        "def get_config(arg=''):\n"
+        "    return {'base': 'configs/paper_bsp.py:runlocal,model=mlp',\n"
+        "            'grid': {'hetero.name': ('uniform', 'trace')},\n"
+        "            'overrides': {'hetero.path': '/nonexistent/trace.csv',\n"
+        "                          'train.num_steps': 2, 'train.eval_every': 2}}\n"
+    )
+    workdir = tmp_path / "run"
+    proc = subprocess.run(
+        ablate_cmd(workdir, config=str(config)),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert proc.returncode == 1
+    failed_log = workdir / "name-trace" / "log.txt"
+    assert f"FAILED name-trace (exit 1); log: {failed_log}" in proc.stdout
+    assert "nonexistent" in failed_log.read_text()
+    ok = read_json(workdir / "name-uniform" / "summary.json")
+    assert ok["status"] == "complete" and ok["steps"] == 2
+    rows = table.build_table(str(workdir))
+    assert [(r["hetero.name"], r["seeds"], r["missing"]) for r in rows] == [
+        ("uniform", 1, 0),
+        ("trace", 0, 1),
+    ]
+
+
+def test_exported_sweep_lists_exactly_the_grid_cells(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    assert ablate.main([f"--config={SMOKE}", f"--export_sweep={path}"]) == 0
+    sweep = yaml.safe_load(path.read_text())
+    assert sweep["method"] == "grid"
+    assert "omnilearn_jax.main" in " ".join(sweep["command"]) and "${args}" in sweep["command"]
+    params = sweep["parameters"]
+    swept = {k: p["values"] for k, p in params.items() if "values" in p}
+    fixed = {k: p["value"] for k, p in params.items() if "value" in p}
+    ablation = spec.load(SMOKE)
+    keys = [f"config.{k}" for k in ablation.grid]
+    assert sorted(swept) == sorted(keys)
+    runs = {
+        tuple(zip(keys, combo, strict=True))
+        for combo in itertools.product(*(swept[k] for k in keys))
+    }
+    cells = {tuple((f"config.{k}", v) for k, v in c.values.items()) for c in ablation.cells()}
+    assert runs == cells and len(runs) == 8
+    assert fixed["config.train.num_steps"] == 6 and fixed["config.hetero.level"] == 8
+    assert fixed["config.train.target_accuracy"] == 0.2
+    # What the agent's ${args} expands to parses back through the real config flags.
+    argv = ["prog", f"--config={ablation.base}"] + [
+        f"--{k}={v}" for k, v in {**fixed, **dict(next(iter(runs)))}.items()
+    ]
+    fv = flags.FlagValues()
+    config_flags.DEFINE_config_file("config", None, "", flag_values=fv, sys_argv=argv)
+    fv(argv)
+    for key, value in {**fixed, **dict(next(iter(runs)))}.items():
+        section, _, leaf = key.removeprefix("config.").rpartition(".")
+        got = (fv.config[section] if section else fv.config)[leaf]
+        assert got == value or (isinstance(value, float) and math.isclose(got, value))
+
+
+def test_cell_names_are_unique_and_filesystem_safe():
+    ablation = spec.from_config(
+        {
+            "base": "configs/smoke.py",
+            "grid": {
+                "controller.name": ("static",),
+                "hetero.name": ("hl",),
+                "controller.sizes": ((8,) * 8, (16, 0) * 4),
+                "seed": (0,),
+            },
+        }
+    )
+    names = [c.name for c in ablation.cells()]
+    assert names[1] == "controller-name-static__hetero-name-hl__sizes-16-0-16-0-16-0-16-0__seed-0"
+    assert len(set(names)) == 2 and all("/" not in n and " " not in n for n in names)
+
+
+def test_cpu_slots_split_the_cores_without_overlap():
+    assert cpu_slots(2, [0, 1]) == [[0], [1]]
+    assert cpu_slots(2, [0, 1, 2, 3]) == [[0, 1], [2, 3]]
+    assert cpu_slots(3, [0, 1]) == [[0], [1], [0]]

@@ -1,0 +1,170 @@
+"""Bad input everywhere gives a clear error before anything compiles or is overwritten."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from omnilearn_jax.compiles import CompileCounter
+from omnilearn_jax.train import Trainer
+from tests.test_train import ROOT, smoke_config
+
+SENTINEL = b'{"step": 1, "loss": 1.0}\n'
+
+
+def _trace(tmp_path, text):
+    path = tmp_path / "trace.csv"
+    path.write_text(text)
+    return str(path)
+
+
+def _npz(tmp_path, **arrays):
+    path = tmp_path / "data.npz"
+    np.savez(path, **arrays)
+    return str(path)
+
+
+def _garbage(tmp_path):
+    path = tmp_path / "data.npz"
+    path.write_bytes(b"not a zip archive")
+    return str(path)
+
+
+TRACE = "hetero.name", "trace"
+DIGITS = {
+    "x_train": np.zeros((10, 4)),
+    "y_train": np.zeros(10, int),
+    "x_test": np.zeros((5, 4)),
+    "y_test": np.zeros(5, int),
+}
+
+# (overrides: {key: value or callable(tmp_path)}, expected text in the error)
+CASES = [
+    ({"dataset.name": "cifar"}, "unknown dataset 'cifar'; valid names: digits, mnist1d"),
+    ({"model.name": "vit"}, "unknown model 'vit'; valid names: cnn, mlp, resnet18"),
+    ({"backend": "pjit"}, "unknown backend 'pjit'; valid backends: shard_map, pmap"),
+    ({"optimizer.name": "lamb"}, "unknown optimizer 'lamb'; valid names: sgd, adamw"),
+    ({"optimizer.schedule": "step"}, "unknown optimizer.schedule 'step'"),
+    ({"controller.sizes": (8,) * 7 + (9,)}, "sum to 65, not global_batch_size 64"),
+    ({"controller.sizes": (-8, 24) + (8,) * 6}, "controller.sizes must be >= 0"),
+    ({"controller.sizes": (8,) * 4}, "has 4 entries for 8 workers"),
+    ({"num_workers": 12}, "num_workers=12 is not a multiple of the 8 devices"),
+    ({"controller.name": "pid"}, "unknown controller 'pid'; registered: ["),
+    ({"controller.b_min": 9}, "infeasible bounds: 8 workers x b_min sum to 72 > global batch 64"),
+    ({"controller.b_min": 6, "controller.b_max": 5}, "worker 0: b_min 6 exceeds b_max 5"),
+    ({"layout": "ragged"}, "unknown layout 'ragged'; valid values: micro, padded"),
+    ({"clock": "sundial"}, "unknown clock 'sundial'; valid values: virtual, wall"),
+    ({"train.nan_policy": "ignore"}, "unknown train.nan_policy 'ignore'; valid values: stop"),
+    ({"hetero.name": "hl9"}, "unknown hetero.name 'hl9'; valid names:"),
+    ({"hetero.name": "cores", "hetero.cores": (1.0, -2.0) + (1.0,) * 6}, "-2"),
+    (
+        {
+            "hetero.name": "schedule",
+            "hetero.levels": (1, 2, 4),
+            "hetero.segment": 10,
+            "hetero.unit": "steps",
+        },
+        "longer than the run",
+    ),
+    ({"cost.bandwidth": 0.0}, "bandwidth > 0"),
+    ({"faults.bad_times": (1, 2)}, "faults.bad_times must hold (step, worker, seconds) triples"),
+    ({"train.outlier_factor": 0.5}, "train.outlier_factor must be > 1"),
+    (dict([TRACE, ("hetero.path", lambda p: _trace(p, "step,worker\n0,0\n"))]), "speed"),
+    (
+        dict(
+            [
+                TRACE,
+                (
+                    "hetero.path",
+                    lambda p: _trace(
+                        p,
+                        "step,worker,speed\n" + "".join(f"0,{k},1\n" for k in range(8)) + "3,9,1\n",
+                    ),
+                ),
+            ]
+        ),
+        "trace.csv:10: unknown worker 9",
+    ),
+    (
+        dict([TRACE, ("hetero.path", lambda p: _trace(p, "step,worker,speed\n0,0,fast\n"))]),
+        "trace.csv:2: column 'speed' is not a number",
+    ),
+    (dict([TRACE, ("hetero.path", lambda p: str(p / "missing.csv"))]), "missing.csv"),
+    (
+        {"dataset.name": "npz", "dataset.path": lambda p: str(p / "none.npz")},
+        "none.npz' does not exist",
+    ),
+    (
+        {"dataset.name": "npz", "dataset.path": lambda p: _npz(p, x_train=np.zeros((3, 2)))},
+        "lacks array(s) y_train, x_test, y_test",
+    ),
+    ({"dataset.name": "npz", "dataset.path": _garbage}, "is not a readable .npz archive"),
+    (
+        {
+            "dataset.name": "npz",
+            "dataset.path": lambda p: _npz(p, **{**DIGITS, "y_test": np.zeros(4, int)}),
+        },
+        "must be [N, ...] and [N] with the same N",
+    ),
+]
+
+
+@pytest.mark.parametrize("overrides,message", CASES)
+def test_bad_config_fails_before_compiling_or_writing(tmp_path, overrides, message):
+    config = smoke_config()
+    for key, value in overrides.items():
+        section, _, leaf = key.rpartition(".")
+        (config[section] if section else config)[leaf] = (
+            value(tmp_path) if callable(value) else value
+        )
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    (workdir / "metrics.jsonl").write_bytes(SENTINEL)
+    with CompileCounter() as compiles, pytest.raises((ValueError, TypeError, OSError)) as err:
+        Trainer(config, str(workdir)).run()
+    assert message in str(err.value), str(err.value)
+    assert compiles.count == 0
+    assert os.listdir(workdir) == ["metrics.jsonl"]
+    assert (workdir / "metrics.jsonl").read_bytes() == SENTINEL
+
+
+CLI_CASES = [
+    (["--config=configs/smoke.py", "--config.no_such_key=1"], "no_such_key"),
+    (["--config=configs/smoke.py", "--config.train.num_steps=many"], "many"),
+    (["--config=configs/nope.py"], "nope.py"),
+    (["--config=configs/smoke.py", "--config.controller.name=pid"], "unknown controller 'pid'"),
+]
+
+
+@pytest.mark.parametrize("args,message", CLI_CASES)
+def test_bad_command_line_fails_clearly(tmp_path, args, message):
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    (workdir / "metrics.jsonl").write_bytes(SENTINEL)
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "omnilearn_jax.main", f"--workdir={workdir}", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr[-2000:]
+    assert (workdir / "metrics.jsonl").read_bytes() == SENTINEL
+
+
+def test_missing_workdir_flag_is_reported(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "omnilearn_jax.main", "--config=configs/smoke.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0 and "--workdir" in proc.stderr

@@ -1,0 +1,204 @@
+"""Config variants, lazy derived values, and one-line errors for malformed configs."""
+
+import json
+import os
+
+import ml_collections
+import pytest
+from absl import flags
+from ml_collections import config_flags
+
+from configs import ablation_default, ablation_smoke, default, paper_bsp, smoke
+from experiments.ablation import spec
+from omnilearn_jax.config_args import parse_arg
+from omnilearn_jax.config_base import base_config
+from omnilearn_jax.config_check import check_config, check_config_types
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DIGITS_TRAIN = 1438  # 1797 digits minus the 359 test rows
+
+
+def parse_cli(*args):
+    """The real command-line path: config_flags loads the file and applies overrides."""
+    argv = ["prog", *args]
+    fv = flags.FlagValues()
+    config_flags.DEFINE_config_file("config", None, "", flag_values=fv, sys_argv=argv)
+    fv(argv)
+    return fv.config
+
+
+def test_parse_arg_types_and_flags():
+    a = parse_arg(
+        "hetero=hl4, epochs=3,target=0.5,runlocal",
+        hetero="hl8",
+        epochs=10,
+        target=0.0,
+        runlocal=False,
+        fast=True,
+    )
+    assert (a.hetero, a.epochs, a.target, a.runlocal, a.fast) == ("hl4", 3, 0.5, True, True)
+    assert parse_arg("fast=false", fast=True).fast is False
+    assert parse_arg("", epochs=10).epochs == 10
+
+
+def test_paper_bsp_variant_matches_the_paper_setup():
+    c = paper_bsp.get_config("hetero=hl8,controller=pi,model=resnet18")
+    assert (c.num_workers, c.global_batch_size) == (4, 128)
+    assert (c.controller.b_min, c.controller.b_max) == (16, 96)
+    assert (c.hetero.name, c.hetero.level, c.controller.name, c.model.name) == (
+        "hl",
+        8,
+        "pi",
+        "resnet18",
+    )
+    assert c.train.num_steps == 10 * (10240 // 128)
+    check_config(c)
+    local = paper_bsp.get_config("runlocal,model=mlp,epochs=2")
+    assert local.dataset.name == "digits"
+    assert local.train.num_steps == 2 * (DIGITS_TRAIN // 128) == 22
+    assert paper_bsp.get_config("hetero=uniform").hetero.name == "uniform"
+
+
+@pytest.mark.parametrize("make", [default.get_config, smoke.get_config, paper_bsp.get_config])
+def test_shipped_configs_pass_the_checks(make):
+    check_config(make())
+
+
+def test_ablation_configs_expand_and_their_cells_pass_the_checks():
+    for module, cells in ((ablation_smoke, 8), (ablation_default, 8)):
+        ablation = spec.from_config(module.get_config())
+        assert len(ablation.cells()) == cells
+        spec.check_cells(ablation)
+
+
+def test_overriding_the_batch_size_leaves_no_stale_derived_value():
+    c = parse_cli("--config=configs/paper_bsp.py:epochs=3", "--config.global_batch_size=256")
+    assert c.train.num_steps == 3 * (10240 // 256) == 120
+    assert c.train.eval_every == 40
+    assert (c.controller.b_min, c.controller.b_max) == (32, 192)
+    c = parse_cli("--config=configs/paper_bsp.py", "--config.dataset.num_train=2560")
+    assert c.train.num_steps == 10 * 20
+    # An explicit override of a derived value wins, and the rest still follow B.
+    c = parse_cli(
+        "--config=configs/paper_bsp.py",
+        "--config.train.num_steps=7",
+        "--config.global_batch_size=64",
+    )
+    assert (c.train.num_steps, c.controller.b_min) == (7, 8)
+
+
+def test_run_with_overridden_batch_size_uses_the_new_derived_values(tmp_path):
+    from omnilearn_jax.train import train_and_evaluate
+
+    c = paper_bsp.get_config("runlocal,model=mlp,epochs=2")
+    c.num_devices = 4  # the tests have 8 CPU devices; 4 workers on 4 of them
+    c.global_batch_size = 256
+    summary = train_and_evaluate(c, str(tmp_path))
+    assert summary["steps"] == 2 * (DIGITS_TRAIN // 256) == 10
+    resolved = json.loads((tmp_path / "config.json").read_text())
+    assert resolved["resolved"]["steps_per_epoch"] == 5
+    assert (resolved["controller"]["b_min"], resolved["controller"]["b_max"]) == (32, 192)
+    assert resolved["train"]["num_steps"] == 10
+
+
+def _loose(c):
+    """A copy whose sections accept values of any type, as a hand-built config might."""
+    return ml_collections.ConfigDict(c.to_dict(), type_safe=False)
+
+
+def _paper(**changes):
+    c = paper_bsp.get_config("runlocal,model=mlp")
+    for key, value in changes.items():
+        section, _, leaf = key.rpartition(".")
+        (c[section] if section else c)[leaf] = value
+    return c
+
+
+def _grid(grid, **extra):
+    cfg = {"base": "configs/paper_bsp.py:runlocal,model=mlp", "grid": grid, **extra}
+    spec.check_cells(spec.from_config(cfg))
+
+
+def _unknown_key():
+    c = _paper()
+    c.train.num_step = 3
+    check_config(c)
+
+
+def _wrong_type():
+    c = _loose(_paper())
+    c.model.hidden = "wide"
+    check_config_types(c, base_config())
+
+
+def _bool_for_int():
+    c = _loose(_paper())
+    c.num_workers = True
+    check_config_types(c)
+
+
+MALFORMED = [
+    (_unknown_key, r"unknown config key 'train.num_step' \(did you mean 'train.num_steps'\?\)"),
+    (_wrong_type, r"'model.hidden' should be int, got str 'wide'"),
+    (_bool_for_int, r"'num_workers' should be int, got bool"),
+    (
+        lambda: check_config(_paper(**{"controller.name": "propotional"})),
+        r"unknown controller 'propotional' \(did you mean 'proportional'\?\)",
+    ),
+    (
+        lambda: check_config(_paper(**{"hetero.name": "hll"})),
+        r"unknown hetero profile 'hll' \(did you mean 'hl'\?\)",
+    ),
+    (
+        lambda: check_config(_paper(**{"controller.b_min": 40})),
+        r"4 workers x b_min sum to 160 > global batch 128",
+    ),
+    (
+        lambda: check_config(_paper(**{"controller.b_max": 20})),
+        r"4 workers x b_max sum to 80 < global batch 128",
+    ),
+    (lambda: check_config(_paper(**{"model.name": "vgg"})), r"unknown model 'vgg'"),
+    (
+        lambda: paper_bsp.get_config("hetro=hl8"),
+        r"unknown variant key 'hetro' in 'hetro=hl8' \(did you mean 'hetero'\?\); valid keys",
+    ),
+    (lambda: paper_bsp.get_config("hetero=hl3"), r"unknown hetero 'hl3'.*valid values: uniform"),
+    (lambda: paper_bsp.get_config("epochs=ten"), r"variant epochs='ten'.*expected int"),
+    (lambda: paper_bsp.get_config("model"), r"variant key 'model' .* needs a value"),
+    (lambda: paper_bsp.get_config("controller=bogus"), r"unknown controller 'bogus'"),
+    (
+        lambda: _grid({"controler.name": ("static",)}),
+        r"unknown config key 'controler.name' \(did you mean 'controller.name'\?\)",
+    ),
+    (lambda: _grid({"seed": ()}), r"grid\['seed'\] has no values"),
+    (lambda: _grid({"seed": 3}), r"grid\['seed'\] must be a tuple of values"),
+    (lambda: _grid({"seed": ("zero",)}), r"config key 'seed'='zero'"),
+    (lambda: _grid({}), r"ablation grid is empty"),
+    (lambda: _grid({"seed": (0,)}, grids={}), r"unknown ablation key\(s\) \['grids'\]"),
+    (lambda: _grid({"seed": (0,)}, overrides={"seed": 1}), r"both in grid and overrides"),
+    (lambda: _grid({"controller.name": ("static", "magic")}), r"cell .*magic.*unknown controller"),
+]
+
+
+@pytest.mark.parametrize("make,message", MALFORMED, ids=[m for _, m in MALFORMED])
+def test_malformed_configs_fail_with_a_clear_one_line_error(make, message):
+    with pytest.raises(ValueError, match=message) as info:
+        make()
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"controller.b_min": 40}, r"b_min sum to 160 > global batch 128"),
+        ({"hetero.name": "hll"}, r"hll"),
+        ({"controller.name": "nope"}, r"unknown controller 'nope'"),
+    ],
+)
+def test_the_trainer_rejects_the_same_configs(tmp_path, changes, message):
+    from omnilearn_jax.train import Trainer
+
+    c = _paper(**changes)
+    c.num_devices = 4
+    with pytest.raises(ValueError, match=message):
+        Trainer(c, str(tmp_path))

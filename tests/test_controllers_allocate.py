@@ -1,0 +1,80 @@
+"""allocate / check_bounds: exact sums, bounds, deterministic ties, idempotence, errors."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controllers import allocate, check_bounds, resolve_bounds
+
+# Jitted: one compile per shape is far cheaper than dispatching each op eagerly.
+_allocate = jax.jit(allocate, static_argnums=1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shares=st.lists(st.floats(0, 1e4, allow_nan=False), min_size=6, max_size=6),
+    b_min=st.integers(0, 10),
+    extra=st.integers(0, 80),
+)
+def test_sums_to_global_batch_within_bounds(shares, b_min, extra):
+    global_batch = 100
+    b_max = b_min + extra
+    if 6 * b_max < global_batch:
+        b_max = 0  # no upper bound
+    sizes = np.asarray(_allocate(jnp.asarray(shares), global_batch, b_min, b_max))
+    hi = global_batch if b_max == 0 else b_max
+    assert sizes.dtype == np.int32
+    assert sizes.sum() == global_batch
+    assert sizes.min() >= b_min and sizes.max() <= hi
+
+
+def test_largest_remainder_rounding():
+    # Shares 1:1:1 of 10 -> 3.33 each; the single extra unit goes to the lowest index.
+    np.testing.assert_array_equal(_allocate(jnp.ones(3), 10), [4, 3, 3])
+    # Remainders .5/.25/.25 of 11 split 2:1:1 -> 5.5, 2.75, 2.75: two units, largest first.
+    np.testing.assert_array_equal(_allocate(jnp.array([2.0, 1.0, 1.0]), 11), [5, 3, 3])
+    # HL8 cores: 16, 16, 10.67, 85.33 -> 16, 16, 11, 85.
+    np.testing.assert_array_equal(_allocate(jnp.array([6.0, 6, 4, 32]), 128), [16, 16, 11, 85])
+
+
+def test_projection_spreads_excess_evenly_over_free_workers():
+    # 10.67 is lifted to b_min 16; the 5.33 it takes comes out of the only free worker.
+    sizes = _allocate(jnp.array([6.0, 6, 4, 32]), 128, 16, 96)
+    np.testing.assert_array_equal(sizes, [16, 16, 16, 80])
+    # Per-worker upper bounds (as lowered by the memory-cliff rule).
+    sizes = _allocate(jnp.array([1.0, 1, 1, 5]), 64, 0, jnp.array([64, 64, 64, 20]))
+    np.testing.assert_array_equal(sizes, [15, 15, 14, 20])
+
+
+def test_idempotent_on_valid_sizes():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        sizes = _allocate(jnp.asarray(rng.exponential(size=7)), 96, 2, 40)
+        np.testing.assert_array_equal(_allocate(sizes, 96, 2, 40), sizes)
+    with_zero = jnp.array([0, 0, 5, 59], jnp.int32)
+    np.testing.assert_array_equal(_allocate(with_zero, 64, 0, 0), with_zero)
+
+
+def test_degenerate_shares_fall_back_to_uniform():
+    for shares in ([0.0, 0, 0, 0], [jnp.nan, -1.0, jnp.inf, 0]):
+        np.testing.assert_array_equal(_allocate(jnp.array(shares), 8), [2, 2, 2, 2])
+
+
+def test_paper_bound_sentinels():
+    lo, hi = resolve_bounds(4, 128, -1, -1)
+    assert lo.tolist() == [16] * 4 and hi.tolist() == [96] * 4
+    lo, hi = resolve_bounds(8, 128, -1, 0)
+    assert lo.tolist() == [8] * 8 and hi.tolist() == [128] * 8
+
+
+def test_check_bounds_messages():
+    check_bounds(4, 128, 16, 96)
+    with pytest.raises(ValueError, match=r"b_min sum to 160 > global batch 128"):
+        check_bounds(4, 128, 40, 96)
+    with pytest.raises(ValueError, match=r"b_max sum to 120 < global batch 128"):
+        check_bounds(4, 128, 0, 30)
+    with pytest.raises(ValueError, match=r"worker 0: b_min 20 exceeds b_max 10"):
+        check_bounds(2, 20, 20, 10)

@@ -1,0 +1,94 @@
+"""One contract suite over every registered policy (the built-ins and the example plug-in)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import controllers
+import experiments.examples.damped  # noqa: F401  (registers "damped")
+
+NUM_WORKERS, GLOBAL_BATCH, B_MIN, B_MAX = 5, 64, 2, 40
+NAMES = controllers.available()
+
+
+def _build(name):
+    controller = controllers.make(name, b_min=B_MIN, b_max=B_MAX)
+    return controller, controller.init(NUM_WORKERS, GLOBAL_BATCH)
+
+
+def _observation(step, shares, times, speeds, epoch_end):
+    sizes = controllers.allocate(jnp.asarray(shares), GLOBAL_BATCH, B_MIN, B_MAX)
+    return controllers.Observation.make(
+        step,
+        sizes,
+        jnp.where(sizes > 0, jnp.asarray(times), 0.0),
+        speeds=jnp.asarray(speeds),
+        epoch_end=epoch_end,
+        global_batch=GLOBAL_BATCH,
+    )
+
+
+def test_all_policies_registered():
+    assert {"static", "proportional", "pi", "oracle", "damped"} <= set(NAMES)
+    assert list(NAMES) == sorted(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_valid_sizes_for_random_observations(name):
+    controller, state = _build(name)
+    update = jax.jit(controller.update)
+    positive = st.floats(0.05, 20.0)
+    vectors = st.lists(positive, min_size=NUM_WORKERS, max_size=NUM_WORKERS)
+
+    @settings(max_examples=25, deadline=None)
+    @given(st.integers(0, 10_000), vectors, vectors, vectors, st.booleans())
+    def check(step, shares, times, speeds, epoch_end):
+        obs = _observation(step, shares, times, speeds, epoch_end)
+        sizes, new_state = update(state, obs)
+        sizes = np.asarray(sizes)
+        assert sizes.dtype == np.int32 and sizes.shape == (NUM_WORKERS,)
+        assert sizes.sum() == GLOBAL_BATCH
+        assert sizes.min() >= B_MIN and sizes.max() <= B_MAX
+        # The state keeps its structure, shapes and dtypes, so lax.scan can carry it.
+        assert jax.tree.structure(new_state) == jax.tree.structure(state)
+        for old, new in zip(jax.tree.leaves(state), jax.tree.leaves(new_state), strict=True):
+            assert (old.shape, old.dtype) == (new.shape, new.dtype)
+
+    check()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_recompile_and_allocate_is_a_fixed_point(name):
+    controller, state = _build(name)
+    update = jax.jit(controller.update)
+    first = _observation(0, [1, 2, 3, 4, 5], [1, 1, 1, 1, 1], [1, 2, 3, 4, 5], False)
+    sizes, state = update(state, first)
+    second = _observation(1, [5, 4, 3, 2, 1], [3, 1, 2, 1, 9], [1, 1, 1, 1, 2], True)
+    sizes, state = update(state, second)
+    assert update._cache_size() == 1
+    # The trainer re-applies allocate as a safety net: it must not move a controller's output.
+    again = controllers.allocate(sizes, GLOBAL_BATCH, B_MIN, B_MAX)
+    np.testing.assert_array_equal(again, sizes)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_runs_in_scan_with_initial_sizes(name):
+    controller, state = _build(name)
+    speeds = jnp.array([1.0, 1.0, 2.0, 4.0, 0.5])
+    table = controllers.linear_time_table(speeds, GLOBAL_BATCH)
+
+    def step(carry, t):
+        state, sizes = carry
+        obs = controllers.Observation(
+            t, sizes, table[jnp.arange(NUM_WORKERS), sizes], speeds, table, t % 7 == 6
+        )
+        new_sizes, state = controller.update(state, obs)
+        return (state, new_sizes), new_sizes
+
+    start = controllers.initial_sizes(state, NUM_WORKERS, GLOBAL_BATCH)
+    _, sizes = jax.lax.scan(step, (state, start), jnp.arange(30))
+    assert np.all(np.asarray(sizes).sum(-1) == GLOBAL_BATCH)
+    assert np.asarray(sizes).min() >= B_MIN and np.asarray(sizes).max() <= B_MAX

@@ -1,0 +1,183 @@
+"""Each policy's behaviour on the paper's HL8 cluster (cores 6/6/4/32, B = 128) and variants."""
+
+import functools
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import controllers
+from controllers import sim
+from controllers.metrics import imbalance
+
+B = 128
+OPEN = (("b_min", 0), ("b_max", 0))  # bounds that never bind on HL8
+STEPS = 200
+NEVER = 10**6  # a "change" past the horizon gives every plant the same shapes (one compile)
+
+
+@functools.cache
+def _controller(name, **kwargs):
+    return controllers.make(name, **{**dict(OPEN), **kwargs})
+
+
+# Controllers are static (cached above, so each compiles once); plants and keys are traced.
+_simulate = jax.jit(sim.simulate, static_argnums=0, static_argnames=("global_batch", "num_steps"))
+
+
+def _plant(level, change=None, **kwargs):
+    step, speeds = change or (NEVER, sim.PAPER_CORES[level])
+    return sim.paper_plant(level, changes=((step, speeds),), **kwargs)
+
+
+def _run(name, plant, key=0, **kwargs):
+    trace = _simulate(
+        _controller(name, **kwargs), plant, global_batch=B, num_steps=STEPS, key=jax.random.key(key)
+    )
+    sizes = np.asarray(trace.batch_sizes)
+    moves = np.flatnonzero(np.any(sizes[1:] != sizes[:-1], axis=-1)) + 1  # steps with new sizes
+    return sizes, np.asarray(imbalance(trace.model_times, trace.batch_sizes)), moves
+
+
+def _settles(imbalances, moves, *, since, limit, max_moves):
+    """At most max_moves adjustments from `since`, and within `limit` from the last one on."""
+    moves = moves[moves >= since]
+    last = moves[-1] if len(moves) else since
+    return len(moves) <= max_moves and bool(np.all(imbalances[last:] <= limit))
+
+
+def test_proportional_balances_hl8_within_three_adjustments():
+    sizes, imb, moves = _run("proportional", _plant(8))
+    assert imb[0] > 1.5  # uniform start: the 32-core worker idles most of the step
+    assert _settles(imb, moves, since=0, limit=1.10, max_moves=3)
+    np.testing.assert_array_equal(sizes[-1], [16, 16, 11, 85])  # 85.3 * 32 cores rounded
+
+
+def test_pi_balances_hl8_within_five_percent():
+    _, imb, moves = _run("pi", _plant(8))
+    assert _settles(imb, moves, since=0, limit=1.05, max_moves=3)
+
+
+def test_oracle_is_optimal_from_its_first_step():
+    sizes, imb, moves = _run("oracle", _plant(8))
+    # Hand-checked optimum: T* = 86/32 = 2.6875 s; 16/6, 16/6, 10/4 are all below it.
+    np.testing.assert_array_equal(sizes[1:], np.tile([16, 16, 10, 86], (STEPS - 1, 1)))
+    assert moves.tolist() == [1]
+
+
+def test_static_uniform_never_moves():
+    sizes, imb, moves = _run("static", _plant(8, noise=0.1))
+    assert moves.size == 0 and np.all(sizes == 32)
+    assert imb[-1] == pytest.approx((32 / 4) / np.mean([32 / 6, 32 / 6, 32 / 4, 32 / 32]))
+
+
+def test_static_explicit_and_capacity_splits():
+    state = controllers.make("static", sizes=(0, 8, 8, 48)).init(4, 64)
+    np.testing.assert_array_equal(state.sizes, [0, 8, 8, 48])
+    state = controllers.make("static", capacities=(6, 6, 4, 32)).init(4, 128)
+    np.testing.assert_array_equal(state.sizes, [16, 16, 11, 85])
+    with pytest.raises(ValueError, match=r"sum to 60, not the global batch 64"):
+        controllers.make("static", sizes=(0, 8, 4, 48)).init(4, 64)
+    with pytest.raises(ValueError, match=r"has 3 entries for 4 workers"):
+        controllers.make("static", sizes=(16, 16, 32)).init(4, 64)
+    with pytest.raises(ValueError, match=r"nonnegative integers"):
+        controllers.make("static", sizes=(-1, 25, 20, 20))
+
+
+def test_proportional_rebalances_after_speed_change_in_one_adjustment():
+    plant = _plant(8, change=(100, (6.0, 6.0, 4.0, 8.0)))
+    sizes, imb, moves = _run("proportional", plant)
+    assert imb[100] > 1.5  # the 32-core worker lost 3/4 of its speed under 85 samples
+    after = moves[moves >= 100]
+    # The jump detector waits for `confirm` = 3 samples, then one move lands on the optimum.
+    assert after.tolist() == [103]
+    np.testing.assert_array_equal(sizes[-1], [32, 32, 21, 43])
+    assert _settles(imb, moves, since=100, limit=1.10, max_moves=3)
+
+
+def test_jump_detection_off_takes_more_adjustments():
+    plant = _plant(8, change=(100, (6.0, 6.0, 4.0, 8.0)))
+    _, imb, moves = _run("proportional", plant, jump=0.0)
+    assert (moves >= 100).sum() >= 3  # the lagging EWMA is chased in several partial moves
+
+
+def test_deadband_keeps_noisy_static_plant_quiet():
+    plant = sim.paper_plant(8, noise=0.1)
+
+    def adjustments(deadband, key):
+        controller = controllers.make("proportional", deadband=deadband, **dict(OPEN))
+        sizes = sim.simulate(controller, plant, global_batch=B, num_steps=1000, key=key).batch_sizes
+        return jnp.any(sizes[1:] != sizes[:-1], axis=-1).sum()
+
+    # The dead-band is traced here: one compile serves both values (vmapped over gains).
+    deadbands = jnp.repeat(jnp.array([0.1, 0.02]), 4)
+    keys = jax.random.split(jax.random.key(0), 8)
+    counts = np.asarray(jax.jit(jax.vmap(adjustments))(deadbands, keys))
+    # 10 % log-normal noise per step; default dead-band 0.1, smoothing 0.05 (docs/controllers.md).
+    assert counts[:4].max() <= 8
+    assert counts[4:].min() >= 50  # a band inside the noise chases it
+
+
+def test_pi_beats_p_when_steps_have_fixed_overhead():
+    # 0.5 s per step whatever the batch: t is not proportional to b, so the P move falls short
+    # and its dead-band then holds a residual; the integral removes it.
+    plant = _plant(8, overhead=0.5)
+    _, p_imb, _ = _run("proportional", plant)
+    _, pi_imb, _ = _run("pi", plant)
+    assert p_imb[-1] > 1.04
+    assert pi_imb[-1] < 1.025  # the integer optimum here is 1.018
+
+
+def test_pi_without_integral_is_proportional():
+    plant = _plant(4, noise=0.1, overhead=0.3, change=(60, (9.0, 9.0, 24.0, 6.0)))
+    p_sizes, _, _ = _run("proportional", plant)
+    pi_sizes, _, _ = _run("pi", plant, kp=1.0, ki=0.0)
+    np.testing.assert_array_equal(p_sizes, pi_sizes)
+
+
+def test_memory_cliff_lowers_b_max_and_stops_oscillation():
+    # Worker 3 is 5x faster but its throughput falls 3x above 60 samples (out of memory).
+    speeds = np.array([1.0, 1.0, 1.0, 5.0])
+
+    def times(sizes):
+        base = sizes / speeds
+        return np.where((np.arange(4) == 3) & (sizes > 60), 3 * base, base)
+
+    def run(cliff_drop):
+        controller = _controller("proportional", cliff_drop=cliff_drop)
+        update, state = jax.jit(controller.update), controller.init(4, B)
+        sizes, history = np.asarray(state.sizes), []
+        for step in range(80):
+            obs = controllers.Observation.make(step, sizes, times(sizes), global_batch=B)
+            sizes, state = update(state, obs)
+            sizes = np.asarray(sizes)
+            history.append(sizes)
+        return np.array(history), state
+
+    history, state = run(0.2)
+    assert history[0, 3] == 80  # the first move overfills the fast worker
+    assert state.tracker.hi[3] == 32  # ... which then gets its previous size as b_max
+    assert np.all(history[20:] == history[-1]) and history[-1, 3] <= 60
+    without, _ = run(0.0)
+    assert np.any(without[20:, 3] > 60)  # no cliff rule: it keeps climbing back over the cliff
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_oracle_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    workers, total, lo, hi = 3, 12, 1, 8
+    # Nondecreasing rows with a fixed cost and uneven increments (not just linear).
+    steps = rng.exponential(size=(workers, total)) * rng.uniform(0.5, 3, size=(workers, 1))
+    table = np.concatenate([np.zeros((workers, 1)), 0.3 + np.cumsum(steps, 1)], 1)
+    controller = _controller("oracle", b_min=lo, b_max=hi)
+    obs = controllers.Observation.make(0, [4, 4, 4], [1, 1, 1], time_table=table)
+    sizes, _ = jax.jit(controller.update)(controller.init(workers, total), obs)
+    best = min(
+        max(table[k, b] for k, b in enumerate(split))
+        for split in itertools.product(range(lo, hi + 1), repeat=workers)
+        if sum(split) == total
+    )
+    assert int(np.sum(sizes)) == total
+    assert max(table[k, b] for k, b in enumerate(np.asarray(sizes))) == pytest.approx(best)

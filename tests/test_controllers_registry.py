@@ -1,0 +1,84 @@
+"""make / make_from_config / register: names, arguments and plug-ins."""
+
+import ml_collections
+import numpy as np
+import pytest
+
+import controllers
+
+
+def test_unknown_name_lists_registered():
+    with pytest.raises(ValueError, match=r"unknown controller 'nope'.*'oracle', 'pi'"):
+        controllers.make("nope")
+
+
+def test_unknown_argument_names_controller_and_argument():
+    with pytest.raises(TypeError, match=r"controller 'proportional' got unknown .*\['kp'\]"):
+        controllers.make("proportional", kp=1.0)
+
+
+def test_bad_values_fail_at_make():
+    with pytest.raises(ValueError, match="deadband must be >= 0"):
+        controllers.make("proportional", deadband=-0.1)
+    with pytest.raises(ValueError, match="every must be an int >= 0"):
+        controllers.make("pi", every=1.5)
+    with pytest.raises(ValueError, match="pi: ki must be in"):
+        controllers.make("pi", ki=3.0)
+
+
+def test_make_from_config_drops_other_policies_keys():
+    config = ml_collections.ConfigDict(
+        {
+            "name": "proportional",
+            "plugin": "",
+            "b_min": 0,
+            "b_max": 0,
+            "deadband": 0.3,
+            "kp": 0.5,  # a pi key: dropped for proportional
+            "sizes": (),  # a static key: dropped
+        }
+    )
+    controller = controllers.make_from_config(config)
+    state = controller.init(4, 128)
+    np.testing.assert_array_equal(state.sizes, [32, 32, 32, 32])
+    config.name = "static"
+    config.sizes = (0, 8, 8, 112)
+    np.testing.assert_array_equal(
+        controllers.make_from_config(config).init(4, 128).sizes, [0, 8, 8, 112]
+    )
+
+
+def test_make_from_config_rejects_keys_nobody_knows():
+    with pytest.raises(ValueError, match=r"key 'deadbnad' is accepted by no registered"):
+        controllers.make_from_config({"name": "pi", "deadbnad": 0.1})
+    with pytest.raises(ValueError, match="needs a 'name'"):
+        controllers.make_from_config({"deadband": 0.1})
+
+
+def test_example_plugin_registers_and_balances():
+    import experiments.examples.damped  # noqa: F401
+
+    assert "damped" in controllers.available()
+    assert "gain" in controllers.accepted_kwargs("damped")
+    controller = controllers.make_from_config(
+        {"name": "damped", "plugin": "experiments.examples.damped", "gain": 0.5, "ki": 0.1}
+    )
+    # Two workers, the second 3x faster: the ideal split of 64 is 16/48. Half the gap per step.
+    sizes = np.asarray(controller.init(2, 64).sizes)
+    for step in range(12):
+        obs = controllers.Observation.make(step, sizes, sizes / np.array([1.0, 3.0]))
+        sizes, _ = controller.update(None, obs)
+        sizes = np.asarray(sizes)
+    np.testing.assert_array_equal(sizes, [16, 48])
+
+
+def test_register_rules():
+    @controllers.register("test_only_policy")
+    def policy(*, b_min: int = 0) -> controllers.Controller:
+        return controllers.make("static", b_min=b_min)
+
+    controllers.register("test_only_policy")(policy)  # re-registering the same function is fine
+    with pytest.raises(ValueError, match="already registered"):
+        controllers.register("proportional")(policy)
+    with pytest.raises(TypeError, match="must be keyword-only"):
+        controllers.register("positional")(lambda b_min: None)

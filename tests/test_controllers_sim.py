@@ -1,0 +1,88 @@
+"""The simulation and its control metrics: definitions checked on hand-made traces."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import controllers
+from controllers import metrics, sim
+
+_control_metrics = jax.jit(metrics.control_metrics, static_argnames=("tolerance", "start", "tail"))
+_simulate = jax.jit(
+    sim.simulate, static_argnums=0, static_argnames=("global_batch", "num_steps", "epoch_length")
+)
+_optimal = jax.jit(metrics.optimal_step_times, static_argnames=("global_batch",))
+
+
+def _trace(sizes, model_times):
+    sizes = jnp.asarray(sizes, jnp.int32)
+    model_times = jnp.asarray(model_times, jnp.float32)
+    speeds = jnp.ones_like(model_times)
+    return sim.Trace(sizes, model_times, model_times, speeds)
+
+
+def test_metric_definitions():
+    # Optimum 1.0 s each step. Balance: 2.0, 1.2, 0.9 (!), 1.04, 1.2, 1.0, 1.0, 1.0
+    slowest = [2.0, 1.2, 0.9, 1.04, 1.2, 1.0, 1.0, 1.0]
+    times = [[s, 0.5] for s in slowest]
+    sizes = [[10, 10], [4, 16], [2, 18], [3, 17], [3, 17], [3, 17], [3, 17], [3, 17]]
+    m = _control_metrics(_trace(sizes, times), jnp.ones(8), tail=2)
+    assert int(m.settling_steps) == 5  # the last step above 1.05 is step 4
+    assert int(m.adjustments) == 3  # steps 1, 2, 3
+    # Worker 0 moves 10 -> 3 (7 samples) and dips to 2: 1/7 past its final size.
+    assert float(m.overshoot) == np.float32(1 / 7)
+    assert float(m.steady_state_imbalance) == np.float32(1.0 / 0.75)
+
+
+def test_settling_counts_from_start():
+    balance = jnp.array([1.5, 1.5, 1.0, 1.0, 1.3, 1.0, 1.0])
+    times = jnp.stack([balance, balance], -1)
+    m = _control_metrics(_trace(jnp.full((7, 2), 4), times), jnp.ones(7), start=4)
+    assert int(m.settling_steps) == 1 and int(m.adjustments) == 0
+
+
+def test_optimal_step_times_track_speed_changes():
+    plant = sim.paper_plant(8, changes=((3, (6.0, 6.0, 4.0, 8.0)),))
+    controller = controllers.make("static")
+    trace = _simulate(controller, plant, global_batch=128, num_steps=5)
+    optimum = np.asarray(_optimal(trace, plant, global_batch=128))
+    np.testing.assert_allclose(optimum[:3], 86 / 32)  # see test_oracle_is_optimal...
+    np.testing.assert_allclose(optimum[3:], 43 / 8)  # 32/32/21/43: the 8-core worker is slowest
+
+
+def test_noise_is_seeded_unbiased_and_vmaps_over_seeds():
+    plant = sim.paper_plant(1, noise=0.1)
+    controller = controllers.make("static")
+    run = jax.jit(
+        jax.vmap(
+            lambda key: sim.simulate(controller, plant, global_batch=128, num_steps=500, key=key)
+        )
+    )
+    keys = jax.random.split(jax.random.key(3), 2)
+    first, again = run(keys), run(keys)
+    np.testing.assert_array_equal(first.worker_times, again.worker_times)
+    assert not np.array_equal(first.worker_times[0], first.worker_times[1])
+    ratio = np.asarray(first.worker_times / first.model_times)
+    assert abs(ratio.mean() - 1) < 0.01 and abs(np.log(ratio).std() - 0.1) < 0.01
+
+
+def test_vmap_over_gains():
+    plant = sim.paper_plant(8, overhead=0.5)
+
+    def final_imbalance(ki):
+        controller = controllers.make("pi", ki=ki, b_min=0, b_max=0)
+        trace = sim.simulate(controller, plant, global_batch=128, num_steps=150)
+        return metrics.imbalance(trace.model_times[-1], trace.batch_sizes[-1])
+
+    result = np.asarray(jax.jit(jax.vmap(final_imbalance))(jnp.array([0.0, 0.1, 0.3])))
+    # ki = 0 is plain P, stuck in its dead-band; integral action closes the gap.
+    assert result[0] > 1.04 and result[1] < 1.025 and result[2] < 1.025
+
+
+def test_epoch_cadence_adjusts_only_at_epoch_end():
+    plant = sim.paper_plant(8)
+    controller = controllers.make("proportional", every=0, b_min=0, b_max=0)
+    trace = _simulate(controller, plant, global_batch=128, num_steps=40, epoch_length=10)
+    sizes = np.asarray(trace.batch_sizes)
+    moves = np.flatnonzero(np.any(sizes[1:] != sizes[:-1], axis=-1)) + 1
+    assert moves.tolist() == [10]  # decided on step 9 (the epoch's last), used from step 10
