@@ -48,7 +48,14 @@ def base_config() -> ml_collections.ConfigDict:
     c.micro_batch_size = 8  # rows per micro-batch in the micro layout
     c.capacity = 0  # rows one device may hold; 0 = min(B, workers_per_device * b_max)
     c.clock = "virtual"  # virtual | wall
-    c.mode = "bsp"  # bsp (asp: see issue tracker)
+    c.mode = "bsp"  # bsp (synchronous) | asp (parameter server, docs/async.md)
+
+    c.asp = ml_collections.ConfigDict()
+    c.asp.staleness_bound = -1  # SSP bound s: a worker waits when s iterations ahead; -1 = none
+    c.asp.weighting = "share"  # share: update scaled by b_k / B | mean: each update full size
+    c.asp.lr_scaling = "none"  # none | linear (update scaled by b_k / (B / W))
+    c.asp.time_budget = 0.0  # stop when the clock passes this (seconds); 0 = num_steps updates
+    c.asp.controller_every = 0  # updates between controller decisions; 0 = W
 
     c.dataset = ml_collections.ConfigDict()
     c.dataset.name = "digits"  # digits | mnist1d | synthetic | npz

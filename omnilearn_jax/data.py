@@ -199,5 +199,18 @@ class GlobalBatchSampler:
         b = self.global_batch_size
         return self._perm[pos * b : (pos + 1) * b]
 
+    def stream(self, start: int, count: int) -> np.ndarray:
+        """Rows [start, start + count) of the sample stream: the per-step global batches laid
+        end to end (so BSP step t is stream(t * B, B)). Asynchronous workers take their
+        batches from this stream in the order they start computing."""
+        b = self.global_batch_size
+        first, last = start // b, (start + count - 1) // b
+        rows = (
+            np.concatenate([self.indices(s) for s in range(first, last + 1)])
+            if count
+            else (np.zeros(0, np.int64))
+        )
+        return rows[start - first * b : start - first * b + count]
+
     def is_epoch_end(self, step: int) -> bool:
         return (step + 1) % self.steps_per_epoch == 0

@@ -15,7 +15,7 @@ import ml_collections
 import numpy as np
 
 import controllers
-from omnilearn_jax import data, masking, models, optim, step, validate
+from omnilearn_jax import config_check, data, masking, models, optim, step, validate
 from omnilearn_jax.faults import PlantedFaults
 from omnilearn_jax.mesh import Placement, select_devices
 from omnilearn_jax.timing import calibrate_per_sample_cost, check_cluster, make_timer
@@ -25,6 +25,7 @@ class Trainer:
     """Everything a run needs, built from the config; `run()` executes the loop."""
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: str):
+        config_check.check_config_types(config)  # unknown keys and wrong types first
         validate.check_config(config, len(jax.devices()))
         if config.controller.plugin:
             importlib.import_module(config.controller.plugin)  # registers user controllers
@@ -65,6 +66,7 @@ class Trainer:
         )
         skip = config.train.max_skipped if config.train.nan_policy == "skip" else 0
         tx = optim.create(config.optimizer, config.train.num_steps, skip_nonfinite=skip)
+        self.tx = tx
         self.steps = self.placement.steps(apply, tx)
         self.state = self.placement.replicate(
             step.TrainState(np.zeros((), np.int32), params, tx.init(params))
@@ -101,7 +103,10 @@ class Trainer:
     # -- pieces of a step ----------------------------------------------------------------
     def batch(self, step_index: int, sizes: np.ndarray, extras: dict | None = None) -> dict:
         """This process's devices' part of the global batch of `step_index`, placed."""
-        rows = self.sampler.indices(step_index)
+        return self.batch_of(self.sampler.indices(step_index), sizes, extras, step_index)
+
+    def batch_of(self, rows, sizes: np.ndarray, extras: dict | None, step_index: int) -> dict:
+        """Lays training rows `rows` (sum(sizes) of them, in worker order) on the devices."""
         local = self.placement.local_positions
         packed = masking.pack_indices(sizes, self.layout, local)
         x, y = masking.gather(self.dataset.x_train[rows], self.dataset.y_train[rows], packed)
@@ -175,6 +180,10 @@ class Trainer:
         return self.safe_sizes(sizes, obs.speeds, int(obs.step) + 1), cstate
 
     def run(self) -> dict[str, Any]:
+        if self.config.mode == "asp":
+            from omnilearn_jax.asp import AsyncLoop
+
+            return AsyncLoop(self).run()
         from omnilearn_jax.loop import Loop
 
         return Loop(self).run()

@@ -8,7 +8,7 @@ from omnilearn_jax import data, mesh, models, optim
 from omnilearn_jax.masking import LAYOUTS
 
 CLOCKS = ("virtual", "wall")
-MODES = ("bsp",)
+MODES = ("bsp", "asp")
 WANDB_MODES = ("online", "offline", "disabled")
 
 
@@ -27,6 +27,8 @@ def check_config(config: ml_collections.ConfigDict, num_available_devices: int) 
     _choice("clock", config.clock, CLOCKS)
     _choice("mode", config.mode, MODES)
     _choice("wandb.mode", config.wandb.mode, WANDB_MODES)
+    if config.mode == "asp":
+        _check_asp(config, num_available_devices)
     _choice("train.nan_policy", config.train.nan_policy, ("stop", "skip"))
     num_workers, batch = config.num_workers, config.global_batch_size
     if num_workers < 1:
@@ -79,3 +81,18 @@ def check_static_sizes(config, lo, hi) -> None:
             f"controller.sizes[{k}]={sizes[k]} is outside the bounds [{lo[k]}, {hi[k]}] "
             f"(controller.b_min/b_max and device capacity); loosen them or change the split"
         )
+
+
+def _check_asp(config, num_available_devices: int) -> None:
+    _choice("asp.weighting", config.asp.weighting, ("share", "mean"))
+    _choice("asp.lr_scaling", config.asp.lr_scaling, ("none", "linear"))
+    if config.clock != "virtual":
+        raise ValueError("mode=asp runs on the virtual clock only; set clock=virtual")
+    num_devices = config.num_devices or num_available_devices
+    if config.num_workers != num_devices:
+        raise ValueError(
+            f"mode=asp needs one worker per device (each worker's gradient is its device's); "
+            f"got num_workers={config.num_workers} on {num_devices} devices"
+        )
+    if config.backend != "shard_map":
+        raise ValueError("mode=asp uses the shard_map backend; set backend=shard_map")

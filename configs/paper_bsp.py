@@ -1,0 +1,84 @@
+"""The paper's synchronous (BSP) set-up: 4 workers, B = 128, bounds 16..96, HL core tables.
+
+    python -m omnilearn_jax.main --workdir=runs/paper_hl8_pi \
+        --config=configs/paper_bsp.py:hetero=hl8,controller=pi,model=resnet18
+
+Variants (after ':', comma separated; see omnilearn_jax/config_args.py):
+  hetero=uniform|hl1|hl2|hl4|hl8   heterogeneity level (OmniLearn's BSP core tables)
+  controller=NAME                   any registered controller (static, proportional, pi, ...)
+  model=resnet18|cnn|mlp            the network
+  data=synthetic|digits             synthetic: CIFAR-shaped 32x32x3, 10 classes, offline
+                                    (default: synthetic, or digits under runlocal)
+  epochs=N                          run length in epochs (num_steps follows the batch size)
+  target=F                          accuracy for time_to_target (0 = not reported)
+  runlocal                          shrink everything to run on a laptop CPU in seconds
+
+Derived values are lazy references, never frozen numbers: `train.num_steps` is epochs times
+steps per epoch (dataset.num_train // global_batch_size, the trainer's own rule), evaluation is
+once an epoch, and the bounds are the paper's rule B/(2W) and 3B/W (16 and 96 here). So
+`--config.global_batch_size=256` gives half the steps and bounds 32..192, not stale numbers.
+For `data=digits` (1,438 training rows) the same rule uses that count. For your own CIFAR-10
+`npz` file, set `--config.dataset.name=npz --config.dataset.path=... --config.train.num_steps=N`.
+"""
+
+import ml_collections
+
+import controllers
+from omnilearn_jax.config_args import check_choice, parse_arg
+from omnilearn_jax.config_base import base_config
+
+HETERO = ("uniform", "hl1", "hl2", "hl4", "hl8")
+MODELS = ("resnet18", "cnn", "mlp")
+DATA = ("synthetic", "digits")
+DIGITS_TRAIN = 1797 - int(0.2 * 1797)  # data._digits keeps the rows after the test fraction
+
+
+def get_config(arg: str = "") -> ml_collections.ConfigDict:
+    a = parse_arg(
+        arg,
+        hetero="hl8",
+        controller="proportional",
+        model="resnet18",
+        data="",
+        epochs=10,
+        target=0.0,
+        runlocal=False,
+    )
+    c = base_config()
+    c.num_workers = 4
+    c.cpu_devices = 4  # on CPU one device a worker; on GPU/TPU all devices (4 on 1 is fine)
+    c.global_batch_size = 128
+    b, w = c.get_ref("global_batch_size"), c.get_ref("num_workers")
+    c.controller.name = check_choice("controller", a.controller, controllers.available())
+    c.controller.b_min = b // (2 * w)  # 16 at B = 128, W = 4
+    c.controller.b_max = 3 * b // w  # 96
+
+    hetero = check_choice("hetero", a.hetero, HETERO)
+    if hetero == "uniform":
+        c.hetero.name = "uniform"
+    else:
+        c.hetero.name, c.hetero.level = "hl", int(hetero[2:])
+
+    data = a.data or ("digits" if a.runlocal else "synthetic")
+    c.dataset.name = check_choice("data", data, DATA)
+    c.dataset.input_shape = (16, 16, 3) if a.runlocal else (32, 32, 3)
+    c.dataset.num_classes = 10
+    c.dataset.num_train = 1024 if a.runlocal else 10240
+    c.dataset.num_test = 256 if a.runlocal else 2048
+    c.model.name = check_choice("model", a.model, MODELS)
+    if a.runlocal:
+        c.model.width, c.model.features, c.model.hidden = 8, (8, 16), 32
+    train_rows = c.dataset.get_ref("num_train") if data == "synthetic" else DIGITS_TRAIN
+    steps_per_epoch = train_rows // b
+    c.train.num_steps = a.epochs * steps_per_epoch
+    c.train.eval_every = steps_per_epoch
+    c.train.log_every = steps_per_epoch
+    c.train.eval_batch_size = 256
+    c.train.target_accuracy = a.target
+
+    c.optimizer.name = "sgd"
+    c.optimizer.learning_rate = 0.05
+    c.optimizer.momentum = 0.9
+    c.optimizer.weight_decay = 5e-4
+    c.optimizer.schedule = "constant" if a.runlocal else "cosine"
+    return c

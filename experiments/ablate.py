@@ -1,0 +1,87 @@
+"""Runs an ablation grid and prints its results table.
+
+    python -m experiments.ablate --config=configs/ablation_default.py --workdir=runs/abl \
+        [--parallel 2] [--export_sweep sweep.yaml] [--dry_run]
+
+Every cell runs `python -m omnilearn_jax.main` in its own process and DIR/<cell>/; a rerun
+skips complete cells. The table goes to DIR/results.csv and DIR/results.md. With
+--export_sweep the grid is written as a W&B sweep file instead and nothing runs.
+See docs/ablations.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+
+from experiments.ablation import spec, table
+from experiments.ablation.runner import Runner, cell_command
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="ablation config: path.py[:arg]")
+    parser.add_argument("--workdir", help="directory for the cells and the results table")
+    parser.add_argument("--parallel", type=int, default=1, help="cells to run at once")
+    parser.add_argument("--export_sweep", metavar="FILE", help="write a W&B sweep YAML and exit")
+    parser.add_argument("--project", default="", help="W&B project for --export_sweep")
+    parser.add_argument("--dry_run", action="store_true", help="list the cells' commands")
+    args = parser.parse_args(argv)
+    if not (args.export_sweep or args.workdir):
+        parser.error("--workdir is required unless --export_sweep is given")
+    if args.parallel < 1:
+        parser.error(f"--parallel must be >= 1, got {args.parallel}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        ablation = spec.load(args.config)
+        base = spec.load_config_file(ablation.base, "_base")
+        if "group" in base.wandb and "wandb.group" not in {**ablation.grid, **ablation.overrides}:
+            # W&B groups the cells' runs under the ablation's name (when tracking is on).
+            extra = {**ablation.overrides, "wandb.group": ablation.group}
+            ablation = dataclasses.replace(ablation, overrides=extra)
+        spec.check_cells(ablation)  # every cell's config, before any process starts
+    except ValueError as e:
+        print(f"ablate: {e}", file=sys.stderr)
+        return 2
+    cells = ablation.cells()
+    if args.export_sweep:
+        from experiments.ablation.sweep import write_sweep
+
+        project = args.project or base.wandb.project
+        write_sweep(ablation, args.export_sweep, project=project)
+        print(f"wrote W&B sweep ({len(cells)} runs) to {args.export_sweep}")
+        print(f"  wandb sweep {args.export_sweep}   # then: wandb agent ENTITY/PROJECT/SWEEP_ID")
+        return 0
+    if args.dry_run:
+        for cell in cells:
+            print(" ".join(cell_command(ablation, cell, args.workdir)))
+        return 0
+    table.write_manifest(args.workdir, ablation.grid, cells)
+    print(
+        f"[ablate] {ablation.group}: {len(cells)} cells of {ablation.base} in {args.workdir}, "
+        f"{args.parallel} at a time",
+        flush=True,
+    )
+    failed = Runner(ablation, args.workdir, args.parallel, log=_log).run()
+    rows = table.write_results(args.workdir)
+    print(f"\nresults ({ablation.group}; mean and sample std over seeds):")
+    print(table.to_markdown(rows), end="")
+    print(f"written to {os.path.join(args.workdir, 'results.md')} and results.csv")
+    if failed:
+        print(f"[ablate] {len(failed)} cell(s) failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _log(line: str) -> None:
+    print(line, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

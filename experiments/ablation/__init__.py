@@ -1,0 +1,1 @@
+"""Ablation grids: spec (cells), runner (subprocesses), table (results), sweep (W&B export)."""

@@ -1,0 +1,165 @@
+"""Runs the cells of an ablation as subprocesses of the real command line, N at a time.
+
+Each cell is `python -m omnilearn_jax.main --config=BASE --workdir=DIR/CELL --config.K=V ...`
+with its stdout and stderr in DIR/CELL/log.txt, so cells are isolated (a crash, a hang or a
+leaked JAX setting stays in its process) and a cell can be rerun by hand from its log header.
+
+CPU sharing: with N cells at once on C cores, each cell gets a disjoint set of max(1, C // N)
+cores (Linux CPU affinity; slots wrap when N > C) and matching thread counts
+(OMP/OPENBLAS/MKL_NUM_THREADS); when a cell has a single core XLA's Eigen thread pool is
+switched off (`--xla_cpu_multi_thread_eigen=false`). Without this, N processes each spawn a
+thread per core and the cores thrash between them.
+
+Resuming: a cell whose summary.json says status 'complete' is skipped; any other cell
+directory (a killed or failed run) is deleted and the cell rerun from scratch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+from experiments.ablation.spec import Ablation, Cell, format_value
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def is_complete(cell_dir: str) -> bool:
+    try:
+        with open(os.path.join(cell_dir, "summary.json")) as f:
+            return json.load(f).get("status") == "complete"
+    except (OSError, ValueError):
+        return False
+
+
+def cell_command(ablation: Ablation, cell: Cell, workdir: str) -> list[str]:
+    path, sep, arg = ablation.base.partition(":")
+    base = os.path.abspath(path) + sep + arg
+    args = [sys.executable, "-m", "omnilearn_jax.main", f"--config={base}"]
+    args.append(f"--workdir={os.path.abspath(os.path.join(workdir, cell.name))}")
+    for key, value in ablation.cell_overrides(cell).items():
+        args.append(f"--config.{key}={format_value(value)}")
+    return args
+
+
+def cpu_slots(parallel: int, cores: list[int] | None = None) -> list[list[int]]:
+    """Disjoint core sets, one a concurrent cell (wrapping when cells outnumber cores)."""
+    if cores is None:
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if not cores:
+        return [[] for _ in range(parallel)]
+    per = max(1, len(cores) // parallel)
+    return [[cores[(s * per + i) % len(cores)] for i in range(per)] for s in range(parallel)]
+
+
+def cell_env(num_threads: int) -> dict[str, str]:
+    env = dict(os.environ)
+    # main.py sets the CPU device count from the config; a forced count inherited from a
+    # test environment would fight it.
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
+    if num_threads == 1:
+        flags.append("--xla_cpu_multi_thread_eigen=false")
+    env["XLA_FLAGS"] = " ".join(flags)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(max(1, num_threads))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _fmt(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 60}m{s % 60:02d}s"
+
+
+class Runner:
+    """Schedules cells; `run()` returns the names of the cells that failed."""
+
+    def __init__(
+        self,
+        ablation: Ablation,
+        workdir: str,
+        parallel: int = 1,
+        log: Callable[[str], None] = print,
+        poll_s: float = 0.2,
+    ):
+        self.ablation, self.workdir, self.parallel = ablation, workdir, max(1, parallel)
+        self.log, self.poll_s = log, poll_s
+        self.slots = cpu_slots(self.parallel)
+
+    def run(self) -> list[str]:
+        cells = self.ablation.cells()
+        todo = [c for c in cells if not is_complete(os.path.join(self.workdir, c.name))]
+        skipped = len(cells) - len(todo)
+        if skipped:
+            self.log(f"[ablate] {skipped} of {len(cells)} cells already complete; skipping them")
+        running: dict[int, tuple[subprocess.Popen, Cell, float, object]] = {}
+        done, failed, durations, start = skipped, [], [], time.perf_counter()
+        try:
+            while todo or running:
+                free = [s for s in range(self.parallel) if s not in running]
+                while todo and free:
+                    slot, cell = free.pop(0), todo.pop(0)
+                    running[slot] = self._start(cell, slot)
+                for slot, (proc, cell, t0, log_file) in list(running.items()):
+                    if proc.poll() is None:
+                        continue
+                    log_file.close()
+                    del running[slot]
+                    durations.append(time.perf_counter() - t0)
+                    cell_dir = os.path.join(self.workdir, cell.name)
+                    if proc.returncode == 0 and is_complete(cell_dir):
+                        done += 1
+                    else:
+                        failed.append(cell.name)
+                        self.log(
+                            f"[ablate] FAILED {cell.name} (exit {proc.returncode}); "
+                            f"log: {os.path.join(cell_dir, 'log.txt')}"
+                        )
+                    self._progress(len(cells), done, len(running), failed, todo, durations, start)
+                time.sleep(self.poll_s)
+        except BaseException:
+            for proc, *_ in running.values():
+                proc.kill()
+            raise
+        return failed
+
+    def _start(self, cell: Cell, slot: int):
+        cell_dir = os.path.join(self.workdir, cell.name)
+        if os.path.exists(cell_dir):  # a partial run: start it again from scratch
+            shutil.rmtree(cell_dir)
+        os.makedirs(cell_dir)
+        cmd = cell_command(self.ablation, cell, self.workdir)
+        cores = self.slots[slot]
+        log_file = open(os.path.join(cell_dir, "log.txt"), "w")  # noqa: SIM115
+        log_file.write("# " + " ".join(cmd) + "\n")
+        log_file.flush()
+
+        def pin() -> None:
+            if cores and hasattr(os, "sched_setaffinity"):
+                os.sched_setaffinity(0, cores)
+
+        proc = subprocess.Popen(
+            cmd,
+            cwd=REPO_ROOT,
+            env=cell_env(len(cores) or 1),
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            preexec_fn=pin,
+        )
+        self.log(f"[ablate] start {cell.name} (cores {cores or 'any'})")
+        return proc, cell, time.perf_counter(), log_file
+
+    def _progress(self, total, done, running, failed, todo, durations, start) -> None:
+        elapsed = time.perf_counter() - start
+        left = len(todo) + running
+        mean = sum(durations) / len(durations)
+        eta = mean * left / self.parallel
+        self.log(
+            f"[ablate] {done}/{total} done, {running} running, {len(failed)} failed, "
+            f"{len(todo)} queued | elapsed {_fmt(elapsed)} ETA {_fmt(eta)}"
+        )

@@ -1,0 +1,198 @@
+"""An ablation: a base run config, a grid of config keys, and the cells it expands to.
+
+An ablation config file's `get_config(arg)` returns a ConfigDict (or dict) with
+  base             the run config, 'configs/NAME.py' or 'configs/NAME.py:ARG'
+  grid             {config key: tuple of values}; cells are the cartesian product
+  overrides        optional {config key: value} applied to every cell
+  group            optional name (default: the ablation file's stem)
+  target_accuracy  optional; passed to every cell as train.target_accuracy when > 0
+Dotted keys need `ConfigDict(..., allow_dotted_keys=True)` or a plain dict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import itertools
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import ml_collections
+
+from omnilearn_jax.config_args import suggest
+
+_KNOWN = ("base", "grid", "overrides", "group", "target_accuracy")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    name: str  # directory name under the ablation workdir
+    values: dict[str, Any]  # grid key -> value
+
+
+@dataclasses.dataclass(frozen=True)
+class Ablation:
+    base: str
+    grid: dict[str, tuple]
+    overrides: dict[str, Any]
+    group: str
+    target_accuracy: float
+
+    def cells(self) -> list[Cell]:
+        keys = list(self.grid)
+        labels = _labels(keys)
+        cells, names = [], set()
+        for combo in itertools.product(*(self.grid[k] for k in keys)):
+            name = "__".join(f"{labels[k]}-{_safe(v)}" for k, v in zip(keys, combo, strict=True))
+            if name in names:
+                raise ValueError(f"two grid cells share the directory name {name!r}")
+            names.add(name)
+            cells.append(Cell(name or "base", dict(zip(keys, combo, strict=True))))
+        return cells
+
+    def fixed_overrides(self) -> dict[str, Any]:
+        """Keys every cell sets: the target accuracy (when > 0), then `overrides`."""
+        out: dict[str, Any] = {}
+        if self.target_accuracy > 0:
+            out["train.target_accuracy"] = float(self.target_accuracy)
+        out.update(self.overrides)
+        return out
+
+    def cell_overrides(self, cell: Cell) -> dict[str, Any]:
+        """Every key a cell sets: the fixed overrides, then its grid values."""
+        return {**self.fixed_overrides(), **cell.values}
+
+
+def _labels(keys: list[str]) -> dict[str, str]:
+    """Short directory labels: the last key component unless two keys share it."""
+    last = [k.rpartition(".")[2] for k in keys]
+    return {
+        k: (s if last.count(s) == 1 else k.replace(".", "-"))
+        for k, s in zip(keys, last, strict=True)
+    }
+
+
+def _safe(value: Any) -> str:
+    if isinstance(value, tuple | list):
+        value = "-".join(str(v) for v in value)
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", str(value)) or "empty"
+
+
+def format_value(value: Any) -> str:
+    """A value as `--config.KEY=VALUE` text that ml_collections parses back to the same value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple | list):
+        inner = ",".join(format_value(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def load_config_file(spec: str, module_name: str = "_loaded_config") -> Any:
+    """Calls `get_config(arg)` of 'path/to/file.py[:arg]' (arg '' when absent)."""
+    path, _, arg = spec.partition(":")
+    if not os.path.isfile(path):
+        raise ValueError(f"config file {path!r} not found")
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    if not hasattr(module, "get_config"):
+        raise ValueError(f"config file {path!r} has no get_config(arg)")
+    return module.get_config(arg) if arg else module.get_config()
+
+
+def _plain(mapping: Any, what: str) -> dict[str, Any]:
+    if mapping is None:
+        return {}
+    if isinstance(mapping, ml_collections.ConfigDict):
+        return mapping.to_dict()
+    if isinstance(mapping, Mapping):
+        return dict(mapping)
+    raise ValueError(f"ablation {what} must be a dict of config key -> value, got {mapping!r}")
+
+
+def from_config(config: Any, default_group: str = "ablation") -> Ablation:
+    """Validates the ablation file's shape (not yet the run configs; see `check_cells`)."""
+    config = _plain(config, "config")
+    unknown = sorted(set(config) - set(_KNOWN))
+    if unknown:
+        raise ValueError(
+            f"unknown ablation key(s) {unknown}{suggest(unknown[0], _KNOWN)}; "
+            f"valid keys: {', '.join(_KNOWN)}"
+        )
+    if not config.get("base"):
+        raise ValueError("ablation config needs 'base', e.g. 'configs/smoke.py'")
+    grid = _plain(config.get("grid"), "grid")
+    if not grid:
+        raise ValueError("ablation grid is empty; give at least one key with values")
+    for key, values in grid.items():
+        if not isinstance(values, tuple | list):
+            raise ValueError(
+                f"grid[{key!r}] must be a tuple of values, got {values!r}; e.g. {(values,)!r}"
+            )
+        if not values:
+            raise ValueError(f"grid[{key!r}] has no values; give at least one")
+        if len(set(map(repr, values))) != len(values):
+            raise ValueError(f"grid[{key!r}] repeats a value: {tuple(values)!r}")
+    overrides = _plain(config.get("overrides"), "overrides")
+    both = sorted(set(grid) & set(overrides))
+    if both:
+        raise ValueError(f"key(s) {both} are both in grid and overrides; keep one")
+    return Ablation(
+        base=str(config["base"]),
+        grid={k: tuple(v) for k, v in grid.items()},
+        overrides=overrides,
+        group=str(config.get("group") or default_group),
+        target_accuracy=float(config.get("target_accuracy") or 0.0),
+    )
+
+
+def load(spec: str) -> Ablation:
+    path = spec.partition(":")[0]
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return from_config(load_config_file(spec, "_ablation_config"), default_group=stem)
+
+
+def apply_overrides(config: ml_collections.ConfigDict, overrides: Mapping[str, Any]) -> None:
+    """Sets dotted keys on a run config; unknown keys and wrong types are one-line ValueErrors."""
+    from omnilearn_jax.config_check import default_reference
+
+    known = _leaf_keys(default_reference(config))
+    for key, value in overrides.items():
+        parent, _, leaf = key.rpartition(".")
+        try:
+            section = config
+            for part in parent.split(".") if parent else ():
+                section = section[part]
+            if leaf not in section:
+                raise KeyError(key)
+            section[leaf] = tuple(value) if isinstance(value, list) else value
+        except KeyError:
+            raise ValueError(f"unknown config key {key!r}{suggest(key, known)}") from None
+        except TypeError as e:
+            raise ValueError(f"config key {key!r}={value!r}: {e}") from None
+
+
+def _leaf_keys(config: Any, prefix: str = "") -> list[str]:
+    keys = []
+    for k, v in config.items():
+        if isinstance(v, ml_collections.ConfigDict):
+            keys += _leaf_keys(v, f"{prefix}{k}.")
+        else:
+            keys.append(f"{prefix}{k}")
+    return keys
+
+
+def check_cells(ablation: Ablation) -> None:
+    """Builds every cell's run config in-process and checks it before anything runs."""
+    from omnilearn_jax.config_check import check_config
+
+    for cell in ablation.cells():
+        config = load_config_file(ablation.base, "_base_config")
+        try:
+            apply_overrides(config, ablation.cell_overrides(cell))
+            check_config(config)
+        except ValueError as e:
+            raise ValueError(f"cell {cell.name}: {e}") from None

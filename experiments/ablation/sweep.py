@@ -1,0 +1,55 @@
+"""An ablation as a W&B grid sweep: `wandb sweep FILE`, then `wandb agent ENTITY/PROJECT/ID`.
+
+Parameters are named `config.<key>`, so the agent's `${args}` expands to exactly the
+command line's `--config.<key>=<value>` overrides. The command runs the same entry point as
+the ablation runner, through `bash -c` so each run gets its own workdir from the agent's
+$WANDB_RUN_ID (`${args}` expands to separate words, which "$@" passes on unchanged).
+Grid keys are `values` lists; overrides, the target accuracy and `wandb.mode=online` are
+single `value` entries. Tuples are written as the command line's '(a,b)' strings.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from experiments.ablation.spec import Ablation, format_value
+
+
+def _yaml_value(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return format_value(value)
+    return value
+
+
+def sweep_dict(ablation: Ablation, project: str = "omnilearn-jax", runs_dir: str = "runs") -> dict:
+    fixed = ablation.fixed_overrides()
+    fixed.setdefault("wandb.mode", "online")
+    parameters: dict[str, dict] = {
+        f"config.{k}": {"values": [_yaml_value(v) for v in values]}
+        for k, values in ablation.grid.items()
+    }
+    parameters.update({f"config.{k}": {"value": _yaml_value(v)} for k, v in fixed.items()})
+    script = (
+        "exec python -m omnilearn_jax.main "
+        f"--config={shlex.quote(ablation.base)} "
+        f'--workdir={shlex.quote(f"{runs_dir}/{ablation.group}")}/"$WANDB_RUN_ID" "$@"'
+    )
+    return {
+        "name": ablation.group,
+        "project": project,
+        "method": "grid",
+        "metric": {"name": "final_eval_accuracy", "goal": "maximize"},
+        "parameters": parameters,
+        "command": ["${env}", "bash", "-c", script, "omnilearn-sweep", "${args}"],
+    }
+
+
+def write_sweep(ablation: Ablation, path: str, project: str = "omnilearn-jax") -> dict:
+    import yaml  # PyYAML, a dependency of wandb
+
+    sweep = sweep_dict(ablation, project=project)
+    with open(path, "w") as f:
+        f.write(f"# W&B grid sweep for ablation {ablation.group!r}; see docs/ablations.md\n")
+        yaml.safe_dump(sweep, f, sort_keys=False, default_flow_style=False)
+    return sweep
