@@ -1,0 +1,117 @@
+"""Asynchronous (parameter-server) training: equivalences, a hand schedule, staleness."""
+
+import numpy as np
+
+from omnilearn_jax.runstore import read_metrics
+from omnilearn_jax.train import Trainer
+from tests.test_train import smoke_config
+
+
+def _config(**kw):
+    c = smoke_config()
+    c.cost.linear = True
+    c.cost.latency = 0.0
+    c.cost.bandwidth = float("inf")  # communication free: exact ties in the schedule
+    c.train.save_params = True
+    for key, value in kw.items():
+        section, _, leaf = key.rpartition("__")
+        (c[section] if section else c)[leaf] = value
+    return c
+
+
+def _params(path):
+    with np.load(path / "final_params.npz") as f:
+        return {k: f[k] for k in f.files}
+
+
+def _max_diff(a, b):
+    return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+
+
+def test_bound_zero_equal_speeds_sgd_equals_bsp(tmp_path):
+    """W updates from one version with batch-share weights sum to one BSP step (plain SGD)."""
+    common = dict(num_workers=4, num_devices=4, optimizer__momentum=0.0, train__eval_every=100)
+    bsp = _config(**common, train__num_steps=6)
+    Trainer(bsp, str(tmp_path / "bsp")).run()
+    asp = _config(**common, train__num_steps=24, mode="asp", asp__staleness_bound=0)
+    summary = Trainer(asp, str(tmp_path / "asp")).run()
+    assert _max_diff(_params(tmp_path / "bsp"), _params(tmp_path / "asp")) <= 1e-6
+    assert summary["updates_per_worker"] == [6, 6, 6, 6]
+    # Within a round the k-th applied update is k versions stale: 0, 1, 2, 3.
+    stale = [r["staleness"] for r in read_metrics(tmp_path / "asp") if "staleness" in r]
+    assert stale == [0, 1, 2, 3] * 6
+
+
+def test_one_worker_async_equals_sgd_with_momentum(tmp_path):
+    common = dict(num_workers=1, num_devices=1, train__num_steps=10, train__eval_every=100)
+    Trainer(_config(**common), str(tmp_path / "bsp")).run()
+    Trainer(_config(**common, mode="asp"), str(tmp_path / "asp")).run()
+    assert _max_diff(_params(tmp_path / "bsp"), _params(tmp_path / "asp")) <= 1e-6
+    a = [r["loss"] for r in read_metrics(tmp_path / "bsp") if "loss" in r]
+    b = [r["loss"] for r in read_metrics(tmp_path / "asp") if "loss" in r]
+    assert np.allclose(a, b, atol=1e-6)
+
+
+def test_two_workers_speeds_1_and_3_follow_the_hand_schedule(tmp_path):
+    """b = 3 each: worker 0 takes 3 s an iteration, worker 1 takes 1 s.
+
+    t=1 w1 (from v0, applied at v0: staleness 0); t=2 w1 (v1 at v1: 0); t=3 tie, lower index
+    first: w0 (v0 at v2: 2), then w1 (v2 at v3: 1); t=4, t=5 w1 (0, 0); t=6 w0 (v3 at v6: 3),
+    w1 (v6 at v7: 1).
+    """
+    config = _config(
+        num_workers=2,
+        num_devices=2,
+        global_batch_size=6,
+        mode="asp",
+        train__num_steps=8,
+        train__eval_every=100,
+        cost__per_sample_cost=1.0,
+    )
+    config.hetero.name = "cores"
+    config.hetero.cores = (1.0, 3.0)
+    Trainer(config, str(tmp_path)).run()
+    records = [r for r in read_metrics(tmp_path) if "staleness" in r]
+    assert [(r["worker"], r["staleness"]) for r in records] == [
+        (1, 0),
+        (1, 0),
+        (0, 2),
+        (1, 1),
+        (1, 0),
+        (1, 0),
+        (0, 3),
+        (1, 1),
+    ]
+    assert [r["time"] for r in records] == [1.0, 2.0, 3.0, 3.0, 4.0, 5.0, 6.0, 6.0]
+
+
+def _staleness_by_worker(path, settle):
+    records = [r for r in read_metrics(path) if "staleness" in r][settle:]
+    return np.array(
+        [np.mean([r["staleness"] for r in records if r["worker"] == k]) for k in range(4)]
+    )
+
+
+def test_proportional_equalises_staleness_at_async_hl8(tmp_path):
+    def run(name, controller):
+        config = _config(
+            num_workers=4,
+            num_devices=4,
+            global_batch_size=128,
+            mode="asp",
+            train__num_steps=400,
+            train__eval_every=400,
+            train__log_every=100,
+        )
+        config.hetero.name = "hl"
+        config.hetero.level = 8
+        config.hetero.variant = "asp"  # cores 4/4/4/28
+        config.controller.name = controller
+        config.controller.deadband = 0.05
+        Trainer(config, str(tmp_path / name)).run()
+        return _staleness_by_worker(tmp_path / name, settle=200)
+
+    balanced = run("proportional", "proportional")
+    assert balanced.max() <= 1.10 * balanced.min(), balanced
+    uniform = run("uniform", "static")
+    assert uniform[3] < 0.25 * uniform[:3].min(), uniform  # the fast worker is much fresher
