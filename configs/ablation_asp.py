@@ -1,0 +1,25 @@
+"""Async ablation: uniform vs proportional vs oracle at async HL2 and HL8, three seeds,
+equal virtual time budget (accuracy at equal time, as in OmniLearn's async results).
+
+    python -m experiments.ablate --config=configs/ablation_asp.py --workdir=runs/abl_asp \
+        --parallel 2
+"""
+
+import ml_collections
+
+
+def get_config(arg: str = "") -> ml_collections.ConfigDict:
+    del arg
+    c = ml_collections.ConfigDict()
+    c.base = "configs/paper_asp.py:runlocal,model=mlp,epochs=8"
+    c.group = "async_controllers"
+    c.grid = ml_collections.ConfigDict(
+        {
+            "controller.name": ("static", "proportional", "oracle"),
+            "hetero.level": (2, 8),
+            "seed": (0, 1, 2),
+        },
+        allow_dotted_keys=True,
+    )
+    c.target_accuracy = 0.85
+    return c
