@@ -46,8 +46,9 @@ def homogeneous_step(apply, tx, mesh):
 
         loss, grad = jax.value_and_grad(loss_fn)(state.params)
         updates, opt_state = tx.update(grad, state.opt_state, state.params)
-        return TrainState(state.step + 1, optax.apply_updates(state.params, updates),
-                          opt_state), loss
+        return TrainState(
+            state.step + 1, optax.apply_updates(state.params, updates), opt_state
+        ), loss
 
     return jax.jit(train, donate_argnums=0), NamedSharding(mesh, P("data"))
 
@@ -89,12 +90,17 @@ def compare_homogeneous(args, apply, params, tx, x, y) -> None:
     for name, sizes in (("uniform", sizes_uniform), ("uneven", skew)):
         cap = int(sizes.max())
         for kind in ("padded", "micro"):
-            layout = masking.make_layout(kind, num_workers=d, num_devices=d, capacity=cap,
-                                         micro_batch=cap if kind == "padded" else args.micro)
+            layout = masking.make_layout(
+                kind,
+                num_workers=d,
+                num_devices=d,
+                capacity=cap,
+                micro_batch=cap if kind == "padded" else args.micro,
+            )
             steps = placement.steps(apply, tx)
             runners[f"masked {kind:6s} {name} (capacity {cap})"] = masked_runner(
-                placement, steps, layout, x[:b], y[:b], sizes,
-                fresh_state(placement, params, tx))
+                placement, steps, layout, x[:b], y[:b], sizes, fresh_state(placement, params, tx)
+            )
     for run in runners.values():  # compile and warm up
         for _ in range(3):
             jax.block_until_ready(run())
@@ -103,8 +109,10 @@ def compare_homogeneous(args, apply, params, tx, x, y) -> None:
         for k, run in runners.items():
             samples[k] += _timed(run, 1)
     base = np.median(samples["homogeneous (plain jit)"])
-    print(f"\n1. global batch {b} on {d} devices; median step time over {args.repeats} "
-          f"interleaved repeats; ratio = homogeneous / this (goal >= 0.95)")
+    print(
+        f"\n1. global batch {b} on {d} devices; median step time over {args.repeats} "
+        f"interleaved repeats; ratio = homogeneous / this (goal >= 0.95)"
+    )
     for k, v in samples.items():
         med = np.median(v)
         print(f"   {k:42s} {med * 1e3:8.2f} ms   ratio {base / med:5.3f}")
@@ -114,11 +122,22 @@ def trip_count_scan(args, apply, params, tx, x, y) -> None:
     device = jax.devices()[:1]
     placement = Placement("shard_map", device)
     m, kmax = args.micro, args.max_trips
-    layout = masking.make_layout("micro", num_workers=1, num_devices=1, capacity=m * kmax,
-                                 micro_batch=m)
+    layout = masking.make_layout(
+        "micro", num_workers=1, num_devices=1, capacity=m * kmax, micro_batch=m
+    )
     steps = placement.steps(apply, tx)
-    runners = {k: masked_runner(placement, steps, layout, x[: k * m], y[: k * m], [k * m],
-                                fresh_state(placement, params, tx)) for k in range(1, kmax + 1)}
+    runners = {
+        k: masked_runner(
+            placement,
+            steps,
+            layout,
+            x[: k * m],
+            y[: k * m],
+            [k * m],
+            fresh_state(placement, params, tx),
+        )
+        for k in range(1, kmax + 1)
+    }
     for run in runners.values():
         jax.block_until_ready(run())
     samples = {k: [] for k in runners}
@@ -129,8 +148,10 @@ def trip_count_scan(args, apply, params, tx, x, y) -> None:
     t1 = np.median(samples[1])
     for k, v in samples.items():
         med = np.median(v)
-        print(f"   {k:2d} micro-batches ({k * m:4d} rows): {med * 1e3:8.2f} ms  "
-              f"({med / t1:4.2f}x one micro-batch)")
+        print(
+            f"   {k:2d} micro-batches ({k * m:4d} rows): {med * 1e3:8.2f} ms  "
+            f"({med / t1:4.2f}x one micro-batch)"
+        )
 
 
 def main() -> None:
@@ -145,15 +166,19 @@ def main() -> None:
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)
     rng = np.random.default_rng(0)
     shape = (16, 16, 3)
-    x = rng.standard_normal((max(args.batch, args.micro * args.max_trips), *shape),
-                            dtype=np.float32)
+    x = rng.standard_normal(
+        (max(args.batch, args.micro * args.max_trips), *shape), dtype=np.float32
+    )
     y = rng.integers(0, 10, len(x)).astype(np.int32)
-    apply, params = models.create({"name": args.model, "features": (16, 32), "hidden": 64},
-                                  shape, 10, 0)
+    apply, params = models.create(
+        {"name": args.model, "features": (16, 32), "hidden": 64}, shape, 10, 0
+    )
     tx = optax.sgd(0.01, momentum=0.9)
-    print(f"machine: {platform.machine()} {os.cpu_count()} cores, {jax.devices()[0].platform} "
-          f"x{len(jax.devices())} ({jax.devices()[0].device_kind}), jax {jax.__version__}; "
-          f"model {args.model} on inputs {shape}")
+    print(
+        f"machine: {platform.machine()} {os.cpu_count()} cores, {jax.devices()[0].platform} "
+        f"x{len(jax.devices())} ({jax.devices()[0].device_kind}), jax {jax.__version__}; "
+        f"model {args.model} on inputs {shape}"
+    )
     compare_homogeneous(args, apply, params, tx, x, y)
     trip_count_scan(args, apply, params, tx, x, y)
 

@@ -49,6 +49,13 @@ def test_projection_spreads_excess_evenly_over_free_workers():
     np.testing.assert_array_equal(sizes, [15, 15, 14, 20])
 
 
+def test_lifted_workers_do_not_take_an_extra_unit():
+    # Found by hypothesis: 2 - 1e-7 lifted to b_min = 2 once kept its ~1 remainder and took a
+    # unit meant for another worker; under jit, XLA's re-fused z made floor and remainder differ.
+    shares = jnp.array([0.0, 0.0, 1.0, 3173.0, 4175.0, 3874.2578125])
+    np.testing.assert_array_equal(_allocate(shares, 100, 2, 32), [2, 2, 2, 30, 32, 32])
+
+
 def test_idempotent_on_valid_sizes():
     rng = np.random.default_rng(0)
     for _ in range(20):

@@ -1,0 +1,35 @@
+"""Batch-size controllers: policies that split a fixed global batch over heterogeneous workers.
+
+Use `make(name, **kwargs)` or `make_from_config(section)`; add a policy with `@register(name)`.
+"""
+
+# Importing a policy module registers it; nothing else happens at import time.
+from controllers import oracle, pi, proportional, static  # noqa: F401
+from controllers.allocate import allocate, check_bounds
+from controllers.base import (
+    NO_UPPER_BOUND,
+    PAPER_BOUND,
+    Controller,
+    Observation,
+    initial_sizes,
+    linear_time_table,
+    resolve_bounds,
+)
+from controllers.registry import accepted_kwargs, available, make, make_from_config, register
+
+__all__ = [
+    "NO_UPPER_BOUND",
+    "PAPER_BOUND",
+    "Controller",
+    "Observation",
+    "accepted_kwargs",
+    "allocate",
+    "available",
+    "check_bounds",
+    "initial_sizes",
+    "linear_time_table",
+    "make",
+    "make_from_config",
+    "register",
+    "resolve_bounds",
+]

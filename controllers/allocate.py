@@ -1,0 +1,118 @@
+"""Real-valued shares -> integer batch sizes that sum to B exactly and respect the bounds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from controllers.base import resolve_bounds
+
+
+def allocate(shares: Any, global_batch: int, b_min: Any = 0, b_max: Any = 0) -> jax.Array:
+    """Integer sizes int32 [W] with sum == global_batch and b_min <= size <= b_max.
+
+    `shares` are nonnegative weights (any scale; non-finite or negative entries count as 0; all
+    zero means uniform). They are scaled to sum to B, projected onto the bounded simplex
+    {lo <= z <= hi, sum z = B} in the Euclidean sense (excess from a clipped worker is spread
+    evenly over the free ones), then rounded by largest remainder with ties to the lower index.
+    Valid integer sizes come back unchanged. `b_min`/`b_max` are scalars or per-worker arrays;
+    b_max = 0 means B and -1 means the paper rule (see controllers.base.PAPER_BOUND).
+    `global_batch` must be a Python int (it fixes shapes). Infeasible bounds give an undefined
+    (but finite) result: call `check_bounds` on the host first.
+    """
+    b = int(global_batch)
+    x = jnp.asarray(shares, jnp.float32)
+    w = x.shape[0]
+    lo, hi = resolve_bounds(w, b, b_min, b_max)
+    hi = jnp.maximum(hi, lo)
+    x = jnp.where(jnp.isfinite(x) & (x > 0), x, 0.0)
+    total = x.sum()
+    # Integer input summing to B scales by exactly 1.0, which keeps allocate idempotent.
+    y = jnp.where(total > 0, x * (b / jnp.where(total > 0, total, 1.0)), b / w)
+    z = _project(y, lo.astype(jnp.float32), hi.astype(jnp.float32), b)
+    return _round_largest_remainder(z, lo, hi, b)
+
+
+def _project(y: jax.Array, lo: jax.Array, hi: jax.Array, b: int) -> jax.Array:
+    """clip(y + lam, lo, hi) with lam solving sum == b, found exactly.
+
+    f(lam) = sum clip(y + lam, lo, hi) is nondecreasing and piecewise linear with breakpoints
+    at lo - y and hi - y. Evaluating f at all 2W breakpoints (O(W^2), fixed shape) brackets the
+    root between the last breakpoint with f <= b and the first with f > b; f is linear between
+    them, so interpolation finds it. Only f's values at breakpoints are used: recomputing a
+    slope from lo - y under jit can round differently and miscount the free workers.
+    """
+    breaks = jnp.concatenate([lo - y, hi - y])
+    f = jnp.clip(y[None, :] + breaks[:, None], lo, hi).sum(axis=1)
+    below = f <= b
+    left = jnp.max(jnp.where(below, breaks, -jnp.inf))
+    right = jnp.min(jnp.where(below, jnp.inf, breaks))
+    f_left = jnp.max(jnp.where(below, f, -jnp.inf))
+    f_right = jnp.min(jnp.where(below, jnp.inf, f))
+    inside = jnp.isfinite(left) & jnp.isfinite(right)
+    fraction = (b - f_left) / jnp.where(inside, f_right - f_left, 1.0)
+    lam = jnp.where(inside, left + fraction * (right - left), 0.0)
+    lam = jnp.where(jnp.isfinite(left), lam, breaks.min())  # only when sum(lo) > b
+    lam = jnp.where(jnp.isfinite(right), lam, breaks.max())  # only when sum(hi) <= b
+    # Already feasible (the common case for controller outputs): no shift, so no float error.
+    lam = jnp.where(jnp.clip(y, lo, hi).sum() == b, 0.0, lam)
+    return jnp.clip(y + lam, lo, hi)
+
+
+def _round_largest_remainder(z: jax.Array, lo: jax.Array, hi: jax.Array, b: int) -> jax.Array:
+    # Snap float error (29.99998 for 30) so a value that is an integer rounds as one. The
+    # barrier makes every use below see the same z: XLA may otherwise recompute z inside each
+    # fusion with different rounding (e.g. a contracted multiply-add), so that floor and
+    # remainder disagree and a unit is handed out twice.
+    nearest = jnp.round(z)
+    z = jnp.where(jnp.abs(z - nearest) < 1e-4, nearest, z)
+    z = jax.lax.optimization_barrier(z)
+    base = jnp.clip(jnp.floor(z).astype(jnp.int32), lo, hi)
+    deficit = b - base.sum()
+    # Remainders are taken from the clipped base: z = 1.9999999 lifted to b_min = 2 has
+    # remainder ~0, not ~1 (which would wrongly win the next unit).
+    remainder = z - base
+    # A worker already at its upper bound may not take a unit, whatever its remainder.
+    add = _rank(-jnp.where(base < hi, remainder, -2.0)) < deficit  # ties: lower index first
+    # Float error in the projection could overshoot B; take units back from the smallest
+    # remainders above the lower bound. A no-op whenever the projection summed exactly.
+    remove = _rank(jnp.where(base > lo, remainder, 2.0)) < -deficit
+    return base + add.astype(jnp.int32) - remove.astype(jnp.int32)
+
+
+def _rank(key: jax.Array) -> jax.Array:
+    """Position of each entry in a stable ascending sort of `key` (ties: lower index first).
+
+    Counted pairwise, O(W^2): for the tens of workers a cluster has this is one fused kernel,
+    several times faster on CPU than argsort plus a scatter.
+    """
+    index = jnp.arange(key.shape[0])
+    before = (key[None, :] < key[:, None]) | (
+        (key[None, :] == key[:, None]) & (index[None, :] < index[:, None])
+    )
+    return before.sum(axis=1).astype(jnp.int32)
+
+
+def check_bounds(num_workers: int, global_batch: int, b_min: Any = 0, b_max: Any = 0) -> None:
+    """Raises ValueError when no allocation can satisfy the bounds (host side, before jit)."""
+    w, b = int(num_workers), int(global_batch)
+    if w < 1 or b < 0:
+        raise ValueError(f"need num_workers >= 1 and global_batch >= 0, got {w} and {b}")
+    lo, hi = resolve_bounds(w, b, b_min, b_max, xp=np)
+    if np.any(lo > hi):
+        k = int(np.argmax(lo > hi))
+        raise ValueError(f"worker {k}: b_min {lo[k]} exceeds b_max {hi[k]}")
+    if lo.sum() > b:
+        raise ValueError(
+            f"infeasible bounds: {w} workers x b_min sum to {lo.sum()} > global batch {b}; "
+            f"lower b_min (b_min={b_min} resolves to {lo.tolist()})"
+        )
+    if hi.sum() < b:
+        raise ValueError(
+            f"infeasible bounds: {w} workers x b_max sum to {hi.sum()} < global batch {b}; "
+            f"raise b_max or use b_max=0 for no upper bound (b_max={b_max} resolves to "
+            f"{hi.tolist()})"
+        )

@@ -1,0 +1,104 @@
+"""Proportional-integral variant: OmniLearn's P move plus integral action on the residual.
+
+The P move (gated by the dead-band) jumps to the throughput-proportional allocation. What the
+dead-band leaves behind, and what a nonlinear cost (fixed per-step overhead) makes the P move
+miss, is a persistent per-worker error in samples; the integral accumulates it and shifts the
+allocation until it is gone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from controllers import tracking
+from controllers.allocate import allocate
+from controllers.base import PAPER_BOUND, Controller, Observation, is_concrete, resolve_bounds
+from controllers.proportional import DEFAULT_DEADBAND, DEFAULT_SMOOTHING
+from controllers.registry import register
+
+
+class PIState(NamedTuple):
+    sizes: jax.Array  # int32 [W]
+    tracker: tracking.Tracker
+    anchor: jax.Array  # float [W]: allocation set by the last P move
+    integral: jax.Array  # float [W]: accumulated error in samples since that move
+    num_adjustments: jax.Array  # int32
+
+
+@register("pi")
+def pi(
+    *,
+    b_min: Any = PAPER_BOUND,
+    b_max: Any = PAPER_BOUND,
+    kp: float = 1.0,
+    ki: float = 0.1,
+    deadband: float = DEFAULT_DEADBAND,
+    smoothing: float = DEFAULT_SMOOTHING,
+    every: int = 1,
+    cliff_drop: float = 0.2,
+    cliff_window: int = 5,
+    jump: float = 0.25,
+    confirm: int = 3,
+) -> Controller:
+    """PI controller; kp=1, ki=0 is exactly `proportional`.
+
+    kp: fraction of OmniLearn's move taken when the dead-band fires (1 = all of it). ki: gain on
+    the accumulated error e_k = target_k - b_k (samples) applied every decision step; stable for
+    0 < ki < 2 on a linear plant, 1 is dead-beat, smaller filters noise. Errors within half a
+    sample are not integrated (they are rounding, and integrating them makes the sizes hunt).
+    Anti-windup: the integral is clamped so anchor + ki * integral stays within the bounds.
+    Other arguments as for `proportional`.
+    """
+    settings = tracking.validate(
+        tracking.Settings(deadband, smoothing, every, cliff_drop, cliff_window, jump, confirm)
+    )
+    for name, value in (("kp", kp), ("ki", ki)):
+        if is_concrete(value) and not 0 <= float(value) <= 2:
+            raise ValueError(f"pi: {name} must be in [0, 2], got {value!r}")
+
+    def init(num_workers: int, global_batch: int) -> PIState:
+        lo, hi = resolve_bounds(num_workers, global_batch, b_min, b_max)
+        sizes = allocate(jnp.ones(num_workers), global_batch, lo, hi)
+        return PIState(
+            sizes=sizes,
+            tracker=tracking.init_tracker(hi),
+            anchor=sizes.astype(jnp.float32),
+            integral=jnp.zeros(num_workers, jnp.float32),
+            num_adjustments=jnp.zeros((), jnp.int32),
+        )
+
+    def update(state: PIState, obs: Observation) -> tuple[jax.Array, PIState]:
+        b = obs.batch_sizes
+        b_f = b.astype(jnp.float32)
+        total_batch = obs.time_table.shape[-1] - 1
+        lo, _ = resolve_bounds(b.shape[0], total_batch, b_min, b_max)
+        p = tracking.p_step(state.tracker, obs, settings, lo)
+        hi = p.tracker.hi
+        error = p.target - b_f
+        # A P move re-anchors on fresh throughput, which already holds what the integral knew.
+        anchor = jnp.where(p.adjust, b_f + kp * error, state.anchor)
+        integrate = p.due & ~p.adjust & (jnp.abs(error) > tracking.HALF_SAMPLE)
+        integral = jnp.where(p.adjust, 0.0, state.integral + jnp.where(integrate, error, 0.0))
+        # Anti-windup: no integral beyond what the bounds let the allocation use.
+        safe_ki = jnp.where(ki > 0, ki, 1.0)
+        integral = jnp.where(
+            ki > 0, jnp.clip(integral, (lo - anchor) / safe_ki, (hi - anchor) / safe_ki), 0.0
+        )
+        wanted = anchor + ki * integral
+        # Hysteresis of one whole sample: without it, noise flips a near-.5 share back and forth
+        # across the rounding boundary every few steps.
+        shift = p.adjust | jnp.any(jnp.abs(wanted - b_f) >= 1.0)
+        sizes = allocate(jnp.where(shift, wanted, b_f), total_batch, lo, hi)
+        new_state = PIState(
+            sizes=sizes,
+            tracker=tracking.commit(p.tracker, b, sizes, p.rates),
+            anchor=anchor,
+            integral=integral,
+            num_adjustments=state.num_adjustments + jnp.any(sizes != b).astype(jnp.int32),
+        )
+        return sizes, new_state
+
+    return Controller(init, update)

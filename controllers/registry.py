@@ -1,0 +1,94 @@
+"""Policies are looked up by name: register a factory, make a controller from kwargs or config."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from controllers.base import Controller
+
+Factory = Callable[..., Controller]
+_FACTORIES: dict[str, Factory] = {}
+
+# Keys a config section may hold that are not policy arguments.
+_CONFIG_ONLY_KEYS = ("name", "plugin")
+
+
+def register(name: str) -> Callable[[Factory], Factory]:
+    """Decorator: `@register("mine")` over `def mine(*, b_min=..., ...) -> Controller`.
+
+    Arguments must be keyword-only so configs can pass them by name. Registering the same
+    function again (a re-imported plug-in) is allowed; a different one under a taken name is not.
+    """
+
+    def decorator(factory: Factory) -> Factory:
+        params = inspect.signature(factory).parameters.values()
+        positional = [p.name for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+        if positional:
+            raise TypeError(f"controller {name!r}: arguments {positional} must be keyword-only")
+        old = _FACTORIES.get(name)
+        if old is not None and _qualified(old) != _qualified(factory):
+            raise ValueError(f"controller name {name!r} is already registered by {_qualified(old)}")
+        _FACTORIES[name] = factory
+        return factory
+
+    return decorator
+
+
+def available() -> tuple[str, ...]:
+    """Registered policy names, sorted."""
+    return tuple(sorted(_FACTORIES))
+
+
+def accepted_kwargs(name: str) -> tuple[str, ...]:
+    """The keyword arguments policy `name` takes."""
+    return tuple(inspect.signature(_lookup(name)).parameters)
+
+
+def make(name: str, **kwargs: Any) -> Controller:
+    """Builds policy `name`; unknown names and unknown arguments raise, naming what is wrong."""
+    factory = _lookup(name)
+    unknown = sorted(set(kwargs) - set(accepted_kwargs(name)))
+    if unknown:
+        raise TypeError(
+            f"controller {name!r} got unknown argument(s) {unknown}; "
+            f"it accepts {sorted(accepted_kwargs(name))}"
+        )
+    return factory(**kwargs)
+
+
+def make_from_config(section: Mapping[str, Any]) -> Controller:
+    """Builds the policy named by `section["name"]` from a flat config section.
+
+    One config holds the keys of several policies (so `--config.controller.name=pi` just
+    works): keys another registered policy accepts are dropped, keys no policy knows raise.
+    `plugin` (the module the trainer imports to register user policies) is ignored here.
+    """
+    values = section.to_dict() if hasattr(section, "to_dict") else dict(section)
+    if "name" not in values:
+        raise ValueError("controller config needs a 'name' key")
+    name = values["name"]
+    own = set(accepted_kwargs(name))
+    known = {key for other in _FACTORIES for key in accepted_kwargs(other)}
+    kwargs = {}
+    for key, value in values.items():
+        if key in _CONFIG_ONLY_KEYS or (key not in own and key in known):
+            continue
+        if key not in own:
+            raise ValueError(
+                f"controller config key {key!r} is accepted by no registered controller "
+                f"({list(available())}); is a plugin missing?"
+            )
+        kwargs[key] = tuple(value) if isinstance(value, list) else value
+    return make(name, **kwargs)
+
+
+def _lookup(name: str) -> Factory:
+    if name not in _FACTORIES:
+        raise ValueError(f"unknown controller {name!r}; registered: {list(available())}")
+    return _FACTORIES[name]
+
+
+def _qualified(fn: Callable[..., Any]) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"

@@ -1,0 +1,110 @@
+"""A controller-only simulation: any controller against an emulated cluster, inside lax.scan.
+
+Worker k at batch b takes overhead + b / speed_k seconds (0 when idle), times a seeded
+log-normal noise factor; speeds change at given steps. Everything is a pytree of arrays, so a
+run can be vmapped over seeds (the key) or over gains (build the controller inside the
+vmapped function; gain checks skip traced values).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from controllers.base import Controller, Observation, initial_sizes, linear_time_table
+
+# The paper's heterogeneity levels (CPU cores per worker, BSP runs).
+PAPER_CORES = {
+    1: (12.0, 12.0, 12.0, 12.0),
+    2: (12.0, 12.0, 8.0, 16.0),
+    4: (9.0, 9.0, 6.0, 24.0),
+    8: (6.0, 6.0, 4.0, 32.0),
+}
+
+
+class Plant(NamedTuple):
+    """The emulated cluster. speeds[i] holds from step change_steps[i] on (change_steps[0]=0)."""
+
+    speeds: jax.Array  # float [K, W]
+    change_steps: jax.Array  # int32 [K], increasing
+    overhead: jax.Array  # float scalar or [W]: seconds per step of a busy worker
+    noise: jax.Array  # float scalar: sigma of the log-normal time factor (0.1 ~ 10 %)
+
+
+class Trace(NamedTuple):
+    batch_sizes: jax.Array  # int32 [T, W]: sizes used at each step
+    worker_times: jax.Array  # float [T, W]: measured (noisy) times
+    model_times: jax.Array  # float [T, W]: noise-free times, for the metrics
+    speeds: jax.Array  # float [T, W]
+
+
+def make_plant(
+    speeds: Any,
+    *,
+    changes: tuple[tuple[int, Any], ...] = (),
+    overhead: Any = 0.0,
+    noise: float = 0.0,
+) -> Plant:
+    """A plant with initial `speeds` and `(step, new_speeds)` changes, e.g. `((200, s2),)`."""
+    rows = [jnp.asarray(speeds, jnp.float32)] + [jnp.asarray(s, jnp.float32) for _, s in changes]
+    steps = [0] + [int(step) for step, _ in changes]
+    if steps != sorted(steps):
+        raise ValueError(f"speed changes must come in step order, got steps {steps}")
+    return Plant(
+        speeds=jnp.stack(rows),
+        change_steps=jnp.asarray(steps, jnp.int32),
+        overhead=jnp.asarray(overhead, jnp.float32),
+        noise=jnp.asarray(noise, jnp.float32),
+    )
+
+
+def paper_plant(level: int, **kwargs: Any) -> Plant:
+    """The paper's HL`level` cluster: speed proportional to cores."""
+    return make_plant(PAPER_CORES[level], **kwargs)
+
+
+def speeds_at(plant: Plant, step: jax.Array) -> jax.Array:
+    index = jnp.sum(plant.change_steps <= step) - 1
+    return plant.speeds[index]
+
+
+def simulate(
+    controller: Controller,
+    plant: Plant,
+    *,
+    global_batch: int,
+    num_steps: int,
+    key: jax.Array | None = None,
+    epoch_length: int = 0,
+    sizes: jax.Array | None = None,
+) -> Trace:
+    """Runs `num_steps` steps; `epoch_length` > 0 sets obs.epoch_end every that many steps.
+
+    The first step uses `sizes`, else the controller's `initial_sizes`.
+    """
+    num_workers = plant.speeds.shape[1]
+    key = jax.random.key(0) if key is None else key
+    state = controller.init(num_workers, global_batch)
+    if sizes is None:
+        sizes = initial_sizes(state, num_workers, global_batch)
+    rows = jnp.arange(num_workers)
+
+    def step(carry: tuple[Any, jax.Array], t: jax.Array) -> tuple[Any, tuple[jax.Array, ...]]:
+        state, sizes = carry
+        speeds = speeds_at(plant, t)
+        table = linear_time_table(speeds, global_batch, plant.overhead)
+        model = table[rows, sizes]
+        normal = jax.random.normal(jax.random.fold_in(key, t), (num_workers,))
+        # Log-normal with unit mean: noise never makes a time negative or biases it.
+        times = model * jnp.exp(plant.noise * normal - 0.5 * plant.noise**2)
+        epoch_end = (t + 1) % epoch_length == 0 if epoch_length > 0 else jnp.bool_(False)
+        obs = Observation(t, sizes, times, speeds, table, jnp.asarray(epoch_end))
+        new_sizes, state = controller.update(state, obs)
+        return (state, new_sizes.astype(jnp.int32)), (sizes, times, model, speeds)
+
+    _, outputs = jax.lax.scan(
+        step, (state, jnp.asarray(sizes, jnp.int32)), jnp.arange(num_steps, dtype=jnp.int32)
+    )
+    return Trace(*outputs)

@@ -1,0 +1,213 @@
+"""Pieces the throughput-driven policies share: smoothing, cadence, dead-band, memory cliff.
+
+`proportional` and `pi` both call `p_step` and `commit`; a new throughput policy should too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from controllers.base import Observation, is_concrete
+
+# Moves smaller than half a sample cannot change a rounded allocation; treating them as zero
+# keeps small-batch workers (where one sample is many percent) from tripping the dead-band.
+HALF_SAMPLE = 0.5
+
+
+class Settings(NamedTuple):
+    """Hyper-parameters of the throughput estimate and the adjustment trigger."""
+
+    deadband: Any
+    smoothing: Any
+    every: int
+    cliff_drop: Any
+    cliff_window: int
+    jump: Any
+    confirm: int
+
+
+class Tracker(NamedTuple):
+    """Per-worker measurements carried between steps (all arrays [W] unless noted)."""
+
+    ewma_sum: jax.Array  # discounted sum of per-sample times t_k / b_k
+    ewma_weight: jax.Array  # matching discounted count; 0 = never measured
+    hi: jax.Array  # int32 upper bounds, lowered at memory cliffs
+    window_sum: jax.Array  # per-sample times since the last size change
+    window_count: jax.Array  # int32
+    rate_before: jax.Array  # throughput estimate when sizes last changed
+    size_before: jax.Array  # int32 size before the last change
+    grew: jax.Array  # bool: the last change raised this worker; watch for a cliff
+    suspect: jax.Array  # int32: consecutive samples beyond `jump` (+ above, - below)
+    suspect_sum: jax.Array  # sum of those samples
+    tick: jax.Array  # int32 scalar: steps since the last decision
+
+
+class PStep(NamedTuple):
+    tracker: Tracker
+    target: jax.Array  # float [W]: OmniLearn's allocation, proportional to throughput
+    due: jax.Array  # bool: a decision step under the cadence, no speed change pending
+    adjust: jax.Array  # bool: due and beyond the dead-band, or a cliff was found
+    rates: jax.Array  # float [W]: throughput estimates (samples per second)
+
+
+def validate(settings: Settings) -> Settings:
+    """Host-side checks; traced values (gains vmapped in a simulation) are skipped."""
+    s = settings
+    _require(s.deadband, lambda v: v >= 0, "deadband must be >= 0")
+    _require(s.smoothing, lambda v: 0 < v <= 1, "smoothing must be in (0, 1]")
+    _require(s.cliff_drop, lambda v: 0 <= v < 1, "cliff_drop must be in [0, 1) (0 disables)")
+    if int(s.every) != s.every or s.every < 0:
+        raise ValueError(f"every must be an int >= 0 (0 = once per epoch), got {s.every!r}")
+    _require(s.jump, lambda v: v >= 0, "jump must be >= 0 (0 disables)")
+    for name in ("cliff_window", "confirm"):
+        value = getattr(s, name)
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return s._replace(every=int(s.every), cliff_window=int(s.cliff_window), confirm=int(s.confirm))
+
+
+def _require(value: Any, ok: Any, message: str) -> None:
+    if is_concrete(value) and not ok(float(value)):
+        raise ValueError(f"{message}, got {value!r}")
+
+
+def init_tracker(hi: jax.Array) -> Tracker:
+    w = hi.shape[0]
+    zeros_f = jnp.zeros(w, jnp.float32)
+    zeros_i = jnp.zeros(w, jnp.int32)
+    return Tracker(
+        ewma_sum=zeros_f,
+        ewma_weight=zeros_f,
+        hi=hi.astype(jnp.int32),
+        window_sum=zeros_f,
+        window_count=zeros_i,
+        rate_before=zeros_f,
+        size_before=zeros_i,
+        grew=jnp.zeros(w, jnp.bool_),
+        suspect=zeros_i,
+        suspect_sum=zeros_f,
+        tick=jnp.zeros((), jnp.int32),
+    )
+
+
+def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array) -> PStep:
+    """Folds one observation in and proposes OmniLearn's allocation b_k' ~ X_k."""
+    b = obs.batch_sizes
+    t = obs.worker_times
+    # Idle workers give no measurement; they keep their last estimate.
+    valid = (b > 0) & (t > 0) & jnp.isfinite(t)
+    sample = jnp.where(valid, t / jnp.maximum(b, 1), 0.0)
+    # Smooth per-sample time, not t_k: it survives batch changes under a near-linear cost, so
+    # no restart (and no decision on one noisy sample) after each adjustment. The weight gives
+    # the bias correction, so the first measurement is taken at face value.
+    keep = 1.0 - s.smoothing
+    ewma_sum = jnp.where(valid, keep * tr.ewma_sum + s.smoothing * sample, tr.ewma_sum)
+    ewma_weight = jnp.where(valid, keep * tr.ewma_weight + s.smoothing, tr.ewma_weight)
+    ewma_sum, ewma_weight, suspect, suspect_sum, restart = _detect_jumps(
+        tr, sample, valid, ewma_sum, ewma_weight, s
+    )
+    window_sum = tr.window_sum + sample
+    window_count = tr.window_count + valid.astype(jnp.int32)
+
+    # Memory cliff: a worker whose throughput fell after its batch grew gets its old size as
+    # its new upper bound. The window (not the EWMA, which lags) holds only post-change data.
+    # A confirmed jump is checked at once: it would otherwise trigger the next move first.
+    rate_now = window_count / jnp.maximum(window_sum, 1e-30)
+    check = tr.grew & ((window_count >= s.cliff_window) | restart) & (s.cliff_drop > 0)
+    cliff = check & (rate_now < (1.0 - s.cliff_drop) * tr.rate_before)
+    hi = jnp.where(cliff, jnp.maximum(jnp.maximum(tr.size_before, lo), 1), tr.hi)
+
+    if s.every > 0:
+        tick = tr.tick + 1
+        due = tick >= s.every
+        tick = jnp.where(due, 0, tick)
+    else:
+        due, tick = jnp.asarray(obs.epoch_end, jnp.bool_), jnp.zeros((), jnp.int32)
+
+    known = ewma_weight > 0
+    per_sample = ewma_sum / jnp.where(known, ewma_weight, 1.0)
+    rates = jnp.where(known, 1.0 / jnp.maximum(per_sample, 1e-30), 0.0)
+    # A never-measured worker is assumed average, so it is probed rather than starved.
+    mean_rate = rates.sum() / jnp.maximum(known.sum(), 1)
+    rates = jnp.where(known, rates, mean_rate)
+    total_batch = obs.time_table.shape[-1] - 1
+    target = total_batch * rates / jnp.maximum(rates.sum(), 1e-30)
+
+    move = jnp.abs(target - b)
+    beyond = jnp.any((move > s.deadband * jnp.maximum(b, 1)) & (move > HALF_SAMPLE))
+    # While a worker may be changing speed, wait for confirmation rather than act on an
+    # estimate that is half old, half new (that costs several partial adjustments).
+    due = due & jnp.all(suspect == 0)
+    adjust = (due & beyond & jnp.any(known)) | jnp.any(cliff)
+    tracker = tr._replace(
+        ewma_sum=ewma_sum,
+        ewma_weight=ewma_weight,
+        hi=hi,
+        window_sum=window_sum,
+        window_count=window_count,
+        grew=tr.grew & ~check,
+        suspect=suspect,
+        suspect_sum=suspect_sum,
+        tick=tick,
+    )
+    return PStep(tracker=tracker, target=target, due=due, adjust=adjust, rates=rates)
+
+
+def _detect_jumps(
+    tr: Tracker,
+    sample: jax.Array,
+    valid: jax.Array,
+    ewma_sum: jax.Array,
+    ewma_weight: jax.Array,
+    s: Settings,
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
+    """Restarts a worker's EWMA at the mean of `confirm` consecutive samples that all sit more
+    than `jump` (relative) on the same side of the old estimate: a speed change, not noise.
+
+    An EWMA alone lags a step change by ~1/smoothing steps, during which the dead-band fires
+    on half-updated estimates and leaves a residual. With 10 % noise and jump 0.25, three
+    same-side 2.5-sigma samples in a row occur about once in 10^7 worker-steps.
+    """
+    known = tr.ewma_weight > 0
+    before = tr.ewma_sum / jnp.where(known, tr.ewma_weight, 1.0)
+    ratio = sample / jnp.maximum(before, 1e-30)
+    check = valid & known & (s.jump > 0)
+    up = check & (ratio > 1.0 + s.jump)
+    down = check & (ratio < 1.0 / (1.0 + s.jump))
+    # Idle steps (no sample) keep the count; a sample inside the band clears it.
+    suspect = jnp.where(
+        up,
+        jnp.maximum(tr.suspect, 0) + 1,
+        jnp.where(down, jnp.minimum(tr.suspect, 0) - 1, jnp.where(valid, 0, tr.suspect)),
+    )
+    same_run = (up & (tr.suspect > 0)) | (down & (tr.suspect < 0))
+    suspect_sum = jnp.where(up | down, jnp.where(same_run, tr.suspect_sum, 0.0) + sample, 0.0)
+    suspect_sum = jnp.where(valid, suspect_sum, tr.suspect_sum)
+    restart = jnp.abs(suspect) >= s.confirm
+    # Weight as if the run's samples were the only ones ever seen.
+    fresh_weight = 1.0 - (1.0 - s.smoothing) ** s.confirm
+    fresh_mean = suspect_sum / jnp.maximum(jnp.abs(suspect), 1)
+    ewma_sum = jnp.where(restart, fresh_mean * fresh_weight, ewma_sum)
+    ewma_weight = jnp.where(restart, fresh_weight, ewma_weight)
+    suspect = jnp.where(restart, 0, suspect)
+    suspect_sum = jnp.where(restart, 0.0, suspect_sum)
+    return ewma_sum, ewma_weight, suspect, suspect_sum, restart
+
+
+def commit(tr: Tracker, old: jax.Array, new: jax.Array, rates: jax.Array) -> Tracker:
+    """Records a size change (if any) so the next window and the cliff watch start from it."""
+    moved = jnp.any(new != old)
+
+    def pick(a: jax.Array, b: jax.Array) -> jax.Array:
+        return jnp.where(moved, a, b)
+
+    return tr._replace(
+        window_sum=pick(jnp.zeros_like(tr.window_sum), tr.window_sum),
+        window_count=pick(jnp.zeros_like(tr.window_count), tr.window_count),
+        rate_before=pick(rates, tr.rate_before),
+        size_before=pick(old, tr.size_before),
+        grew=pick(new > old, tr.grew),
+    )

@@ -1,0 +1,1 @@
+"""Experiments and user-side extensions (not imported by the library)."""

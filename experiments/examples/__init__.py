@@ -1,0 +1,1 @@
+"""Example user policies; load one with --config.controller.plugin=experiments.examples.NAME."""
