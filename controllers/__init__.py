@@ -15,7 +15,14 @@ from controllers.base import (
     linear_time_table,
     resolve_bounds,
 )
-from controllers.registry import accepted_kwargs, available, make, make_from_config, register
+from controllers.registry import (
+    accepted_kwargs,
+    available,
+    default_kwargs,
+    make,
+    make_from_config,
+    register,
+)
 
 __all__ = [
     "NO_UPPER_BOUND",
@@ -26,6 +33,7 @@ __all__ = [
     "allocate",
     "available",
     "check_bounds",
+    "default_kwargs",
     "initial_sizes",
     "linear_time_table",
     "make",

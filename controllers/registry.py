@@ -46,6 +46,12 @@ def accepted_kwargs(name: str) -> tuple[str, ...]:
     return tuple(inspect.signature(_lookup(name)).parameters)
 
 
+def default_kwargs(name: str) -> dict[str, Any]:
+    """Policy `name`'s keyword arguments with their defaults (configs expose them all)."""
+    params = inspect.signature(_lookup(name)).parameters.values()
+    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+
+
 def make(name: str, **kwargs: Any) -> Controller:
     """Builds policy `name`; unknown names and unknown arguments raise, naming what is wrong."""
     factory = _lookup(name)

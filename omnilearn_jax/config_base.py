@@ -7,8 +7,6 @@ unset strings, 0 for "automatic" numbers), so any key can be overridden with
 
 from __future__ import annotations
 
-import inspect
-
 import ml_collections
 
 import controllers
@@ -23,12 +21,7 @@ def controller_defaults() -> dict:
     """
     merged: dict = {}
     for name in controllers.available():
-        for arg in controllers.accepted_kwargs(name):
-            default = (
-                inspect.signature(controllers.make.__globals__["_lookup"](name))
-                .parameters[arg]
-                .default
-            )
+        for arg, default in controllers.default_kwargs(name).items():
             merged.setdefault(arg, tuple(default) if isinstance(default, list) else default)
     return merged
 

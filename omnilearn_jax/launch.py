@@ -14,6 +14,7 @@ does.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import re
@@ -28,6 +29,7 @@ from omnilearn_jax.runstore import RunStore
 
 _FORCE_DEVICES = "--xla_force_host_platform_device_count"
 _POLL_SECONDS = 0.1
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 # Gloo prints one such line per device and collective group; they say nothing once a run
 # works and bury the training log (`--show_gloo` keeps them).
 _GLOO_CHATTER = re.compile(r"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks")
@@ -71,6 +73,15 @@ def process_command(
         f"--config.distributed.process_id={process_id}",
         f"--config.cpu_devices={devices}",
     ]
+
+
+def _die_with_parent() -> None:
+    """Runs in each child before exec: on Linux, the kernel sends it SIGKILL if the launcher
+    dies, even by SIGKILL (an ablation runner killing a cell), so no process is orphaned
+    holding the port and the CPUs. Elsewhere, only a launcher that exits cleanly stops them."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _say(lock: threading.Lock, message: str) -> None:
@@ -177,9 +188,12 @@ def launch(
                 stderr=subprocess.STDOUT,
                 text=True,
                 bufsize=1,
+                preexec_fn=_die_with_parent,
             )
             procs.append(p)
             _say(lock, f"[launch] started process {i} pid {p.pid}")
+        # Readers start after the last fork: preexec_fn is only safe while one thread runs.
+        for i, p in enumerate(procs):
             t = threading.Thread(target=_stream, args=(i, p.stdout, lock, show_gloo), daemon=True)
             t.start()
             threads.append(t)

@@ -80,3 +80,21 @@ def test_many_workers_per_device_and_pmap_match_shard_map(tmp_path):
     losses = [(x["loss"], y["loss"]) for x, y in zip(a, b, strict=True) if "loss" in x]
     assert max(abs(x - y) for x, y in losses) <= 1e-5
     assert ref["final_eval_accuracy"] == pytest.approx(other["final_eval_accuracy"], abs=1e-6)
+
+
+def test_a_user_controller_runs_through_the_command_line_by_config_override(tmp_path):
+    """experiments/examples/damped.py is registered and selected with two overrides only."""
+    run_main(
+        tmp_path,
+        "--config.controller.plugin=experiments.examples.damped",
+        "--config.controller.name=damped",
+        "--config.hetero.name=cores",
+        "--config.hetero.cores=(1,1,1,1,1,1,1,4)",
+        "--config.cost.linear=True",
+    )
+    records = [r for r in read_metrics(tmp_path) if "loss" in r]
+    assert records[0]["batch_sizes"] == [8] * 8
+    final = records[-1]["batch_sizes"]
+    assert sum(final) == 64 and final[7] >= 3 * max(final[:7])  # 4x faster: ~4x the samples
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["controller"]["name"] == "damped"

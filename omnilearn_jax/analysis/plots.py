@@ -1,0 +1,193 @@
+"""Plots of a `Runs`: each helper returns a matplotlib Figure and changes no global state.
+
+Figures are built with `matplotlib.figure.Figure` directly, not pyplot: no backend is
+selected or switched (saving a PNG uses Agg), nothing accumulates in pyplot's figure
+list, and the helpers behave the same in a notebook, a script or a test.
+
+Runs are grouped by `table.group_columns` (the run-level columns that vary, seed
+excluded). Keys other than `controller` become panels ("facets"); controllers are lines
+or bars within a panel. Seeds are combined per step: the line is the mean over seeds at
+that step, drawn at the seeds' mean time; the band is the min-max over seeds
+(`band='std'`: mean +- one sample standard deviation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from omnilearn_jax.analysis.load import Runs
+from omnilearn_jax.analysis.table import group_columns
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+_LABELS = {
+    "eval_accuracy": "eval accuracy",
+    "eval_loss": "eval loss",
+    "loss": "train loss",
+    "balance": "balance (max / mean worker time)",
+    "idle_fraction": "idle fraction",
+}
+
+
+def _figure(panels: int, *, rows: int = 1, width: float = 5.0, height: float = 3.6) -> Figure:
+    from matplotlib.figure import Figure  # lazy: importing the package costs no matplotlib
+
+    fig = Figure(figsize=(width * panels, height * rows), layout="constrained")
+    fig.subplots(rows, panels, squeeze=False)
+    return fig
+
+
+def _facets(frame: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """(title, rows) per combination of the non-controller group keys."""
+    others = [k for k in keys if k != "controller"]
+    if not others:
+        return [("", frame)]
+    out = []
+    for values, rows in frame.groupby(others, sort=True, dropna=False):
+        title = ", ".join(f"{k}={v}" for k, v in zip(others, values, strict=True))
+        out.append((title, rows))
+    return out
+
+
+def _keys(runs: Runs, by: Sequence[str] | None) -> list[str]:
+    keys = list(by) if by is not None else group_columns(runs.summaries)
+    return keys if "controller" in keys else ["controller", *keys]
+
+
+def plot_metric_vs_time(
+    runs: Runs,
+    metric: str = "eval_accuracy",
+    *,
+    by: Sequence[str] | None = None,
+    band: str = "minmax",
+) -> Figure:
+    """`metric` against the run's clock, one line per controller, a panel per facet."""
+    if band not in ("minmax", "std"):
+        raise ValueError(f"band must be 'minmax' or 'std', got {band!r}")
+    keys = _keys(runs, by)
+    data = runs.steps.dropna(subset=[metric])
+    facets = _facets(data, keys)
+    fig = _figure(len(facets))
+    for ax, (title, rows) in zip(fig.axes, facets, strict=True):
+        for controller, per in rows.groupby("controller", sort=True):
+            agg = per.groupby("step").agg(
+                time=("time", "mean"),
+                mean=(metric, "mean"),
+                low=(metric, "min"),
+                high=(metric, "max"),
+                std=(metric, "std"),
+            )
+            if band == "std":
+                agg["low"], agg["high"] = agg["mean"] - agg["std"], agg["mean"] + agg["std"]
+            (line,) = ax.plot(agg["time"], agg["mean"], marker=".", label=str(controller))
+            ax.fill_between(agg["time"], agg["low"], agg["high"], alpha=0.2, color=line.get_color())
+        _label(ax, "time (s, run clock)", _LABELS.get(metric, metric), title)
+    return fig
+
+
+def plot_accuracy_vs_time(runs: Runs, **kwargs) -> Figure:
+    return plot_metric_vs_time(runs, "eval_accuracy", **kwargs)
+
+
+def plot_loss_vs_time(runs: Runs, **kwargs) -> Figure:
+    return plot_metric_vs_time(runs, "eval_loss", **kwargs)
+
+
+def plot_balance(runs: Runs, **kwargs) -> Figure:
+    """max / mean worker time per step: 1 is a perfectly balanced step."""
+    fig = plot_metric_vs_time(runs, "balance", **kwargs)
+    for ax in fig.axes:
+        ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
+    return fig
+
+
+def pick_run(runs: Runs) -> str:
+    """A run worth showing: the first adaptive one whose worker speeds differ."""
+    spread = runs.workers.groupby("run")["speed"].agg(lambda s: s.max() - s.min())
+    for name in runs.names:
+        row = runs.summaries[runs.summaries["run"] == name].iloc[0]
+        if row["controller"] != "static" and spread.get(name, 0) > 0:
+            return name
+    return runs.names[0]
+
+
+def speed_changes(workers: pd.DataFrame) -> list[int]:
+    """Steps at which any worker's speed differs from the step before (one run's rows)."""
+    speeds = workers.pivot_table(index="step", columns="worker", values="speed")
+    changed = speeds.ne(speeds.shift()).any(axis=1) & speeds.shift().notna().all(axis=1)
+    return [int(s) for s in speeds.index[changed.to_numpy()]]
+
+
+def plot_batch_sizes(runs: Runs, run: str | None = None) -> Figure:
+    """One run's per-worker batch sizes (top) and speeds (bottom) against the step.
+
+    Dashed vertical lines mark the steps where the cluster's speeds changed, so the
+    controller's reaction time can be read off.
+    """
+    name = run or pick_run(runs)
+    rows = runs.workers[runs.workers["run"] == name]
+    fig = _figure(1, rows=2, width=7.0, height=2.8)
+    top, bottom = fig.axes
+    for worker, per in rows.groupby("worker", sort=True):
+        top.step(per["step"], per["batch_size"], where="post", label=f"worker {worker}")
+        if per["speed"].notna().any():
+            bottom.step(per["step"], per["speed"], where="post", label=f"worker {worker}")
+    for step in speed_changes(rows):
+        for ax in (top, bottom):
+            ax.axvline(step, color="grey", linestyle="--", linewidth=0.8)
+    _label(top, "", "batch size", name)
+    _label(bottom, "step", "speed (relative)", "")
+    return fig
+
+
+def plot_worker_times(runs: Runs, *, by: Sequence[str] | None = None) -> Figure:
+    """Mean compute and idle seconds per worker and step (stacked bars), a panel per group.
+
+    Idle is the wait at the barrier (`idle_time`, see `frames.add_idle_time`); in async
+    runs it is NaN and only compute is drawn.
+    """
+    keys = _keys(runs, by)
+    groups = list(runs.workers.groupby(keys, sort=True, dropna=False))
+    fig = _figure(len(groups), width=3.6)
+    for ax, (values, rows) in zip(fig.axes, groups, strict=True):
+        means = rows.groupby("worker")[["worker_time", "idle_time"]].mean()
+        x = means.index.to_numpy()
+        ax.bar(x, means["worker_time"], label="compute")
+        ax.bar(x, means["idle_time"].fillna(0.0), bottom=means["worker_time"], label="idle")
+        ax.set_xticks(x)
+        title = ", ".join(str(v) for v in values)
+        _label(ax, "worker", "seconds per step", title)
+    return fig
+
+
+def plot_staleness(runs: Runs, *, by: Sequence[str] | None = None) -> Figure | None:
+    """Histogram of update staleness per group (async runs); None when no run logged it."""
+    if "staleness" not in runs.steps or runs.steps["staleness"].isna().all():
+        return None
+    keys = _keys(runs, by)
+    data = runs.steps.dropna(subset=["staleness"])
+    groups = list(data.groupby(keys, sort=True, dropna=False))
+    fig = _figure(len(groups), width=3.6)
+    for ax, (values, rows) in zip(fig.axes, groups, strict=True):
+        counts = rows["staleness"].astype(int).value_counts(normalize=True).sort_index()
+        ax.bar(counts.index.to_numpy(), counts.to_numpy())
+        mean = float(rows["staleness"].mean())
+        ax.axvline(mean, color="black", linestyle="--", linewidth=0.8, label=f"mean {mean:.2f}")
+        title = ", ".join(str(v) for v in values)
+        _label(ax, "staleness (updates)", "fraction of updates", title)
+    return fig
+
+
+def _label(ax: Axes, xlabel: str, ylabel: str, title: str) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=9)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)

@@ -1,0 +1,134 @@
+"""Words and files for a notebook: set-up and conclusions computed from the frames, saving.
+
+Every sentence here is built from the numbers of the table it describes, so a notebook's
+conclusions can never disagree with the table above them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from omnilearn_jax.analysis.load import Runs
+from omnilearn_jax.analysis.table import to_markdown
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def _values(frame: pd.DataFrame, column: str) -> str:
+    values = sorted({str(v) for v in frame[column].dropna()})
+    return ", ".join(values) if values else "-"
+
+
+def describe_setup(runs: Runs) -> str:
+    """A markdown paragraph: what was run, how many seeds, on what cluster."""
+    s = runs.summaries
+    steps = runs.steps.groupby("run")["step"].max()
+    return (
+        f"{len(s)} runs ({runs.source}): controllers {_values(s, 'controller')}; "
+        f"heterogeneity {_values(s, 'hetero')} (level {_values(s, 'level')}); "
+        f"seeds {_values(s, 'seed')}; mode {_values(s, 'mode')}, clock {_values(s, 'clock')}. "
+        f"Model {_values(s, 'model')} on {_values(s, 'dataset')}, "
+        f"{_values(s, 'num_workers')} workers, global batch {_values(s, 'global_batch_size')}, "
+        f"{int(steps.min())}-{int(steps.max())} steps a run; "
+        f"{int((s['status'] == 'complete').sum())} of {len(s)} complete."
+    )
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}g}"
+
+
+def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
+    """Markdown bullets read off `table` (from `speedup_table`), one set per facet."""
+    others = [c for c in table.columns[: list(table.columns).index("seeds")] if c != "controller"]
+    lines = []
+    facets = table.groupby(others, sort=True) if others else [((), table)]
+    for values, rows in facets:
+        where = ", ".join(f"{k}={v}" for k, v in zip(others, values, strict=True))
+        prefix = f"**{where}**: " if where else ""
+        best = rows["total_time_mean"].min()
+        # Ties are common (uniform clusters, or a bound that binds for every policy).
+        tied = rows[rows["total_time_mean"] <= best * (1 + 1e-9)]["controller"]
+        names = ", ".join(f"`{c}`" for c in tied)
+        lines.append(
+            f"- {prefix}fastest: {names}{' (tied)' if len(tied) > 1 else ''}, "
+            f"{_fmt(best)} s on the run clock."
+        )
+        static = rows[rows["controller"] == "static"]
+        for _, row in rows.iterrows():
+            if row["controller"] == "static" or static.empty:
+                continue
+            ref = static.iloc[0]
+            lines.append(
+                f"- {prefix}`{row['controller']}` is {_fmt(row['speedup_vs_static'])}x as fast as "
+                f"uniform `static` (per seed {_fmt(row['speedup_vs_static_min'])}-"
+                f"{_fmt(row['speedup_vs_static_max'])}x), idle fraction "
+                f"{_fmt(row['mean_idle_fraction_mean'], 2)} vs "
+                f"{_fmt(ref['mean_idle_fraction_mean'], 2)}, final eval accuracy "
+                f"{_fmt(row['final_eval_accuracy_mean'])} vs "
+                f"{_fmt(ref['final_eval_accuracy_mean'])}."
+            )
+        if "efficiency_vs_oracle" in rows and rows["efficiency_vs_oracle"].notna().any():
+            best = rows.loc[rows[rows["controller"] != "oracle"]["efficiency_vs_oracle"].idxmax()]
+            lines.append(
+                f"- {prefix}closest to the oracle: `{best['controller']}` "
+                f"({_fmt(best['efficiency_vs_oracle'])} of its speed)."
+            )
+        spread = rows["final_eval_accuracy_mean"].max() - rows["final_eval_accuracy_mean"].min()
+        lines.append(f"- {prefix}final accuracy differs by {_fmt(spread, 2)} across controllers.")
+    if runs is not None and "staleness_mean" in runs.summaries:
+        stale = runs.summaries.dropna(subset=["staleness_mean"])
+        for controller, rows in stale.groupby("controller", sort=True):
+            lines.append(
+                f"- async `{controller}`: mean staleness {_fmt(rows['staleness_mean'].mean())}, "
+                f"max {int(rows['staleness_max'].max())}."
+            )
+    return "\n".join(lines) + "\n"
+
+
+def save_figure(fig: Figure | None, out_dir: str, name: str) -> str:
+    """Writes `out_dir/name.png` (nothing when out_dir is '' or fig is None); the path."""
+    if fig is None or not out_dir:
+        return ""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{name}.png")
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def show(fig: Figure | None, name: str, out_dir: str = "") -> None:
+    """Saves the figure when `out_dir` is set and displays it inline in a notebook.
+
+    The PNG bytes are displayed rather than the Figure object, because our figures are
+    not pyplot figures and IPython's inline backend only renders those by itself.
+    """
+    if fig is None:
+        print(f"({name}: nothing to plot)")
+        return
+    save_figure(fig, out_dir, name)
+    try:
+        from IPython.display import Image, display  # lazy: only notebooks need IPython
+    except ImportError:
+        return
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90)
+    display(Image(data=buffer.getvalue()))
+
+
+def write_table(table: pd.DataFrame, out_dir: str, name: str = "results") -> list[str]:
+    """`out_dir/name.csv` (full precision) and `out_dir/name.md`; the paths written."""
+    if not out_dir:
+        return []
+    os.makedirs(out_dir, exist_ok=True)
+    csv_path, md_path = (os.path.join(out_dir, f"{name}.{ext}") for ext in ("csv", "md"))
+    table.to_csv(csv_path, index=False)
+    with open(md_path, "w") as f:
+        f.write(to_markdown(table))
+    return [csv_path, md_path]

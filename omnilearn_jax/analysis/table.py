@@ -1,0 +1,98 @@
+"""The results table: speed-up over uniform `static` batching and efficiency against `oracle`.
+
+Same definitions as the ablation runner's table (experiments/ablation/table.py), so the two
+agree on an ablation workdir: complete runs only; mean and sample std (ddof=1, NaN with
+one seed) over seeds; time_to_target over the seeds that reached it; ratios of means. What
+the runner cannot give, this adds: the spread of the speed-up over seeds, as the min and
+max of the per-seed ratios (`static` time of seed s / this group's time of seed s).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from omnilearn_jax.analysis.frames import RUN_COLUMNS
+
+STATS = ("final_eval_accuracy", "total_time", "time_to_target", "mean_idle_fraction")
+REFERENCES = (("speedup_vs_static", "static"), ("efficiency_vs_oracle", "oracle"))
+
+
+def group_columns(summaries: pd.DataFrame) -> list[str]:
+    """Run-level columns that vary across runs, except run and seed; at least `controller`."""
+    keys = [
+        c
+        for c in RUN_COLUMNS
+        if c not in ("run", "seed") and summaries[c].nunique(dropna=False) > 1
+    ]
+    return keys or ["controller"]
+
+
+def _std(values: pd.Series) -> float:
+    return float(values.std(ddof=1)) if len(values) > 1 else math.nan
+
+
+def speedup_table(summaries: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per group of runs (all `by` columns equal; default `group_columns`)."""
+    keys = list(by) if by is not None else group_columns(summaries)
+    done = summaries[summaries["status"] == "complete"]
+    rows = []
+    for gid, group in summaries.groupby(keys, sort=True, dropna=False):
+        runs = done.loc[done.index.intersection(group.index)]
+        row = dict(zip(keys, gid, strict=True))
+        row["seeds"] = len(runs)
+        row["missing"] = len(group) - len(runs)
+        for stat in STATS:
+            values = runs[stat].dropna()
+            row[f"{stat}_mean"] = float(values.mean()) if len(values) else math.nan
+            row[f"{stat}_std"] = _std(values)
+        reached = int(runs["time_to_target"].notna().sum())
+        row["target_reached"] = f"{reached}/{len(runs)}"
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if "controller" in keys:
+        for column, reference in REFERENCES:
+            _add_ratio(table, done, keys, column, reference)
+    return table
+
+
+def _add_ratio(table: pd.DataFrame, done: pd.DataFrame, keys: list[str], column: str, ref: str):
+    others = [k for k in keys if k != "controller"]
+    ratio, lo, hi = [], [], []
+    for _, row in table.iterrows():
+        match = (table["controller"] == ref).to_numpy().copy()
+        mine = done["controller"] == row["controller"]
+        theirs = done["controller"] == ref
+        for k in others:
+            match &= (table[k] == row[k]).to_numpy()
+            mine &= done[k] == row[k]
+            theirs &= done[k] == row[k]
+        reference = table.loc[match, "total_time_mean"]
+        mean = row["total_time_mean"]
+        ok = len(reference) == 1 and mean and not math.isnan(mean)
+        ratio.append(float(reference.iloc[0]) / mean if ok else math.nan)
+        # Per-seed ratios pair the same seed: same data order, same noise draws.
+        seed_time = lambda rows: rows.groupby("seed")["total_time"].mean()  # noqa: E731
+        per_seed = (seed_time(done[theirs]) / seed_time(done[mine])).dropna()
+        lo.append(float(per_seed.min()) if len(per_seed) else math.nan)
+        hi.append(float(per_seed.max()) if len(per_seed) else math.nan)
+    table[column] = ratio
+    table[f"{column}_min"] = lo
+    table[f"{column}_max"] = hi
+
+
+def _text(value: object, digits: int = 4) -> str:
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.{digits}g}"
+    return "" if value is None or value is pd.NA else str(value)
+
+
+def to_markdown(table: pd.DataFrame, columns: Sequence[str] | None = None) -> str:
+    """A GitHub table (4 significant digits, blanks for NaN); no `tabulate` needed."""
+    columns = list(columns) if columns is not None else list(table.columns)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for _, row in table.iterrows():
+        lines.append("| " + " | ".join(_text(row[c]) for c in columns) + " |")
+    return "\n".join(lines) + "\n"
