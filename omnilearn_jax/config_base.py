@@ -119,6 +119,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.distributed.local_device_ids = ()  # () = all of this process's devices
     c.distributed.initialization_timeout = 120  # seconds to wait for every process
     c.distributed.heartbeat_timeout = 20  # seconds before a silent process counts as dead
+    c.distributed.shutdown_timeout = 30  # seconds a finished process waits for the others
 
     c.wandb = ml_collections.ConfigDict()
     c.wandb.mode = "disabled"  # online | offline | disabled

@@ -18,6 +18,7 @@ def initialize(section) -> bool:
     kwargs = {
         "initialization_timeout": int(section.initialization_timeout),
         "heartbeat_timeout_seconds": int(section.heartbeat_timeout),
+        "shutdown_timeout_seconds": int(section.shutdown_timeout),
     }
     if section.coordinator_address:
         kwargs["coordinator_address"] = section.coordinator_address

@@ -99,7 +99,9 @@ class Loop:
     def arrays(self, cstate, sizes) -> dict:
         return {
             "train": self.t.state,
-            "controller": cstate,
+            # Computed identically on every process; saved as host numpy, since a
+            # single-device jax.Array cannot be serialised in a multi-process run.
+            "controller": jax.tree.map(np.asarray, cstate),
             "sizes": np.asarray(sizes, np.int32),
             "clock": self.t.timer.clock.state(),
         }
@@ -149,6 +151,8 @@ class Loop:
             t.workdir, is_main=jax.process_index() == 0, tracker=tracker, append=latest is not None
         )
         log.config(resolved)
+        if latest is None:  # a run that dies without Python noticing still reads "running"
+            log.summary({"status": "running", "steps": 0})
         speeds = t.timer.speeds(self.done)
         t.timer.warm_up(
             t.steps,

@@ -172,7 +172,12 @@ class Trainer:
             up = ~lost
             sizes = np.zeros(len(lost), np.int32)
             sizes[up] = self.allocate(np.asarray(shares)[up], lo[up], hi[up])
-        return masking.check_sizes(np.asarray(sizes), self.config.global_batch_size, self.layout)
+        sizes = np.asarray(sizes)
+        if jax.process_count() > 1:  # every process must lay out the very same split
+            from jax.experimental import multihost_utils
+
+            sizes = np.asarray(multihost_utils.broadcast_one_to_all(sizes))
+        return masking.check_sizes(sizes, self.config.global_batch_size, self.layout)
 
     def next_sizes(self, cstate, obs) -> tuple[np.ndarray, Any]:
         """The controller's split for step obs.step + 1 (obs.speeds are that step's)."""

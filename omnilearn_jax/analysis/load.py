@@ -76,6 +76,8 @@ def load_runs(
         raise FileNotFoundError(f"no {source} runs under {path}")
     if cache_dir is None:
         root = path if os.path.isdir(path) else os.path.dirname(path)
+        if os.path.basename(os.path.normpath(root)).startswith("offline-run-"):
+            root = os.path.dirname(os.path.dirname(os.path.normpath(root)))  # the run's dir
         cache_dir = os.path.join(root, ".analysis_cache", source)
     return _load(refs, parse, cache_dir if use_cache else None, source)
 

@@ -34,11 +34,18 @@ _LABELS = {
 }
 
 
-def _figure(panels: int, *, rows: int = 1, width: float = 5.0, height: float = 3.6) -> Figure:
+_MAX_COLUMNS = 4  # wider grids wrap onto more rows, so a big ablation stays readable
+
+
+def _figure(panels: int, *, columns: int = 0, width: float = 5.0, height: float = 3.6) -> Figure:
+    """A figure whose `axes` are exactly `panels` panels, at most `columns` a row."""
     from matplotlib.figure import Figure  # lazy: importing the package costs no matplotlib
 
-    fig = Figure(figsize=(width * panels, height * rows), layout="constrained")
-    fig.subplots(rows, panels, squeeze=False)
+    cols = min(panels, columns or _MAX_COLUMNS)
+    rows = -(-panels // cols)
+    fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
+    for ax in fig.subplots(rows, cols, squeeze=False).ravel()[panels:]:
+        fig.delaxes(ax)
     return fig
 
 
@@ -107,13 +114,15 @@ def plot_balance(runs: Runs, **kwargs) -> Figure:
 
 
 def pick_run(runs: Runs) -> str:
-    """A run worth showing: the first adaptive one whose worker speeds differ."""
+    """A run worth showing: one whose worker speeds differ, run by an adaptive controller
+    (the oracle only when nothing else adapts: it shows the target, not a policy)."""
     spread = runs.workers.groupby("run")["speed"].agg(lambda s: s.max() - s.min())
-    for name in runs.names:
-        row = runs.summaries[runs.summaries["run"] == name].iloc[0]
-        if row["controller"] != "static" and spread.get(name, 0) > 0:
-            return name
-    return runs.names[0]
+    s = runs.summaries
+    hetero = s[s["run"].map(lambda n: spread.get(n, 0) > 0)]
+    for pool in (hetero[~hetero["controller"].isin(["static", "oracle"])], hetero, s):
+        if len(pool):
+            return str(pool["run"].iloc[0])
+    raise ValueError("no runs")
 
 
 def speed_changes(workers: pd.DataFrame) -> list[int]:
@@ -131,12 +140,14 @@ def plot_batch_sizes(runs: Runs, run: str | None = None) -> Figure:
     """
     name = run or pick_run(runs)
     rows = runs.workers[runs.workers["run"] == name]
-    fig = _figure(1, rows=2, width=7.0, height=2.8)
+    fig = _figure(2, columns=1, width=7.0, height=2.8)
     top, bottom = fig.axes
-    for worker, per in rows.groupby("worker", sort=True):
-        top.step(per["step"], per["batch_size"], where="post", label=f"worker {worker}")
+    styles = ("-", "--", "-.", ":")  # workers with equal sizes would hide each other
+    for i, (worker, per) in enumerate(rows.groupby("worker", sort=True)):
+        style = {"where": "post", "label": f"worker {worker}", "linestyle": styles[i % 4]}
+        top.step(per["step"], per["batch_size"], **style)
         if per["speed"].notna().any():
-            bottom.step(per["step"], per["speed"], where="post", label=f"worker {worker}")
+            bottom.step(per["step"], per["speed"], **style)
     for step in speed_changes(rows):
         for ax in (top, bottom):
             ax.axvline(step, color="grey", linestyle="--", linewidth=0.8)

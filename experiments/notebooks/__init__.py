@@ -1,0 +1,1 @@
+"""Notebooks and the command line that runs them headless."""

@@ -1,0 +1,309 @@
+"""Analysis: loader (store, W&B offline, W&B API), cache, table, plots and the notebook.
+
+One tiny real ablation (2 controllers x 2 seeds, 8 steps, the cluster's speeds change at
+step 5) is trained in-process with W&B offline; every number the analysis shows is checked
+against the run's own files.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from omnilearn_jax import analysis, tracking
+from omnilearn_jax.analysis import sources
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONTROLLERS = ("static", "proportional")
+SEEDS = (0, 1)
+FIGURES = ("accuracy_vs_time", "loss_vs_time", "batch_sizes", "worker_times", "balance")
+
+
+@pytest.fixture(scope="module")
+def ablation(tmp_path_factory):
+    from configs import smoke
+    from omnilearn_jax.train import train_and_evaluate
+
+    root = str(tmp_path_factory.mktemp("abl"))
+    for controller in CONTROLLERS:
+        for seed in SEEDS:
+            c = smoke.get_config()
+            c.num_workers, c.num_devices, c.seed = 4, 4, seed
+            c.controller.name = controller
+            # HL8 for steps 1-4, HL2 from step 5: a speed change the plots must mark.
+            c.hetero.name, c.hetero.levels = "schedule", (8, 2)
+            c.hetero.unit, c.hetero.segment = "steps", 4
+            c.train.num_steps, c.train.eval_every, c.train.log_every = 8, 4, 4
+            c.train.target_accuracy = 0.3
+            c.wandb.mode = "offline"
+            train_and_evaluate(c, os.path.join(root, f"controller-{controller}__seed-{seed}"))
+    return root
+
+
+def run_files(root):
+    """{run name: (train records, eval records, summary)} straight from the run stores."""
+    out = {}
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name, "metrics.jsonl")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            records = [json.loads(line) for line in f]
+        with open(os.path.join(root, name, "summary.json")) as f:
+            summary = json.load(f)
+        train = [r for r in records if "loss" in r]
+        evals = [r for r in records if "eval_accuracy" in r]
+        out[name] = (train, evals, summary)
+    return out
+
+
+def expected_table(root):
+    """Mean total time, accuracy and speed-up per controller, recomputed from summary.json."""
+    by = {c: {} for c in CONTROLLERS}
+    for name, (_, _, summary) in run_files(root).items():
+        controller, seed = name.split("__")
+        by[controller.removeprefix("controller-")][int(seed.removeprefix("seed-"))] = summary
+    out = {}
+    for controller, per_seed in by.items():
+        times = [per_seed[s]["total_time"] for s in SEEDS]
+        accuracy = [per_seed[s]["final_eval_accuracy"] for s in SEEDS]
+        ratios = [by["static"][s]["total_time"] / per_seed[s]["total_time"] for s in SEEDS]
+        out[controller] = {
+            "total_time_mean": np.mean(times),
+            "total_time_std": np.std(times, ddof=1),
+            "final_eval_accuracy_mean": np.mean(accuracy),
+            "speedup_vs_static": np.mean([by["static"][s]["total_time"] for s in SEEDS])
+            / np.mean(times),
+            "speedup_vs_static_min": min(ratios),
+            "speedup_vs_static_max": max(ratios),
+        }
+    return out
+
+
+def assert_runs_equal(a, b):
+    for name in ("steps", "workers", "summaries"):
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), rtol=1e-12)
+
+
+def test_importing_analysis_pulls_in_neither_jax_nor_matplotlib():
+    code = "import sys, omnilearn_jax.analysis; "
+    code += "print('jax' in sys.modules, 'matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.stdout.split() == ["False", "False"], out.stderr
+
+
+def test_frames_hold_the_run_store_numbers(ablation):
+    runs = analysis.load_runs(ablation, use_cache=False)
+    files = run_files(ablation)
+    assert runs.names == sorted(files)
+    for name, (train, evals, summary) in files.items():
+        steps = runs.steps[runs.steps["run"] == name].set_index("step")
+        assert list(steps.index) == [r["step"] for r in train]  # evals share train steps
+        np.testing.assert_allclose(steps["loss"], [r["loss"] for r in train], rtol=1e-12)
+        ev = steps.dropna(subset=["eval_accuracy"])
+        assert list(ev.index) == [4, 8]
+        np.testing.assert_allclose(ev["eval_accuracy"], [r["eval_accuracy"] for r in evals])
+        workers = runs.workers[runs.workers["run"] == name]
+        sizes = workers.pivot(index="step", columns="worker", values="batch_size")
+        assert sizes.to_numpy().tolist() == [r["batch_sizes"] for r in train]
+        assert (sizes.sum(axis=1) == 64).all()
+        step_minus = [r["step_time"] - t for r in train for t in r["worker_times"]]
+        np.testing.assert_allclose(workers["idle_time"], step_minus, rtol=1e-12)
+        assert workers["idle_time"].min() >= 0.0
+        assert analysis.speed_changes(workers) == [5]
+        row = runs.summaries[runs.summaries["run"] == name].iloc[0]
+        assert row["total_time"] == pytest.approx(summary["total_time"], rel=1e-15)
+        assert row["controller"] == name.split("__")[0].removeprefix("controller-")
+        assert (row["num_workers"], row["hetero"], row["status"]) == (4, "schedule", "complete")
+
+
+def test_store_and_wandb_offline_give_equal_frames(ablation):
+    store = analysis.load_runs(ablation, source="store", use_cache=False)
+    offline = analysis.load_runs(ablation, source="wandb-offline", use_cache=False)
+    assert (store.source, offline.source) == ("store", "wandb-offline")
+    assert len(store.workers) == 4 * 8 * 4
+    assert_runs_equal(store, offline)
+    # One offline-run directory on its own loads as the run that holds it.
+    one = tracking.find_offline_runs(os.path.join(ablation, store.names[0]))[0]
+    single = analysis.load_runs(one, use_cache=False)
+    assert single.names == [store.names[0]]
+    assert_runs_equal(single, store.select(run=store.names[0]))
+
+
+class FakeRun:
+    """What `wandb.Api().runs()` yields, built from what W&B stored offline for a run."""
+
+    def __init__(self, offline_dir):
+        self._dir = offline_dir
+        self.config = tracking.read_offline_config(offline_dir)
+        self.summary = tracking.read_offline_summary(offline_dir)
+        self.id = self.summary["wandb_run_id"]
+        self.name = self.config["meta"]["workdir"].rstrip("/").rsplit("/", 1)[-1]
+        self.state = "finished"
+        self.lastHistoryStep = 8  # noqa: N815 (the client's own attribute name)
+
+    def scan_history(self):
+        for row in tracking.read_offline_history(self._dir):
+            yield {k: v for k, v in row.items() if k != "step"}  # the API has `_step` only
+
+
+class FakeApi:
+    calls = []
+
+    def __init__(self, root):
+        self._root = root
+
+    def runs(self, path, filters=None):
+        self.calls.append((path, filters))
+        for cell in sorted(os.listdir(self._root)):
+            yield FakeRun(tracking.find_offline_runs(os.path.join(self._root, cell))[-1])
+
+
+def test_wandb_api_path_matches_the_store(ablation, monkeypatch, tmp_path):
+    import wandb
+
+    monkeypatch.setattr(wandb, "Api", lambda: FakeApi(ablation))
+    FakeApi.calls.clear()
+    api_runs = analysis.load_wandb_project(
+        "me/omnilearn", filters={"group": "g"}, cache_dir=str(tmp_path)
+    )
+    assert FakeApi.calls == [("me/omnilearn", {"group": "g"})]
+    assert api_runs.source == "wandb-api"
+    assert_runs_equal(api_runs, analysis.load_runs(ablation, use_cache=False))
+    # Cached by fingerprint (id, state, last step): an unchanged project is not re-read.
+    monkeypatch.setattr(sources, "parse_api_run", _fail)
+    assert_runs_equal(
+        api_runs, analysis.load_wandb_project("me/omnilearn", cache_dir=str(tmp_path))
+    )
+
+
+def _fail(*args):
+    raise AssertionError("re-parsed a run that should have come from the cache")
+
+
+def test_cache_is_reused_and_invalidated_by_a_changed_run(ablation, tmp_path, monkeypatch):
+    root = str(tmp_path / "abl")
+    shutil.copytree(ablation, root, ignore=shutil.ignore_patterns("wandb", "checkpoints"))
+    first = analysis.load_runs(root)
+    assert os.path.exists(os.path.join(root, ".analysis_cache", "store", "steps.parquet"))
+
+    real = sources.parse_store_run
+    monkeypatch.setattr(sources, "parse_store_run", _fail)
+    assert_runs_equal(first, analysis.load_runs(root))  # all four from the cache
+
+    parsed = []
+    monkeypatch.setattr(sources, "parse_store_run", lambda d: parsed.append(d) or real(d))
+    touched = os.path.join(root, first.names[1], "metrics.jsonl")
+    st = os.stat(touched)
+    os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert_runs_equal(first, analysis.load_runs(root))
+    assert [os.path.basename(p) for p in parsed] == [first.names[1]]
+
+    # A real change shows up: drop the last step of one run.
+    with open(touched) as f:
+        lines = f.readlines()
+    with open(touched, "w") as f:
+        f.writelines(line for line in lines if json.loads(line)["step"] < 8)
+    changed = analysis.load_runs(root)
+    assert len(changed.steps) == len(first.steps) - 1
+    assert analysis.load_runs(root, use_cache=False).steps.equals(changed.steps)
+
+
+def test_table_equals_numbers_recomputed_from_the_files(ablation):
+    runs = analysis.load_runs(ablation, use_cache=False)
+    table = analysis.speedup_table(runs.summaries).set_index("controller")
+    assert analysis.group_columns(runs.summaries) == ["controller"]
+    for controller, expected in expected_table(ablation).items():
+        for column, value in expected.items():
+            assert table.loc[controller, column] == pytest.approx(value, rel=1e-12), column
+    assert table.loc["proportional", "speedup_vs_static"] > 1.05  # HL8 then HL2: it helps
+    assert table["efficiency_vs_oracle"].isna().all()  # no oracle in this grid
+
+
+def test_table_agrees_with_the_ablation_runner(ablation, tmp_path):
+    from experiments.ablation import table as runner_table
+
+    root = str(tmp_path / "abl")
+    shutil.copytree(ablation, root, ignore=shutil.ignore_patterns("wandb", "checkpoints"))
+    cells = [
+        {"name": f"controller-{c}__seed-{s}", "values": {"controller.name": c, "seed": s}}
+        for c in CONTROLLERS
+        for s in SEEDS
+    ]
+    grid = {"controller.name": list(CONTROLLERS), "seed": list(SEEDS)}
+    with open(os.path.join(root, "ablation.json"), "w") as f:
+        json.dump({"grid": grid, "cells": cells}, f)
+    theirs = {r["controller.name"]: r for r in runner_table.build_table(root)}
+    ours = analysis.speedup_table(analysis.load_runs(root).summaries).set_index("controller")
+    for controller, row in theirs.items():
+        for column in ("total_time_mean", "final_eval_accuracy_std", "speedup_vs_static"):
+            assert ours.loc[controller, column] == pytest.approx(row[column], rel=1e-12)
+        assert ours.loc[controller, "target_reached"] == row["target_reached"]
+
+
+def write_async_run(path, staleness):
+    """A hand-made async run store: per-update records with `worker` and `staleness`."""
+    os.makedirs(path)
+    config = {"controller": {"name": "static"}, "hetero": {"name": "hl", "level": 2}}
+    config.update(mode="asp", seed=0, num_workers=2, global_batch_size=8)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(config, f)
+    with open(os.path.join(path, "metrics.jsonl"), "w") as f:
+        for i, s in enumerate(staleness):
+            record = {"step": i + 1, "time": 0.5 * (i + 1), "loss": 1.0, "worker": i % 2}
+            record.update(staleness=s, step_time=0.5, batch_sizes=[4, 4], worker_times=[1, 2])
+            f.write(json.dumps(record) + "\n")
+    summary = {"status": "complete", "total_time": 0.5 * len(staleness), "steps": len(staleness)}
+    summary.update(staleness_mean=float(np.mean(staleness)), staleness_max=max(staleness))
+    with open(os.path.join(path, "summary.json"), "w") as f:
+        json.dump(summary, f)
+
+
+def test_async_staleness_columns_and_histogram(tmp_path, ablation):
+    write_async_run(str(tmp_path / "asp"), [0, 1, 1, 2, 1, 0])
+    runs = analysis.load_runs(str(tmp_path / "asp"), use_cache=False)
+    assert runs.steps["applied_worker"].tolist() == [0, 1, 0, 1, 0, 1]
+    assert runs.steps["staleness"].tolist() == [0, 1, 1, 2, 1, 0]
+    assert runs.workers["idle_time"].isna().all()  # no barrier in async training
+    assert runs.summaries.loc[0, "staleness_max"] == 2
+    fig = analysis.plot_staleness(runs)
+    heights = [p.get_height() for p in fig.axes[0].patches]
+    assert heights == pytest.approx([2 / 6, 3 / 6, 1 / 6])
+    assert "max 2" in analysis.conclusions(analysis.speedup_table(runs.summaries), runs)
+    bsp = analysis.load_runs(ablation, use_cache=False)
+    assert analysis.plot_staleness(bsp) is None  # skipped gracefully without staleness
+
+
+def test_notebook_runs_headless_and_writes_figures_and_table(ablation, tmp_path):
+    from experiments.notebooks import run_analysis
+
+    out = str(tmp_path / "out")
+    assert run_analysis.main(["--runs", ablation, "--out", out]) == 0
+    for name in FIGURES:
+        path = os.path.join(out, f"{name}.png")
+        assert os.path.getsize(path) > 5000, name
+        with open(path, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert not os.path.exists(os.path.join(out, "staleness.png"))  # BSP only
+    table = pd.read_csv(os.path.join(out, "results.csv")).set_index("controller")
+    expected = expected_table(ablation)
+    for controller, values in expected.items():
+        for column, value in values.items():
+            assert table.loc[controller, column] == pytest.approx(value, rel=1e-12), column
+    with open(os.path.join(out, "results.md")) as f:
+        assert "| proportional | 2 | 0 |" in f.read()
+    with open(os.path.join(out, "conclusions.md")) as f:
+        findings = f.read()
+    assert f"{expected['proportional']['speedup_vs_static']:.3g}x as fast" in findings
+    # The repository copy stays output-free; the executed copy has outputs.
+    import nbformat
+
+    source = nbformat.read(run_analysis.NOTEBOOK, as_version=4)
+    assert all(not c.get("outputs") for c in source.cells if c.cell_type == "code")
+    executed = nbformat.read(os.path.join(out, "analysis.ipynb"), as_version=4)
+    assert sum(bool(c.get("outputs")) for c in executed.cells if c.cell_type == "code") >= 5

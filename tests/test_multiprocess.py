@@ -1,0 +1,260 @@
+"""Multi-process runs on one machine: same numbers as one process, and failures end promptly.
+
+Each test starts real processes (gloo CPU collectives over localhost), so they are slow-ish;
+the run store of process 0 is compared with a one-process run of the same config.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from omnilearn_jax import launch
+from omnilearn_jax.runstore import read_metrics
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SKEWED = "--config.controller.sizes=(0,1,2,3,4,5,6,43)"
+ADAPTIVE = (
+    "--config.controller.name=proportional",
+    "--config.hetero.name=hl",
+    "--config.hetero.level=8",
+    "--config.num_workers=8",
+)
+
+
+def run_single(workdir, *overrides):
+    """One process with 8 CPU devices (main.py creates them from `cpu_devices`)."""
+    cmd = [sys.executable, "-m", "omnilearn_jax.main", "--config=configs/smoke.py"]
+    cmd += [f"--workdir={workdir}", "--config.train.save_params=True", *overrides]
+    proc = subprocess.run(
+        cmd, cwd=ROOT, env=launch.child_env(), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def run_launched(workdir, *overrides, num_processes=2):
+    cmd = [sys.executable, "-m", "omnilearn_jax.launch", f"--num_processes={num_processes}"]
+    cmd += ["--", "--config=configs/smoke.py", f"--workdir={workdir}"]
+    cmd += ["--config.train.save_params=True", *overrides]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+def compare_runs(tmp_path, *overrides):
+    one, two = tmp_path / "one", tmp_path / "two"
+    run_single(one, *overrides)
+    out = run_launched(two, *overrides)
+    assert "8 workers on 8 cpu devices (2 process(es))" in out
+    assert "[launch] all 2 processes finished" in out
+    a = [r for r in read_metrics(one) if "loss" in r]
+    b = [r for r in read_metrics(two) if "loss" in r]
+    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 21))
+    # Gloo sums across processes in another order than one process does: rounding only.
+    np.testing.assert_allclose([r["loss"] for r in b], [r["loss"] for r in a], atol=1e-6)
+    pa, pb = np.load(one / "final_params.npz"), np.load(two / "final_params.npz")
+    assert sorted(pa.files) == sorted(pb.files) and pa.files
+    for key in pa.files:
+        np.testing.assert_allclose(pb[key], pa[key], atol=1e-6, err_msg=key)
+    assert json.loads((two / "summary.json").read_text())["status"] == "complete"
+    return a, b
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie, dead but not yet reaped, counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def long_run_args(workdir):
+    """Arguments for a run far longer than any test waits; no checkpoint before the end."""
+    return [
+        "--config=configs/smoke.py",
+        f"--workdir={workdir}",
+        "--config.train.num_steps=1000000",
+        "--config.train.log_every=20",
+        "--config.train.eval_every=1000000",
+        "--config.train.checkpoint_every=0",
+    ]
+
+
+class Output:
+    """Collects a process's output lines in a thread; `wait_for` polls them."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(proc.stdout,), daemon=True)
+        self._thread.start()
+
+    def _read(self, pipe) -> None:
+        for line in pipe:
+            self.lines.append(line)
+
+    def wait_for(self, text: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            hit = next((line for line in list(self.lines) if text in line), None)
+            if hit is not None:
+                return hit
+            time.sleep(0.2)
+        raise AssertionError(f"no {text!r} within {timeout}s:\n{''.join(self.lines)[-4000:]}")
+
+    def text(self) -> str:
+        self._thread.join(timeout=10)
+        return "".join(self.lines)
+
+
+def test_launcher_arguments_and_environment(tmp_path):
+    args, main_args = launch.parse(["--num_processes=4", "--", "--config=c.py", "--workdir", "d"])
+    assert (args.num_processes, args.devices_per_process, main_args) == (
+        4,
+        0,
+        ["--config=c.py", "--workdir", "d"],
+    )
+    assert launch.workdir_of(main_args) == "d"
+    cmd = launch.process_command(main_args, port=1234, num_processes=4, process_id=3, devices=2)
+    assert cmd[-5:] == [
+        "--config.distributed.enabled=True",
+        "--config.distributed.coordinator_address=127.0.0.1:1234",
+        "--config.distributed.num_processes=4",
+        "--config.distributed.process_id=3",
+        "--config.cpu_devices=2",
+    ]
+    env = launch.child_env({"XLA_FLAGS": "--xla_force_host_platform_device_count=8 --xla_x=1"})
+    assert env["XLA_FLAGS"] == "--xla_x=1" and env["PYTHONUNBUFFERED"] == "1"
+    assert "XLA_FLAGS" not in launch.child_env(
+        {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    )
+    # A failure is recorded unless the run had completed; the trainer's keys are kept.
+    (tmp_path / "summary.json").write_text(json.dumps({"steps": 7, "error": "trainer's"}))
+    launch.mark_failed(str(tmp_path), {"error": "launcher's", "failed_process": 1})
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary == {"steps": 7, "error": "trainer's", "failed_process": 1, "status": "failed"}
+    (tmp_path / "summary.json").write_text(json.dumps({"status": "complete"}))
+    launch.mark_failed(str(tmp_path), {"error": "late"})
+    assert json.loads((tmp_path / "summary.json").read_text()) == {"status": "complete"}
+
+
+@pytest.mark.slow
+def test_two_processes_match_one_process_on_a_skewed_split(tmp_path):
+    a, b = compare_runs(tmp_path, SKEWED)
+    assert all(r["batch_sizes"] == [0, 1, 2, 3, 4, 5, 6, 43] for r in a + b)
+    assert a[-1]["loss"] < a[0]["loss"] - 0.5  # it trained, so equal curves mean something
+
+
+@pytest.mark.slow
+def test_two_processes_make_the_same_controller_decisions(tmp_path):
+    a, b = compare_runs(tmp_path, *ADAPTIVE)
+    assert [r["batch_sizes"] for r in b] == [r["batch_sizes"] for r in a]
+    assert [r["time"] for r in b] == [r["time"] for r in a]  # the virtual clock agrees
+    # The controller really moved samples (HL8 is skewed), and every split sums to B.
+    assert len({tuple(r["batch_sizes"]) for r in a}) > 1
+    assert all(sum(r["batch_sizes"]) == 64 for r in a)
+
+
+@pytest.mark.slow
+def test_launcher_stops_the_run_when_a_process_dies(tmp_path):
+    workdir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "omnilearn_jax.launch", "--num_processes=2", "--grace=5"]
+    proc = subprocess.Popen(
+        [*cmd, "--", *long_run_args(workdir)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    out = Output(proc)
+    try:
+        pids = [
+            int(out.wait_for(f"[launch] started process {i} pid", 30).split()[-1]) for i in (0, 1)
+        ]
+        out.wait_for("[p0] step 20/", 180)  # training is under way
+        os.kill(pids[1], signal.SIGKILL)
+        killed = time.monotonic()
+        code = proc.wait(timeout=60)
+        elapsed = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = out.text()
+    assert code == 128 + signal.SIGKILL, text[-3000:]
+    assert elapsed < 60
+    assert "[launch] FAILED: process 1 of 2 was killed by SIGKILL" in text
+    assert not any(alive(pid) for pid in pids)  # the survivor was stopped, not left running
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["failed_process"] == 1
+    assert len(read_metrics(workdir)) >= 20  # what was logged before the failure is kept
+
+
+@pytest.mark.slow
+def test_a_survivor_aborts_on_its_own_when_its_peer_dies(tmp_path):
+    """Without the launcher: JAX's heartbeat makes the survivor abort, it does not hang."""
+    port, heartbeat = launch.free_port(), 5
+    procs = []
+    for i in range(2):
+        cmd = launch.process_command(
+            [
+                *long_run_args(tmp_path / "run"),
+                f"--config.distributed.heartbeat_timeout={heartbeat}",
+            ],
+            port=port,
+            num_processes=2,
+            process_id=i,
+            devices=4,
+        )
+        procs.append(
+            subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                env=launch.child_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+    out = Output(procs[0])
+    drain = Output(procs[1])  # an unread pipe would fill up and stall process 1
+    try:
+        out.wait_for("step 20/", 180)
+        procs[1].kill()
+        killed = time.monotonic()
+        code = procs[0].wait(timeout=4 * heartbeat + 30)
+        elapsed = time.monotonic() - killed
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    drain.text()
+    text = out.text()
+    # A C++ fatal error in the distributed runtime, not a Python exception: SIGABRT.
+    assert code == -signal.SIGABRT, text[-3000:]
+    assert elapsed < 2 * heartbeat + 10
+    assert "stopped sending heartbeats" in text
+
+
+def test_children_die_with_a_killed_launcher(tmp_path):
+    cmd = [sys.executable, "-m", "omnilearn_jax.launch", "--num_processes=2", "--"]
+    proc = subprocess.Popen(
+        [*cmd, *long_run_args(tmp_path / "run")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    out = Output(proc)
+    pids = [int(out.wait_for(f"started process {i} pid", 30).split()[-1]) for i in (0, 1)]
+    proc.kill()  # SIGKILL: the launcher gets no chance to stop them itself
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(pid) for pid in pids)
