@@ -1,10 +1,11 @@
-# `make run` and `make test` set up .venv on first use, then run the default job or the tests.
+# `make run` and `make test` set up .venv on first use, then run the default ablation or the
+# tests. `make train` runs the single default job.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format
+.PHONY: run train test lint format
 
 $(STAMP): requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -13,6 +14,9 @@ $(STAMP): requirements.txt
 	touch $(STAMP)
 
 run: $(STAMP)
+	$(PY) -m experiments.ablate --config=configs/ablation_default.py --workdir=runs/ablation_default --parallel 2
+
+train: $(STAMP)
 	$(PY) -m omnilearn_jax.main --config=configs/default.py --workdir=runs/default
 
 test: $(STAMP)

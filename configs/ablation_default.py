@@ -1,4 +1,4 @@
-"""Every registered controller at the paper's HL8, two seeds, on the paper set-up run locally.
+"""Every built-in controller at the paper's HL8, two seeds, on the paper set-up run locally.
 
     python -m experiments.ablate --config=configs/ablation_default.py --workdir=runs/abl \
         --parallel 2
@@ -25,8 +25,10 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     c.base = f"configs/paper_bsp.py:runlocal,model=mlp,hetero=hl{level},epochs=8"
     c.group = f"controllers_hl{level}"
     c.grid = ml_collections.ConfigDict(
-        {"controller.name": controllers.available(), "seed": tuple(range(a.seeds))},
+        {"controller.name": controllers.BUILT_IN, "seed": tuple(range(a.seeds))},
         allow_dotted_keys=True,
     )
+    # Every cell logs to W&B offline (no account, no network); sync later (docs/wandb.md).
+    c.overrides = ml_collections.ConfigDict({"wandb.mode": "offline"}, allow_dotted_keys=True)
     c.target_accuracy = 0.85
     return c

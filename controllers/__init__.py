@@ -24,7 +24,11 @@ from controllers.registry import (
     register,
 )
 
+# The policies this package ships (plug-ins registered later add to `available()`).
+BUILT_IN = ("static", "proportional", "pi", "oracle")
+
 __all__ = [
+    "BUILT_IN",
     "NO_UPPER_BOUND",
     "PAPER_BOUND",
     "Controller",
