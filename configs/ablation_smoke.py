@@ -1,4 +1,5 @@
-"""Ablation for tests: 2 controllers x 2 profiles x 2 seeds, a few steps each (8 cells).
+"""Ablation for tests: 2 controllers x 2 profiles x 2 seeds, a few steps each (8 cells),
+logged to W&B offline.
 
 python -m experiments.ablate --config=configs/ablation_smoke.py --workdir=/tmp/abl_smoke
 """
@@ -22,7 +23,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
         allow_dotted_keys=True,
     )
     c.overrides = ml_collections.ConfigDict(
-        {"hetero.level": 8, "train.num_steps": 6, "train.eval_every": 3},
+        {"hetero.level": 8, "train.num_steps": 6, "train.eval_every": 3, "wandb.mode": "offline"},
         allow_dotted_keys=True,
     )
     c.target_accuracy = 0.2

@@ -94,6 +94,28 @@ def test_rerun_after_kill_finishes_only_the_missing_cells(resumed):
         assert log.count("training mlp") == 1
 
 
+def test_every_cell_has_an_offline_wandb_run_matching_its_metrics(resumed):
+    from omnilearn_jax.runstore import read_metrics
+    from omnilearn_jax.tracking import find_offline_runs, read_offline_history
+
+    workdir = resumed[0]
+    cells = spec.load(SMOKE).cells()
+    assert len(cells) == 8
+    for cell in cells:
+        cell_dir = os.path.join(workdir, cell.name)
+        runs = find_offline_runs(cell_dir)
+        assert len(runs) == 1, (cell.name, runs)
+        history = {row["step"]: row for row in read_offline_history(runs[0])}
+        for record in read_metrics(cell_dir):
+            row = history[record["step"]]
+            for key in ("loss", "eval_accuracy", "step_time"):
+                if key in record:
+                    assert row[key] == pytest.approx(record[key], rel=1e-9, abs=1e-12)
+            for k, size in enumerate(record.get("batch_sizes", [])):
+                assert row[f"worker/{k}/batch_size"] == size
+        assert sorted(history) == sorted({r["step"] for r in read_metrics(cell_dir)})
+
+
 def test_table_equals_values_recomputed_from_the_summaries(resumed):
     workdir, _, second = resumed
     cells = spec.load(SMOKE).cells()

@@ -1,0 +1,111 @@
+"""Data sets, the global-batch sampler, models' per-example normalisation, optimisers."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from omnilearn_jax import data, models, optim
+
+
+def test_the_global_batch_depends_on_seed_and_step_only():
+    a = data.GlobalBatchSampler(1000, 64, seed=3)
+    b = data.GlobalBatchSampler(1000, 64, seed=3)
+    steps = [40, 0, 17, 15, 16, 31]  # any order, across epochs (15 steps an epoch)
+    for t in steps:
+        assert np.array_equal(a.indices(t), b.indices(t))
+    assert len(set(a.indices(0)) | set(a.indices(1))) == 128  # no repeats within an epoch
+    assert not np.array_equal(a.indices(0), data.GlobalBatchSampler(1000, 64, 4).indices(0))
+    assert not np.array_equal(a.indices(0), a.indices(15))  # a fresh permutation each epoch
+    assert np.array_equal(
+        a.stream(64 * 14 + 10, 100), np.concatenate([a.indices(14), a.indices(15)])[10:110]
+    )
+    assert a.is_epoch_end(14) and not a.is_epoch_end(15)
+
+
+def test_mnist1d_is_generated_locally_cached_and_leaves_numpy_seeded(tmp_path):
+    np.random.seed(123)
+    expected = np.random.rand()
+    np.random.seed(123)
+    ds = data.load({"name": "mnist1d", "data_dir": str(tmp_path)})
+    assert np.random.rand() == expected  # the generator's reseeding did not leak out
+    assert ds.x_train.shape == (4000, 40, 1) and ds.x_test.shape == (1000, 40, 1)
+    assert ds.num_classes == 10 and (tmp_path / "mnist1d.npz").exists()
+    again = data.load({"name": "mnist1d", "data_dir": str(tmp_path)})  # from the cache
+    assert np.array_equal(ds.x_train, again.x_train)
+
+
+def test_synthetic_and_digits_shapes_and_labels():
+    ds = data.load(
+        {
+            "name": "synthetic",
+            "input_shape": (4, 6, 2),
+            "num_classes": 7,
+            "num_train": 100,
+            "num_test": 20,
+        }
+    )
+    assert ds.x_train.shape == (100, 4, 6, 2) and ds.y_test.shape == (20,)
+    assert ds.num_classes == 7 and set(np.unique(ds.y_train)) <= set(range(7))
+    digits = data.load({"name": "digits"})
+    assert digits.input_shape == (8, 8, 1) and len(digits.y_train) + len(digits.y_test) == 1797
+    assert digits.x_train.min() >= 0.0 and digits.x_train.max() <= 1.0
+
+
+def test_npz_round_trip(tmp_path):
+    path = tmp_path / "mine.npz"
+    rng = np.random.default_rng(0)
+    np.savez(
+        path,
+        x_train=rng.integers(0, 256, (10, 4, 4, 3), dtype=np.uint8),
+        y_train=np.arange(10) % 3,
+        x_test=np.zeros((2, 4, 4, 3), np.uint8),
+        y_test=np.array([0, 2]),
+    )
+    ds = data.load({"name": "npz", "path": str(path)})
+    assert ds.num_classes == 3 and ds.x_train.max() <= 1.0 and ds.x_train.dtype == np.float32
+
+
+@pytest.mark.parametrize(
+    "name,shape",
+    [("resnet18", (16, 16, 3)), ("cnn", (40, 1)), ("cnn", (8, 8, 1)), ("mlp", (8, 8, 1))],
+)
+def test_each_example_is_normalised_on_its_own(name, shape):
+    """GroupNorm: an example's logits do not depend on the other rows of the batch, so
+    padded rows cannot leak into valid ones and every split computes the same thing."""
+    kwargs = {"width": 8} if name == "resnet18" else {}
+    apply, params = models.create({"name": name, **kwargs}, shape, 10, seed=0)
+    x = jax.random.normal(jax.random.key(1), (5, *shape))
+    alone = apply(params, x[:2])
+    with_others = apply(params, jnp.concatenate([x[:2], 1e3 * x[2:]]))[:2]
+    assert float(jnp.max(jnp.abs(alone - with_others))) <= 1e-5
+    assert alone.shape == (2, 10)
+
+
+def test_optimizers_and_schedules_follow_the_config():
+    section = {
+        "name": "sgd",
+        "learning_rate": 0.1,
+        "schedule": "warmup_cosine",
+        "warmup_steps": 10,
+        "momentum": 0.9,
+    }
+    lr = optim.learning_rate(section, num_steps=110)
+    assert float(lr(0)) == 0.0 and float(lr(10)) == pytest.approx(0.1)
+    assert float(lr(110)) == pytest.approx(0.0, abs=1e-7)
+    params = {"w": jnp.ones(3)}
+    grad = {"w": jnp.full(3, 2.0)}
+    for name, expected in (("sgd", 1 - 0.1 * 2.0), ("adamw", 1 - 0.1 * (1 + 0.01))):
+        tx = optim.create(
+            {
+                "name": name,
+                "learning_rate": 0.1,
+                "schedule": "constant",
+                "weight_decay": 0.01 if name == "adamw" else 0.0,
+            },
+            10,
+        )
+        updates, _ = tx.update(grad, tx.init(params), params)
+        new = optax.apply_updates(params, updates)
+        assert float(new["w"][0]) == pytest.approx(expected, rel=1e-5)
