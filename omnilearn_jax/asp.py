@@ -33,8 +33,11 @@ import numpy as np
 import optax
 
 import controllers
+from omnilearn_jax.checkpoint import Checkpointer
 from omnilearn_jax.cluster import time_to_target
+from omnilearn_jax.loop import resume_point
 from omnilearn_jax.runlog import RunLog
+from omnilearn_jax.runstore import truncate_metrics
 from omnilearn_jax.step import TrainState
 from omnilearn_jax.tracking import make_tracker
 
@@ -84,6 +87,63 @@ class AsyncLoop:
         self.events: list = []  # heap of (finish time, worker, group index, rows)
         self.groups: dict[int, Group] = {}
         self.evals: list[dict] = []
+
+    # -- checkpoints: the server, every worker, and the gradients still in flight ----------
+    def arrays(self, cstate, sizes) -> dict:
+        return {
+            "train": self.t.state,
+            "controller": jax.tree.map(np.asarray, cstate),
+            "sizes": np.asarray(sizes, np.int32),
+            "groups": {str(g): group.sums for g, group in self.groups.items()},
+            "workers": {
+                "iterations": self.iterations.copy(),
+                "applied": self.applied.copy(),
+                "busy": self.busy.astype(np.int32),
+                "last_time": self.last_time.copy(),
+            },
+        }
+
+    def meta(self, run_id: str) -> dict:
+        return {
+            "version": self.version,
+            "now": self.now,
+            "stream_pos": self.stream_pos,
+            "events": [list(e) for e in self.events],
+            "group_versions": {str(g): group.version for g, group in self.groups.items()},
+            "staleness": self.staleness,
+            "evals": self.evals,
+            "wandb_run_id": run_id,
+        }
+
+    def restore(self, ckpt: Checkpointer, step: int, cstate, sizes) -> tuple[Any, Any, str]:
+        meta = ckpt.restore_meta(step)
+        # Gradients in flight are restored into arrays shaped like a real local step's.
+        template = self.t.steps.local(
+            self.t.state.params,
+            self.t.batch_of(
+                self.t.sampler.stream(0, self.b),
+                np.full(self.w, self.b // self.w)
+                + np.eye(self.w, dtype=np.int64)[0] * (self.b % self.w),
+                None,
+                0,
+            ),
+        )
+        like = self.arrays(cstate, sizes)
+        like["groups"] = {g: template for g in meta["group_versions"]}
+        arrays, _ = ckpt.restore(step, like)
+        self.t.state = arrays["train"]
+        self.groups = {
+            int(g): Group(arrays["groups"][g], v) for g, v in meta["group_versions"].items()
+        }
+        workers = arrays["workers"]
+        self.iterations, self.applied = workers["iterations"], workers["applied"]
+        self.busy, self.last_time = workers["busy"].astype(bool), workers["last_time"]
+        self.version, self.now, self.stream_pos = meta["version"], meta["now"], meta["stream_pos"]
+        self.events = [tuple(e) for e in meta["events"]]
+        heapq.heapify(self.events)
+        self.staleness, self.evals = meta["staleness"], meta["evals"]
+        truncate_metrics(self.t.workdir, self.version)
+        return arrays["controller"], np.asarray(arrays["sizes"]), meta["wandb_run_id"]
 
     def scale(self, k: int, b_k: int) -> float:
         """Factor on worker k's gradient sum: b_k / B of its mean (share) or its mean."""
@@ -146,19 +206,31 @@ class AsyncLoop:
 
     def run(self) -> dict[str, Any]:
         t, cfg = self.t, self.cfg
+        ckpt = Checkpointer(t.workdir, keep=cfg.train.keep_checkpoints)
+        latest, previous = resume_point(ckpt, t.workdir, cfg)
+        if previous is not None:
+            return previous
+        cstate = jax.jit(t.controller.init, static_argnums=(0, 1))(self.w, self.b)
+        sizes = t.safe_sizes(
+            controllers.initial_sizes(cstate, self.w, self.b), t.timer.speeds(0), 0
+        )
+        run_id = ""
+        if latest is not None:
+            cstate, sizes, run_id = self.restore(ckpt, latest, cstate, sizes)
         resolved = t.resolved_config()
         tracker = make_tracker(
             ml_collections.ConfigDict(resolved),
             t.workdir,
             process_index=jax.process_index(),
             tags=(f"controller:{cfg.controller.name}", f"hetero:{cfg.hetero.name}", "mode:asp"),
+            resume_id=run_id,
         )
-        log = RunLog(t.workdir, is_main=jax.process_index() == 0, tracker=tracker)
+        log = RunLog(
+            t.workdir, is_main=jax.process_index() == 0, tracker=tracker, append=latest is not None
+        )
         log.config(resolved)
-        cstate = jax.jit(t.controller.init, static_argnums=(0, 1))(self.w, self.b)
-        sizes = t.safe_sizes(
-            controllers.initial_sizes(cstate, self.w, self.b), t.timer.speeds(0), 0
-        )
+        if latest is None:
+            log.summary({"status": "running", "steps": 0})
         budget = float(cfg.asp.time_budget)
         pending, start = [], time.perf_counter()
         log.say(
@@ -167,6 +239,7 @@ class AsyncLoop:
         )
         try:
             while self.version < cfg.train.num_steps and not (budget and self.now >= budget):
+                t.faults.crash(self.version)
                 self.start_ready(sizes)
                 record = self.apply_next()
                 record.update(batch_sizes=sizes, worker_times=self.last_time.tolist())
@@ -188,9 +261,13 @@ class AsyncLoop:
                     )
                 if done % cfg.train.eval_every == 0:
                     self.evaluate(log, pending)
+                if cfg.train.checkpoint_every and done % cfg.train.checkpoint_every == 0:
+                    self.flush(log, pending)
+                    ckpt.save(done, self.arrays(cstate, sizes), self.meta(tracker.run_id))
             self.flush(log, pending)
             if not self.evals or self.evals[-1]["step"] != self.version:
                 self.evaluate(log, pending)
+            ckpt.save(self.version, self.arrays(cstate, sizes), self.meta(tracker.run_id))
             summary = self.summary(time.perf_counter() - start, tracker.run_id)
             log.summary(summary)
             if cfg.train.save_params and log.is_main:
@@ -208,6 +285,7 @@ class AsyncLoop:
             raise
         finally:
             log.close()
+            ckpt.close()
         log.say(
             f"done: {self.version} updates, final eval accuracy "
             f"{summary['final_eval_accuracy']:.4f} at {self.now:.2f}s; results in {t.workdir}"

@@ -54,6 +54,11 @@ class Checkpointer:
         )
         return out["arrays"], out["meta"]
 
+    def restore_meta(self, step: int) -> dict[str, Any]:
+        """Only the JSON part (what the arrays' structure depends on, in async runs)."""
+        out = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+        return out["meta"]
+
     def close(self) -> None:
         if self._manager is not None:
             self._manager.close()

@@ -23,7 +23,7 @@ import controllers
 from omnilearn_jax.checkpoint import Checkpointer
 from omnilearn_jax.cluster import time_to_target
 from omnilearn_jax.runlog import RunLog
-from omnilearn_jax.runstore import truncate_metrics
+from omnilearn_jax.runstore import plain, truncate_metrics
 from omnilearn_jax.tracking import make_tracker
 
 
@@ -64,7 +64,7 @@ def check_same_config(workdir: str, config) -> None:
     with open(path) as f:
         stored = json.load(f)
     stored.pop("resolved", None)
-    now = json.loads(json.dumps(config.to_dict()))  # tuples -> lists, as stored
+    now = json.loads(json.dumps(plain(config.to_dict())))  # as stored: lists, inf -> null
     old, new = _flat(stored), _flat(now)
     changed = sorted(
         k for k in set(old) | set(new) if old.get(k) != new.get(k) and k not in RESUMABLE_CHANGES
@@ -75,6 +75,21 @@ def check_same_config(workdir: str, config) -> None:
             f"{workdir} holds a checkpoint of a run with a different config ({detail}); use a "
             f"new workdir, or --config.train.resume=False to start this one afresh there"
         )
+
+
+def resume_point(ckpt: Checkpointer, workdir: str, cfg) -> tuple[int | None, dict | None]:
+    """(latest checkpoint step to resume from or None, the summary if already complete)."""
+    latest = ckpt.latest_step() if cfg.train.resume else None
+    if latest is None:
+        if jax.process_index() == 0 and os.path.isdir(ckpt.directory):
+            shutil.rmtree(ckpt.directory)  # a fresh run must not mix with old steps
+        return None, None
+    check_same_config(workdir, cfg)
+    previous = read_summary(workdir)
+    if previous and previous.get("status") == "complete":
+        print(f"run in {workdir} is already complete ({previous['steps']} steps); nothing to do")
+        return latest, previous
+    return latest, None
 
 
 def read_summary(workdir: str) -> dict | None:
@@ -125,14 +140,8 @@ class Loop:
     def run(self) -> dict[str, Any]:
         t, cfg = self.t, self.cfg
         num_steps, w, b = cfg.train.num_steps, cfg.num_workers, cfg.global_batch_size
-        latest = self.ckpt.latest_step() if cfg.train.resume else None
-        if latest is not None:
-            check_same_config(t.workdir, cfg)
-        elif jax.process_index() == 0 and os.path.isdir(self.ckpt.directory):
-            shutil.rmtree(self.ckpt.directory)  # a fresh run must not mix with old steps
-        previous = read_summary(t.workdir) if latest is not None else None
-        if previous and previous.get("status") == "complete" and latest == num_steps:
-            print(f"run in {t.workdir} is already complete ({num_steps} steps); nothing to do")
+        latest, previous = resume_point(self.ckpt, t.workdir, cfg)
+        if previous is not None:
             return previous
         cstate = jax.jit(t.controller.init, static_argnums=(0, 1))(w, b)
         sizes = t.safe_sizes(controllers.initial_sizes(cstate, w, b), t.timer.speeds(0), 0)

@@ -15,14 +15,14 @@ from typing import Any
 import numpy as np
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """numpy and JAX scalars/arrays to JSON-ready Python values (NaN and inf as null)."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if hasattr(value, "tolist"):
-        return _plain(np.asarray(value).tolist())
+        return plain(np.asarray(value).tolist())
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
@@ -31,7 +31,7 @@ def _plain(value: Any) -> Any:
 def _write_json(path: str, obj: Any) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
-        json.dump(_plain(obj), f, indent=2, sort_keys=True)
+        json.dump(plain(obj), f, indent=2, sort_keys=True)
         f.write("\n")
     os.replace(tmp, path)  # atomic: a killed run never leaves half a file
 
@@ -48,7 +48,7 @@ class RunStore:
         _write_json(os.path.join(self.workdir, "config.json"), config)
 
     def append(self, record: Mapping[str, Any]) -> None:
-        self._metrics.write(json.dumps(_plain(record), sort_keys=True) + "\n")
+        self._metrics.write(json.dumps(plain(record), sort_keys=True) + "\n")
         self._metrics.flush()
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:

@@ -115,3 +115,35 @@ def test_proportional_equalises_staleness_at_async_hl8(tmp_path):
     assert balanced.max() <= 1.10 * balanced.min(), balanced
     uniform = run("uniform", "static")
     assert uniform[3] < 0.25 * uniform[:3].min(), uniform  # the fast worker is much fresher
+
+
+def test_async_crash_and_resume_equals_an_unbroken_run(tmp_path):
+    def config(crash):
+        c = _config(
+            num_workers=4,
+            num_devices=4,
+            mode="asp",
+            train__num_steps=40,
+            train__eval_every=20,
+            train__checkpoint_every=8,
+            cost__noise=0.1,
+        )
+        c.hetero.name = "hl"
+        c.hetero.level = 8
+        c.hetero.variant = "asp"
+        c.controller.name = "proportional"
+        c.faults.crash_step = crash
+        return c
+
+    Trainer(config(-1), str(tmp_path / "clean")).run()
+    for crash in (13, 29):  # resumes from update 8, then from 24, with gradients in flight
+        try:
+            Trainer(config(crash), str(tmp_path / "broken")).run()
+        except RuntimeError as err:
+            assert f"planted crash before step {crash}" in str(err)
+        else:
+            raise AssertionError("the planted crash did not happen")
+    Trainer(config(-1), str(tmp_path / "broken")).run()
+    clean, broken = tmp_path / "clean", tmp_path / "broken"
+    assert (broken / "metrics.jsonl").read_bytes() == (clean / "metrics.jsonl").read_bytes()
+    assert _max_diff(_params(clean), _params(broken)) == 0.0
