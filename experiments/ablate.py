@@ -3,7 +3,8 @@
     python -m experiments.ablate --config=configs/ablation_default.py --workdir=runs/abl \
         [--parallel 2] [--export_sweep sweep.yaml] [--dry_run]
 
-Every cell runs `python -m omnilearn_jax.main` in its own process and DIR/<cell>/; a rerun
+Every cell runs `python -m omnilearn_jax.main` (through `omnilearn_jax.launch` when the
+ablation sets num_processes > 1) in its own process and DIR/<cell>/; a rerun
 skips complete cells. The table goes to DIR/results.csv and DIR/results.md. With
 --export_sweep the grid is written as a W&B sweep file instead and nothing runs.
 See docs/ablations.md.
@@ -54,7 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         from experiments.ablation.sweep import write_sweep
 
         project = args.project or base.wandb.project
-        write_sweep(ablation, args.export_sweep, project=project)
+        try:
+            write_sweep(ablation, args.export_sweep, project=project)
+        except ValueError as e:
+            print(f"ablate: {e}", file=sys.stderr)
+            return 2
         print(f"wrote W&B sweep ({len(cells)} runs) to {args.export_sweep}")
         print(f"  wandb sweep {args.export_sweep}   # then: wandb agent ENTITY/PROJECT/SWEEP_ID")
         return 0

@@ -39,6 +39,7 @@ from omnilearn_jax.loop import resume_point
 from omnilearn_jax.runlog import RunLog
 from omnilearn_jax.runstore import truncate_metrics
 from omnilearn_jax.step import TrainState
+from omnilearn_jax.timing import device_ready_times
 from omnilearn_jax.tracking import make_tracker
 
 
@@ -169,11 +170,17 @@ class AsyncLoop:
         self.stream_pos += int(group_sizes.sum())
         round_index = self.version // self.w  # profiles are indexed by BSP-equivalent steps
         speeds = self.t.timer.speeds(min(round_index, self.cfg.train.num_steps - 1))
-        batch = self.t.batch_of(rows, group_sizes, None, round_index)
+        extras = self.t.timer.batch_extras(group_sizes, speeds)
+        batch = self.t.batch_of(rows, group_sizes, extras, round_index)
+        start = time.perf_counter()
         sums = self.t.steps.local(self.t.state.params, batch)
         gid = len(self.groups) and max(self.groups) + 1
         self.groups[gid] = Group(sums, self.version)
-        times = self.t.timer.cost.worker_times(round_index, group_sizes, speeds)
+        if self.cfg.clock == "wall":  # each device's compute, measured with it synchronised
+            times = device_ready_times(sums.count, start)
+        else:
+            times = self.t.timer.cost.worker_times(round_index, group_sizes, speeds)
+        times = self.t.timer.accept(round_index, times, group_sizes)
         for k in ready:
             duration = float(times[k]) + self.comm
             self.busy[k] = True
@@ -231,6 +238,12 @@ class AsyncLoop:
         log.config(resolved)
         if latest is None:
             log.summary({"status": "running", "steps": 0})
+        speeds = t.timer.speeds(0)
+        t.timer.warm_up(
+            t.steps,
+            t.placement.replicate(jax.tree.map(np.array, t.state)),
+            t.batch(0, sizes, t.timer.batch_extras(sizes, speeds)),
+        )
         budget = float(cfg.asp.time_budget)
         pending, start = [], time.perf_counter()
         log.say(

@@ -8,9 +8,11 @@ broken timer would report it.
 
 `TimeGuard` rejects measured times that cannot be right: not finite, zero or negative for a
 worker that had samples, or more than `outlier_factor` times away from that worker's last
-accepted per-sample time. A rejected time is replaced by the worker's last accepted
-per-sample time times its current batch, and a warning names it; the clock and the
-controller see only accepted times, so one bad reading cannot corrupt the controller's state.
+accepted per-sample time (unless the next reading is as far off too: then the worker really
+changed speed and the second reading is accepted). A rejected time is replaced by the
+worker's last accepted per-sample time times its current batch, and a warning names it; the
+clock and the controller see only accepted times, so one bad reading cannot corrupt the
+controller's state.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class TimeGuard:
             raise ValueError(f"train.outlier_factor must be > 1, got {outlier_factor}")
         self.factor = outlier_factor
         self.per_sample = np.full(num_workers, np.nan)  # last accepted, per worker
+        self.suspect = np.zeros(num_workers, bool)  # last reading was an outlier
 
     def __call__(self, step: int, times: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         times = np.asarray(times, np.float64).copy()
@@ -66,7 +69,12 @@ class TimeGuard:
             ratio = rate / self.per_sample
         bad = busy & ~(np.isfinite(times) & (times > 0))
         known = busy & ~bad & np.isfinite(self.per_sample)
-        bad |= known & ((ratio > self.factor) | (ratio < 1 / self.factor))
+        outlier = known & ((ratio > self.factor) | (ratio < 1 / self.factor))
+        # One far-off reading is rejected; a second in a row means the worker really changed
+        # speed (a preempted node), so it is accepted: the guard filters spikes, not trends.
+        confirmed = outlier & self.suspect
+        self.suspect = outlier & ~confirmed
+        bad |= outlier & ~confirmed
         for k in np.flatnonzero(bad):
             fallback = self.per_sample[k] * sizes[k]
             print(

@@ -86,8 +86,6 @@ def check_static_sizes(config, lo, hi) -> None:
 def _check_asp(config, num_available_devices: int) -> None:
     _choice("asp.weighting", config.asp.weighting, ("share", "mean"))
     _choice("asp.lr_scaling", config.asp.lr_scaling, ("none", "linear"))
-    if config.clock != "virtual":
-        raise ValueError("mode=asp runs on the virtual clock only; set clock=virtual")
     num_devices = config.num_devices or num_available_devices
     if config.num_workers != num_devices:
         raise ValueError(

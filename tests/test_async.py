@@ -147,3 +147,24 @@ def test_async_crash_and_resume_equals_an_unbroken_run(tmp_path):
     clean, broken = tmp_path / "clean", tmp_path / "broken"
     assert (broken / "metrics.jsonl").read_bytes() == (clean / "metrics.jsonl").read_bytes()
     assert _max_diff(_params(clean), _params(broken)) == 0.0
+
+
+def test_async_on_the_wall_clock_orders_updates_by_measured_times(tmp_path):
+    """A worker injected to be 2x slower is measured so, and pushes about half the updates."""
+    config = _config(
+        num_workers=4,
+        num_devices=4,
+        mode="asp",
+        clock="wall",
+        train__num_steps=50,
+        train__eval_every=50,
+    )
+    config.hetero.name = "cores"
+    config.hetero.cores = (1.0, 1.0, 1.0, 0.5)
+    config.hetero.inject = 0.003  # seconds a sample at speed 1: the sleep dominates compute
+    summary = Trainer(config, str(tmp_path)).run()
+    updates = np.array(summary["updates_per_worker"])
+    assert updates.sum() == 50
+    assert 0.35 <= updates[3] / updates[:3].mean() <= 0.7, updates
+    times = [r["worker_times"] for r in read_metrics(tmp_path) if "worker_times" in r][-1]
+    assert 1.6 <= times[3] / np.mean(times[:3]) <= 2.4, times

@@ -1,14 +1,18 @@
 """Runs the cells of an ablation as subprocesses of the real command line, N at a time.
 
 Each cell is `python -m omnilearn_jax.main --config=BASE --workdir=DIR/CELL --config.K=V ...`
-with its stdout and stderr in DIR/CELL/log.txt, so cells are isolated (a crash, a hang or a
-leaked JAX setting stays in its process) and a cell can be rerun by hand from its log header.
+(or, when the ablation sets num_processes=N > 1, `python -m omnilearn_jax.launch
+--num_processes=N --devices_per_process=cpu_devices/N -- <the same arguments>`) with its
+stdout and stderr in DIR/CELL/log.txt, so cells are isolated (a crash, a hang or a leaked
+JAX setting stays in its process) and a cell can be rerun by hand from its log header.
 
 CPU sharing: with N cells at once on C cores, each cell gets a disjoint set of max(1, C // N)
 cores (Linux CPU affinity; slots wrap when N > C) and matching thread counts
 (OMP/OPENBLAS/MKL_NUM_THREADS); when a cell has a single core XLA's Eigen thread pool is
 switched off (`--xla_cpu_multi_thread_eigen=false`). Without this, N processes each spawn a
-thread per core and the cores thrash between them.
+thread per core and the cores thrash between them. A multi-process cell still takes one slot:
+its P processes share the slot's cores (they inherit the launcher's affinity), and each gets
+max(1, cores // P) threads, so the cell as a whole asks for as many threads as it has cores.
 
 Resuming: a cell whose summary.json says status 'complete' is skipped; any other cell
 directory (a killed or failed run) is deleted and the cell rerun from scratch.
@@ -24,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from experiments.ablation.spec import Ablation, Cell, format_value
+from experiments.ablation.spec import Ablation, Cell, devices_per_process, format_value
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -40,11 +44,18 @@ def is_complete(cell_dir: str) -> bool:
 def cell_command(ablation: Ablation, cell: Cell, workdir: str) -> list[str]:
     path, sep, arg = ablation.base.partition(":")
     base = os.path.abspath(path) + sep + arg
-    args = [sys.executable, "-m", "omnilearn_jax.main", f"--config={base}"]
+    args = [f"--config={base}"]
     args.append(f"--workdir={os.path.abspath(os.path.join(workdir, cell.name))}")
     for key, value in ablation.cell_overrides(cell).items():
         args.append(f"--config.{key}={format_value(value)}")
-    return args
+    n = ablation.num_processes
+    if n == 1:
+        return [sys.executable, "-m", "omnilearn_jax.main", *args]
+    # The launcher's own default (8 // N devices each) ignores the config; splitting the
+    # cell's cpu_devices keeps the device count, and so the maths, of the one-process cell.
+    k = devices_per_process(ablation, cell)
+    launcher = ["-m", "omnilearn_jax.launch", f"--num_processes={n}", f"--devices_per_process={k}"]
+    return [sys.executable, *launcher, "--", *args]
 
 
 def cpu_slots(parallel: int, cores: list[int] | None = None) -> list[list[int]]:
@@ -143,15 +154,19 @@ class Runner:
             if cores and hasattr(os, "sched_setaffinity"):
                 os.sched_setaffinity(0, cores)
 
+        # The processes of a multi-process cell share its cores: split the threads too.
+        threads = max(1, (len(cores) or 1) // self.ablation.num_processes)
         proc = subprocess.Popen(
             cmd,
             cwd=REPO_ROOT,
-            env=cell_env(len(cores) or 1),
+            env=cell_env(threads),
             stdout=log_file,
             stderr=subprocess.STDOUT,
             preexec_fn=pin,
         )
-        self.log(f"[ablate] start {cell.name} (cores {cores or 'any'})")
+        procs = self.ablation.num_processes
+        shared = f", {procs} processes x {threads} thread(s)" if procs > 1 else ""
+        self.log(f"[ablate] start {cell.name} (cores {cores or 'any'}{shared})")
         return proc, cell, time.perf_counter(), log_file
 
     def _progress(self, total, done, running, failed, todo, durations, start) -> None:

@@ -6,6 +6,9 @@ An ablation config file's `get_config(arg)` returns a ConfigDict (or dict) with
   overrides        optional {config key: value} applied to every cell
   group            optional name (default: the ablation file's stem)
   target_accuracy  optional; passed to every cell as train.target_accuracy when > 0
+  num_processes    optional int >= 1 (default 1); > 1 runs each cell through
+                   `omnilearn_jax.launch` as that many JAX processes sharing the cell's
+                   `cpu_devices` (so the cell's total device count does not change)
 Dotted keys need `ConfigDict(..., allow_dotted_keys=True)` or a plain dict.
 """
 
@@ -23,7 +26,7 @@ import ml_collections
 
 from omnilearn_jax.config_args import suggest
 
-_KNOWN = ("base", "grid", "overrides", "group", "target_accuracy")
+_KNOWN = ("base", "grid", "overrides", "group", "target_accuracy", "num_processes")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +42,7 @@ class Ablation:
     overrides: dict[str, Any]
     group: str
     target_accuracy: float
+    num_processes: int = 1
 
     def cells(self) -> list[Cell]:
         keys = list(self.grid)
@@ -140,12 +144,17 @@ def from_config(config: Any, default_group: str = "ablation") -> Ablation:
     both = sorted(set(grid) & set(overrides))
     if both:
         raise ValueError(f"key(s) {both} are both in grid and overrides; keep one")
+    num_processes = config.get("num_processes", 1)
+    # bool is an int subclass; True would silently mean one process.
+    if isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1:
+        raise ValueError(f"ablation num_processes must be an int >= 1, got {num_processes!r}")
     return Ablation(
         base=str(config["base"]),
         grid={k: tuple(v) for k, v in grid.items()},
         overrides=overrides,
         group=str(config.get("group") or default_group),
         target_accuracy=float(config.get("target_accuracy") or 0.0),
+        num_processes=num_processes,
     )
 
 
@@ -185,14 +194,39 @@ def _leaf_keys(config: Any, prefix: str = "") -> list[str]:
     return keys
 
 
+def run_config(ablation: Ablation, cell: Cell | None = None) -> ml_collections.ConfigDict:
+    """A cell's run config, built in-process; without a cell, what every cell shares."""
+    config = load_config_file(ablation.base, "_base_config")
+    apply_overrides(config, ablation.cell_overrides(cell) if cell else ablation.fixed_overrides())
+    return config
+
+
+def split_devices(config: ml_collections.ConfigDict, num_processes: int) -> int:
+    """CPU devices each process of a multi-process cell gets: the run's `cpu_devices` split
+    evenly, so N processes x K devices is the same device count (and the same maths) as the
+    one-process run of the same config."""
+    total = int(config.cpu_devices)
+    if total % num_processes:
+        raise ValueError(
+            f"cpu_devices={total} is not a multiple of num_processes={num_processes}; "
+            "set cpu_devices in overrides to one that is"
+        )
+    return total // num_processes
+
+
+def devices_per_process(ablation: Ablation, cell: Cell | None = None) -> int:
+    return split_devices(run_config(ablation, cell), ablation.num_processes)
+
+
 def check_cells(ablation: Ablation) -> None:
     """Builds every cell's run config in-process and checks it before anything runs."""
     from omnilearn_jax.config_check import check_config
 
     for cell in ablation.cells():
-        config = load_config_file(ablation.base, "_base_config")
         try:
-            apply_overrides(config, ablation.cell_overrides(cell))
+            config = run_config(ablation, cell)
             check_config(config)
+            if ablation.num_processes > 1:
+                split_devices(config, ablation.num_processes)
         except ValueError as e:
             raise ValueError(f"cell {cell.name}: {e}") from None

@@ -6,6 +6,8 @@ the ablation runner, through `bash -c` so each run gets its own workdir from the
 $WANDB_RUN_ID (`${args}` expands to separate words, which "$@" passes on unchanged).
 Grid keys are `values` lists; overrides, the target accuracy and `wandb.mode=online` are
 single `value` entries. Tuples are written as the command line's '(a,b)' strings.
+With num_processes=N > 1 the command runs `omnilearn_jax.launch --num_processes=N
+--devices_per_process=K -- ...` instead, K = cpu_devices // N as in the runner.
 """
 
 from __future__ import annotations
@@ -13,13 +15,25 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from experiments.ablation.spec import Ablation, format_value
+from experiments.ablation.spec import Ablation, devices_per_process, format_value
 
 
 def _yaml_value(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return format_value(value)
     return value
+
+
+def _entry_point(ablation: Ablation) -> str:
+    """`omnilearn_jax.main`, or the launcher in front of it for a multi-process ablation."""
+    n = ablation.num_processes
+    if n == 1:
+        return "omnilearn_jax.main"
+    if "cpu_devices" in ablation.grid:
+        # The command line is fixed for the whole sweep, so it can carry only one K.
+        raise ValueError("a multi-process sweep cannot sweep cpu_devices; put it in overrides")
+    k = devices_per_process(ablation)
+    return f"omnilearn_jax.launch --num_processes={n} --devices_per_process={k} --"
 
 
 def sweep_dict(ablation: Ablation, project: str = "omnilearn-jax", runs_dir: str = "runs") -> dict:
@@ -31,7 +45,7 @@ def sweep_dict(ablation: Ablation, project: str = "omnilearn-jax", runs_dir: str
     }
     parameters.update({f"config.{k}": {"value": _yaml_value(v)} for k, v in fixed.items()})
     script = (
-        "exec python -m omnilearn_jax.main "
+        f"exec python -m {_entry_point(ablation)} "
         f"--config={shlex.quote(ablation.base)} "
         f'--workdir={shlex.quote(f"{runs_dir}/{ablation.group}")}/"$WANDB_RUN_ID" "$@"'
     )

@@ -1,0 +1,139 @@
+"""A multi-process ablation cell: run through the ablation runner as 2 JAX processes x 2 CPU
+devices, it computes the same losses and splits as the same cell in one process x 4 devices."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+from experiments import ablate
+from experiments.ablation import spec
+from experiments.ablation.runner import cell_command
+from omnilearn_jax import launch
+from omnilearn_jax.runstore import read_metrics
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MULTIHOST = "configs/ablation_multihost.py"
+
+
+def test_cell_command_uses_the_launcher_only_for_several_processes(tmp_path):
+    two = spec.load(MULTIHOST)
+    (cell,) = two.cells()
+    cmd = cell_command(two, cell, str(tmp_path))
+    # cpu_devices=4 of paper_bsp split over 2 processes, not the launcher's 8 // N default.
+    assert cmd[1:6] == [
+        "-m",
+        "omnilearn_jax.launch",
+        "--num_processes=2",
+        "--devices_per_process=2",
+        "--",
+    ]
+    one = cell_command(dataclasses.replace(two, num_processes=1), cell, str(tmp_path))
+    assert one[1:3] == ["-m", "omnilearn_jax.main"] and cmd[6:] == one[3:]
+
+
+@pytest.mark.parametrize("bad", [0, -2, True, 1.5, "2"])
+def test_num_processes_must_be_a_positive_int(bad):
+    config = {"base": "configs/smoke.py", "grid": {"seed": (0,)}, "num_processes": bad}
+    with pytest.raises(ValueError, match=r"^ablation num_processes must be an int >= 1, got "):
+        spec.from_config(config)
+
+
+def test_devices_that_do_not_split_evenly_stop_before_any_cell(tmp_path, capsys):
+    config = tmp_path / "abl_three.py"
+    config.write_text(
+        "def get_config(arg=''):\n"
+        "    return {'base': 'configs/paper_bsp.py:runlocal,model=mlp',\n"
+        "            'grid': {'seed': (0,)}, 'num_processes': 3}\n"
+    )
+    # paper_bsp has cpu_devices=4: three processes cannot share it evenly.
+    assert ablate.main([f"--config={config}", f"--workdir={tmp_path / 'run'}"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "ablate: cell seed-0: cpu_devices=4 is not a multiple of num_processes=3; "
+        "set cpu_devices in overrides to one that is\n"
+    )
+    assert not (tmp_path / "run").exists()
+
+
+def test_exported_sweep_runs_the_launcher(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    assert ablate.main([f"--config={MULTIHOST}", f"--export_sweep={path}"]) == 0
+    script = yaml.safe_load(path.read_text())["command"][3]
+    assert script.startswith(
+        "exec python -m omnilearn_jax.launch --num_processes=2 --devices_per_process=2 -- "
+        "--config=configs/paper_bsp.py:runlocal,model=mlp "
+    )
+    swept = dataclasses.replace(spec.load(MULTIHOST), grid={"cpu_devices": (2, 4)})
+    with pytest.raises(ValueError, match="cannot sweep cpu_devices"):
+        from experiments.ablation.sweep import sweep_dict
+
+        sweep_dict(swept)
+
+
+@pytest.mark.slow
+def test_two_process_cell_matches_the_one_process_run(tmp_path):
+    workdir = tmp_path / "abl"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.ablate",
+            f"--config={MULTIHOST}",
+            f"--workdir={workdir}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ablation = spec.load(MULTIHOST)
+    (cell,) = ablation.cells()
+    cell_dir = workdir / cell.name
+    assert json.loads((cell_dir / "summary.json").read_text())["status"] == "complete"
+    # Both processes of the cell share its cores, one thread each on a 2-core slot.
+    threads = max(1, len(os.sched_getaffinity(0)) // 2)
+    assert f"2 processes x {threads} thread(s)" in proc.stdout
+    log = (cell_dir / "log.txt").read_text()
+    header = log.splitlines()[0].split()  # "# <the cell's exact command>"; no spaced args
+    launcher = ["-m", "omnilearn_jax.launch", "--num_processes=2", "--devices_per_process=2"]
+    assert header[:7] == ["#", sys.executable, *launcher, "--"]
+    # Process 1 prints nothing of its own (only process 0 reports), so the launcher's lines
+    # are what show that both ran and finished.
+    assert "[launch] started process 0" in log and "[launch] started process 1" in log
+    assert "[p0] training mlp" in log and "4 workers on 4 cpu devices (2 process(es))" in log
+    assert "[launch] all 2 processes finished" in log
+
+    # The cell's own main.py arguments, in one process with the base's 4 devices.
+    single = tmp_path / "single"
+    main_args = [a for a in header[7:] if not a.startswith("--workdir=")]
+    cmd = [sys.executable, "-m", "omnilearn_jax.main", *main_args, f"--workdir={single}"]
+    one = subprocess.run(
+        [*cmd, "--config.cpu_devices=4"],
+        cwd=ROOT,
+        env=launch.child_env(),  # drops the tests' forced 8-device flag
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert one.returncode == 0, one.stdout[-2000:] + one.stderr[-3000:]
+    assert "4 workers on 4 cpu devices (1 process(es))" in one.stdout + one.stderr
+    a = [r for r in read_metrics(single) if "loss" in r]
+    b = [r for r in read_metrics(cell_dir) if "loss" in r]
+    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 9))
+    # Gloo sums across processes in another order than one process: rounding only.
+    np.testing.assert_allclose([r["loss"] for r in b], [r["loss"] for r in a], atol=1e-6)
+    assert [r["batch_sizes"] for r in b] == [r["batch_sizes"] for r in a]
+    # HL8: the controller moved samples, so agreeing on the splits is not trivial.
+    assert len({tuple(r["batch_sizes"]) for r in a}) > 1
+    assert all(sum(r["batch_sizes"]) == 128 for r in a)
+    ea = [r["eval_loss"] for r in read_metrics(single) if "eval_loss" in r]
+    eb = [r["eval_loss"] for r in read_metrics(cell_dir) if "eval_loss" in r]
+    assert len(ea) == len(eb) == 2
+    np.testing.assert_allclose(eb, ea, atol=1e-6)
