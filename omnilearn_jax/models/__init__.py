@@ -42,9 +42,17 @@ def create(
     """
     check_name(section["name"])
     kwargs = {k: v for k, v in dict(section).items() if k != "name"}
-    model = _MODELS[section["name"]](
-        input_shape=tuple(input_shape), num_classes=num_classes, rngs=nnx.Rngs(seed), **kwargs
-    )
+
+    @nnx.jit  # one compiled initialiser instead of one tiny compile per parameter
+    def build():
+        return _MODELS[section["name"]](
+            input_shape=tuple(input_shape),
+            num_classes=num_classes,
+            rngs=nnx.Rngs(seed),
+            **kwargs,
+        )
+
+    model = build()
     graphdef, params = nnx.split(model, nnx.Param)
 
     def apply(params, x):
