@@ -71,7 +71,8 @@ def fresh_state(placement, params, tx):
     return placement.replicate(TrainState(jnp.zeros((), jnp.int32), params, tx.init(params)))
 
 
-def compare_homogeneous(args, apply, params, tx, x, y) -> None:
+def compare_homogeneous(args, apply, params, tx, x, y) -> dict[str, float]:
+    """Prints the comparison; returns the median step time (s) of each variant."""
     devices = jax.devices()
     d, b = len(devices), args.batch
     placement = Placement("shard_map", devices)
@@ -116,9 +117,11 @@ def compare_homogeneous(args, apply, params, tx, x, y) -> None:
     for k, v in samples.items():
         med = np.median(v)
         print(f"   {k:42s} {med * 1e3:8.2f} ms   ratio {base / med:5.3f}")
+    return {k: float(np.median(v)) for k, v in samples.items()}
 
 
-def trip_count_scan(args, apply, params, tx, x, y) -> None:
+def trip_count_scan(args, apply, params, tx, x, y) -> dict[int, float]:
+    """Prints the scan; returns the median step time (s) for each micro-batch trip count."""
     device = jax.devices()[:1]
     placement = Placement("shard_map", device)
     m, kmax = args.micro, args.max_trips
@@ -152,9 +155,10 @@ def trip_count_scan(args, apply, params, tx, x, y) -> None:
             f"   {k:2d} micro-batches ({k * m:4d} rows): {med * 1e3:8.2f} ms  "
             f"({med / t1:4.2f}x one micro-batch)"
         )
+    return {k: float(np.median(v)) for k, v in samples.items()}
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="cnn")
     parser.add_argument("--batch", type=int, default=256)
@@ -162,8 +166,11 @@ def main() -> None:
     parser.add_argument("--max_trips", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--cpu_devices", type=int, default=8)
-    args = parser.parse_args()
-    jax.config.update("jax_num_cpu_devices", args.cpu_devices)
+    return parser.parse_args(argv)
+
+
+def setup(args: argparse.Namespace):
+    """Model, optimiser and random data of the benchmark: (apply, params, tx, x, y, shape)."""
     rng = np.random.default_rng(0)
     shape = (16, 16, 3)
     x = rng.standard_normal(
@@ -174,6 +181,13 @@ def main() -> None:
         {"name": args.model, "features": (16, 32), "hidden": 64}, shape, 10, 0
     )
     tx = optax.sgd(0.01, momentum=0.9)
+    return apply, params, tx, x, y, shape
+
+
+def main() -> None:
+    args = parse_args()
+    jax.config.update("jax_num_cpu_devices", args.cpu_devices)
+    apply, params, tx, x, y, shape = setup(args)
     print(
         f"machine: {platform.machine()} {os.cpu_count()} cores, {jax.devices()[0].platform} "
         f"x{len(jax.devices())} ({jax.devices()[0].device_kind}), jax {jax.__version__}; "

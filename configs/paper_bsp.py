@@ -69,10 +69,11 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     if a.runlocal:
         c.model.width, c.model.features, c.model.hidden = 8, (8, 16), 32
     train_rows = c.dataset.get_ref("num_train") if data == "synthetic" else DIGITS_TRAIN
-    steps_per_epoch = train_rows // b
-    c.train.num_steps = a.epochs * steps_per_epoch
-    c.train.eval_every = steps_per_epoch
-    c.train.log_every = steps_per_epoch
+    # Each derived key gets its own reference expression: one shared reference would tie them,
+    # so overriding eval_every on the command line would silently change num_steps too.
+    c.train.num_steps = a.epochs * (train_rows // b)
+    c.train.eval_every = train_rows // b
+    c.train.log_every = train_rows // b
     c.train.eval_batch_size = 256
     c.train.target_accuracy = a.target
 

@@ -202,3 +202,12 @@ def test_the_trainer_rejects_the_same_configs(tmp_path, changes, message):
     c.num_devices = 4
     with pytest.raises(ValueError, match=message):
         Trainer(c, str(tmp_path))
+
+
+def test_overriding_one_derived_key_leaves_the_others_alone():
+    from configs import paper_bsp
+
+    c = paper_bsp.get_config("runlocal,model=mlp,epochs=10")
+    steps = c.train.num_steps
+    c.train.eval_every = 3  # its own reference: num_steps must not follow it
+    assert (c.train.num_steps, c.train.eval_every, c.train.log_every) == (steps, 3, steps // 10)

@@ -1,0 +1,380 @@
+"""Runs every benchmark, saves each result as JSON and renders docs/BENCHMARKS.md from them.
+
+    python -m benchmarks.report [--small] [--out docs/benchmarks] [--doc docs/BENCHMARKS.md]
+    python -m benchmarks.report --out docs/benchmarks/gpu --doc docs/BENCHMARKS_GPU.md  # on a GPU
+
+One function a measurement, returning a plain dict; each builds what it times and warms it
+up (compiles) first, then reports medians or best-of rates, so a busy machine only ever
+makes a figure look worse, never better. The scripts' own functions are imported
+(step_bench, controller_cost, controller_sim, async_bench), so the numbers are the ones
+their command lines print. `--small` shrinks every measurement (CI: checks the pipeline).
+A benchmark that fails is recorded with its error and the others still run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import jax
+import numpy as np
+
+import controllers
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def machine() -> dict:
+    """Where the numbers come from: platform, cores, JAX version and device kind."""
+    devices = jax.devices()
+    cpu_model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu_model = next((ln.split(":", 1)[1].strip() for ln in f if "model name" in ln), "")
+    except OSError:
+        pass
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+    return {
+        "platform": f"{platform.system()} {platform.machine()}",
+        "cpu_model": cpu_model,
+        "cpu_count": os.cpu_count(),
+        "usable_cores": affinity or os.cpu_count(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else [],
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "backend": devices[0].platform,
+        "device_kind": devices[0].device_kind,
+        "num_devices": len(devices),
+    }
+
+
+def step_bench(small: bool) -> dict:
+    """Masked uneven step vs plain homogeneous step, and step time vs micro-batch trips."""
+    from benchmarks import step_bench as sb
+
+    args = sb.parse_args(["--repeats", "5" if small else "20"])
+    if small:
+        args.max_trips = 4
+    apply, params, tx, x, y, shape = sb.setup(args)
+    variants = sb.compare_homogeneous(args, apply, params, tx, x, y)
+    trips = sb.trip_count_scan(args, apply, params, tx, x, y)
+    base = variants["homogeneous (plain jit)"]
+    return {
+        "model": args.model,
+        "input_shape": list(shape),
+        "global_batch": args.batch,
+        "repeats": args.repeats,
+        "micro_batch": args.micro,
+        "step_seconds": variants,
+        "ratio_vs_homogeneous": {k: base / v for k, v in variants.items()},
+        "trip_seconds": {str(k): v for k, v in trips.items()},
+    }
+
+
+def paper_trainer(workdir: str, *, steps: int, controller: str = "static", capacity: int = 0):
+    """The paper's BSP job (CNN on digits, 4 workers, B = 128, HL8) as a built Trainer."""
+    from configs import paper_bsp
+    from omnilearn_jax.train import Trainer
+
+    c = paper_bsp.get_config(f"runlocal,model=cnn,controller={controller}")
+    c.model.features, c.model.hidden = (16, 32), 64
+    # One device a worker where there are enough (CPU: 8 fake devices), else share one.
+    c.num_devices = next(d for d in (4, 2, 1) if d <= len(jax.devices()))
+    c.train.num_steps = steps
+    c.capacity = capacity  # 0: the trainer's default, min(B, workers a device x b_max)
+    return Trainer(c, workdir)
+
+
+def compile_count(small: bool) -> dict:
+    """XLA compilations while the split changes every step, after one warm-up step."""
+    from omnilearn_jax.compiles import CompileCounter
+
+    steps = 10 if small else 40
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = paper_trainer(tmp, steps=steps + 1)
+        w, b = trainer.config.num_workers, trainer.config.global_batch_size
+        rng = np.random.default_rng(0)
+        speeds = trainer.timer.speeds(0)
+
+        def one_step(t: int, sizes: np.ndarray) -> None:
+            batch = trainer.batch(t, sizes)
+            trainer.state, metrics, _ = trainer.timer.train_step(
+                trainer.steps, trainer.state, batch, t, sizes, speeds
+            )
+            jax.block_until_ready(metrics)
+
+        with CompileCounter() as warm:
+            one_step(0, np.asarray(trainer.safe_sizes(np.ones(w), speeds, 0)))
+        splits = set()
+        with CompileCounter() as after:
+            for t in range(1, steps + 1):
+                sizes = np.asarray(trainer.safe_sizes(rng.dirichlet(np.ones(w)) * b, speeds, t))
+                splits.add(tuple(int(s) for s in sizes))
+                one_step(t, sizes)
+    return {
+        "steps": steps,
+        "distinct_splits": len(splits),
+        "compiles_first_step": warm.count,
+        "compiles_after_warmup": after.count,
+    }
+
+
+def controller_cost(small: bool) -> dict:
+    """One controller decision (observe, jitted update, allocation) as a fraction of a step."""
+    from benchmarks.controller_cost import measure
+    from configs import default
+
+    out = {}
+    for name in controllers.BUILT_IN:
+        config = default.get_config()
+        config.controller.name = name
+        step_s, decide_s = measure(config, 10 if small else 40)
+        out[name] = {"step_s": step_s, "decision_s": decide_s, "fraction": decide_s / step_s}
+    return {"config": "configs/default.py", "controllers": out}
+
+
+def controller_sim(small: bool) -> dict:
+    """Controller-only simulation steps per second inside lax.scan (8 workers, B = 128)."""
+    from benchmarks.controller_sim import bench_plant, steps_per_second
+
+    steps, workers, batch = (5_000 if small else 100_000), 8, 128
+    plant = bench_plant(workers, steps)
+    rates = {n: steps_per_second(n, plant, batch, steps) for n in controllers.BUILT_IN}
+    return {"workers": workers, "global_batch": batch, "steps": steps, "steps_per_s": rates}
+
+
+def _plain_loop(trainer):
+    """A plain homogeneous Flax/optax loop on the trainer's model, optimiser and batches:
+    one jitted step over the global batch sharded on the same devices, no masks, no
+    controller, no clock. Returns run(first_step, n) -> seconds."""
+    import optax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from omnilearn_jax import models
+
+    c = trainer.config
+    ds = trainer.dataset
+    apply, params = models.create(c.model, ds.input_shape, ds.num_classes, c.seed)
+    tx = trainer.tx
+    sharding = NamedSharding(trainer.placement.mesh, P("data"))
+    state = [jax.device_put((params, tx.init(params)), NamedSharding(trainer.placement.mesh, P()))]
+
+    def train(carry, x, y):
+        p, opt = carry
+
+        def loss_fn(p):
+            logits = apply(p, x)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+        loss, grad = jax.value_and_grad(loss_fn)(p)
+        updates, opt = tx.update(grad, opt, p)
+        return (optax.apply_updates(p, updates), opt), loss
+
+    step = jax.jit(train, donate_argnums=0)
+
+    def run(first: int, n: int) -> float:
+        start = time.perf_counter()
+        loss = None
+        for t in range(first, first + n):
+            rows = trainer.sampler.indices(t)
+            x = jax.device_put(ds.x_train[rows], sharding)
+            y = jax.device_put(ds.y_train[rows], sharding)
+            state[0], loss = step(state[0], x, y)
+        jax.block_until_ready((state[0], loss))
+        return time.perf_counter() - start
+
+    return run
+
+
+def _trainer_loop(trainer, workdir: str):
+    """The trainer's own loop body (loop.Loop.step: layout, jitted step, virtual clock,
+    controller, allocation) with its logging to the run store every log_every steps."""
+    from omnilearn_jax.loop import Loop
+    from omnilearn_jax.runlog import RunLog
+
+    loop = Loop(trainer)
+    w, b = trainer.config.num_workers, trainer.config.global_batch_size
+    cstate = jax.jit(trainer.controller.init, static_argnums=(0, 1))(w, b)
+    carry = [
+        cstate,
+        trainer.safe_sizes(controllers.initial_sizes(cstate, w, b), trainer.timer.speeds(0), 0),
+    ]
+    log = RunLog(workdir, is_main=True, tracker=None)
+    every = trainer.config.train.log_every
+
+    def run(first: int, n: int) -> float:
+        start = time.perf_counter()
+        for t in range(first, first + n):
+            carry[0], carry[1] = loop.step(t, carry[0], carry[1])
+            if (t + 1) % every == 0:
+                loop.flush(log)
+        loop.flush(log)
+        jax.block_until_ready(trainer.state)
+        return time.perf_counter() - start
+
+    return run
+
+
+def _compare_loops(trainer, workdir: str, n: int, rounds: int, warm: int) -> tuple[float, float]:
+    """Best-block steps/s of the trainer's loop and of the plain loop, blocks alternating
+    (so machine load hits both alike)."""
+    ours, plain = _trainer_loop(trainer, workdir), _plain_loop(trainer)
+    ours(0, warm), plain(0, warm)  # compile and warm up both
+    t_ours, t_plain, at = [], [], warm
+    for _ in range(rounds):
+        t_ours.append(ours(at, n))
+        t_plain.append(plain(at, n))
+        at += n
+    return n / min(t_ours), n / min(t_plain)
+
+
+def end_to_end(small: bool) -> dict:
+    """Steps per second of the trainer's loop (static uniform split, virtual clock) against
+    a plain homogeneous Flax/optax loop on the same model, optimiser and batches.
+
+    `capacity` is the rows a device computes in the padded layout. At 32 (= B / W, the
+    uniform share) both loops compute the same rows; at the paper job's default, 96
+    (= b_max), every device also computes 64 padded rows, the price of room for uneven
+    splits on a virtual clock (docs/trainer.md)."""
+    n, rounds, warm = (10, 2, 3) if small else (40, 4, 5)
+    total = warm + rounds * n + 1
+    out: dict = {"steps_per_block": n, "blocks": rounds, "by_capacity": {}}
+    for capacity in (32,) if small else (32, 96):
+        with tempfile.TemporaryDirectory() as tmp:
+            trainer = paper_trainer(tmp, steps=2 * total, capacity=capacity)
+            ours, plain = _compare_loops(trainer, tmp, n, rounds, warm)
+        out["by_capacity"][str(capacity)] = {
+            "trainer_steps_per_s": ours,
+            "plain_steps_per_s": plain,
+            "ratio": ours / plain,
+            "overhead_ms_per_step": 1e3 * (1 / ours - 1 / plain),
+        }
+    c = trainer.config
+    out.update(
+        job="configs/paper_bsp.py:runlocal,model=cnn (features 16,32), static uniform, HL8",
+        workers=c.num_workers,
+        devices=trainer.layout.num_devices,
+        global_batch=c.global_batch_size,
+    )
+    return out
+
+
+def async_vs_bsp(small: bool) -> dict:
+    """Wall time of W async updates against one BSP step of the same work."""
+    from benchmarks.async_bench import build, time_async, time_bsp
+
+    args = argparse.Namespace(workers=4, batch=128, model="cnn", rounds=5 if small else 20)
+    bsp = time_bsp(build("bsp", args), args.rounds)
+    asp = time_async(build("asp", args), args.rounds)
+    return {
+        "workers": 4,
+        "batch": 128,
+        "model": "cnn",
+        "bsp_step_s": bsp,
+        "async_round_s": asp,
+        "ratio": asp / bsp,
+    }
+
+
+def _timed_run(cmd: list[str], workdir: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
+    env["PYTHONUNBUFFERED"] = "1"
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stdout[-500:]}")
+    with open(os.path.join(workdir, "summary.json")) as f:
+        summary = json.load(f)
+    return {"wall_s": wall, "loop_wall_s": summary["wall_time"]}
+
+
+def multiprocess(small: bool) -> dict:
+    """The same short run as 1 process x 8 CPU devices and as 2 processes x 4 (launcher)."""
+    if jax.default_backend() != "cpu":  # the launcher splits CPU devices between processes
+        return {"skipped": f"CPU only; this machine's backend is {jax.default_backend()}"}
+    steps = 20 if small else 60
+    args = ["--config=configs/smoke.py", f"--config.train.num_steps={steps}"]
+    with tempfile.TemporaryDirectory() as tmp:
+        one, two = os.path.join(tmp, "one"), os.path.join(tmp, "two")
+        py = sys.executable
+        r1 = _timed_run([py, "-m", "omnilearn_jax.main", *args, f"--workdir={one}"], one)
+        launch = [py, "-m", "omnilearn_jax.launch", "--num_processes=2", "--"]
+        r2 = _timed_run([*launch, *args, f"--workdir={two}"], two)
+    return {
+        "job": f"configs/smoke.py (MLP on digits, 8 workers, B = 64), {steps} steps",
+        "one_process": r1,
+        "two_processes": r2,
+        "wall_ratio": r2["wall_s"] / r1["wall_s"],
+        "loop_ratio": r2["loop_wall_s"] / r1["loop_wall_s"],
+    }
+
+
+# --small runs only these (each a few seconds), enough to exercise every stage of the report.
+SMALL = ("compiles", "controller_sim", "end_to_end")
+
+BENCHMARKS = {
+    "step": step_bench,
+    "compiles": compile_count,
+    "controller_cost": controller_cost,
+    "controller_sim": controller_sim,
+    "end_to_end": end_to_end,
+    "async": async_vs_bsp,
+    "multiprocess": multiprocess,
+}
+
+
+def run_one(name: str, small: bool) -> dict:
+    start = time.perf_counter()
+    record: dict = {"benchmark": name, "small": small, "machine": machine()}
+    try:
+        record["result"] = BENCHMARKS[name](small)
+    except Exception as e:  # noqa: BLE001 - one failing benchmark must not lose the others
+        record["error"] = f"{type(e).__name__}: {e}"
+    record["seconds"] = time.perf_counter() - start
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="docs/benchmarks", help="folder for the JSON results")
+    parser.add_argument("--doc", default="docs/BENCHMARKS.md", help="markdown to write")
+    parser.add_argument("--small", action="store_true", help="tiny sizes: check the pipeline")
+    parser.add_argument(
+        "--only", default="", help="comma-separated subset of " + ",".join(BENCHMARKS)
+    )
+    parser.add_argument("--cpu_devices", type=int, default=8)
+    args = parser.parse_args(argv)
+    names = [n for n in args.only.split(",") if n] or list(SMALL if args.small else BENCHMARKS)
+    unknown = sorted(set(names) - set(BENCHMARKS))
+    if unknown:
+        parser.error(f"unknown benchmark(s) {unknown}; valid: {', '.join(BENCHMARKS)}")
+    jax.config.update("jax_num_cpu_devices", args.cpu_devices)  # before any JAX operation
+    os.makedirs(args.out, exist_ok=True)
+    failed = []
+    for name in names:
+        print(f"[report] {name} ...", flush=True)
+        record = run_one(name, args.small)
+        with open(os.path.join(args.out, f"{name}.json"), "w") as f:
+            json.dump(record, f, indent=2)
+        status = record.get("error", "ok")
+        print(f"[report] {name}: {status} ({record['seconds']:.1f} s)", flush=True)
+        if "error" in record:
+            failed.append(name)
+    from experiments.paper.bench_doc import render
+
+    with open(args.doc, "w") as f:
+        f.write(render(args.out))
+    print(f"[report] wrote {args.doc} from {args.out}/*.json")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

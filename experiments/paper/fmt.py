@@ -1,0 +1,48 @@
+"""Number and table formatting shared by the generated documents (one rule everywhere, so a
+test can find a number of the document by formatting the recomputed value the same way)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    """`digits` significant digits; '-' for missing values (None or NaN)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, int | str):
+        return str(value)
+    return f"{value:.{digits}g}"
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{100 * value:.1f}%"
+
+
+def pm(mean: float, std: float, digits: int = 3) -> str:
+    """mean ± sample std (the std left out with one seed)."""
+    if std is None or (isinstance(std, float) and math.isnan(std)):
+        return fmt(mean, digits)
+    if abs(std) <= 1e-9 * max(1.0, abs(mean)):  # equal up to float rounding of a sum
+        std = 0
+    return f"{fmt(mean, digits)} ± {fmt(std, 2)}"
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def rel(path: str) -> str:
+    """`path` relative to the repository root when inside it (as a reader types it from the
+    checkout), else absolute (a temporary directory of the CI run)."""
+    path = os.path.abspath(path)
+    inside = os.path.commonpath([path, REPO]) == REPO
+    return os.path.relpath(path, REPO) if inside else path

@@ -1,0 +1,106 @@
+"""The CI variant of `make report`: the whole pipeline end to end, small, into tmp_path.
+
+Runs `python -m experiments.paper.reproduce --small` (every paper ablation shrunk to a few
+steps, the quick benchmarks, both documents) and checks that the documents have their
+sections and that a number of RESULTS.md is the one recomputed from the run's summary.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from experiments.paper.fmt import fmt
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+RESULTS_SECTIONS = (
+    "# Results: OmniLearn reproduced side by side",
+    "## Summary: the papers' figures and ours",
+    "## Synchronous training (BSP) at HL1, 2, 4, 8",
+    "## Dynamic heterogeneity",
+    "## Asynchronous training: accuracy at equal time",
+    "## Scale-out",
+    "## Where we agree with the papers, and where not",
+    "## Figures",
+    "## Sources",
+)
+BENCH_SECTIONS = (
+    "# Benchmarks",
+    "## 2. Compilations across split changes",
+    "## 4. Controller-only simulation",
+    "## 5. End to end: trainer loop vs a plain Flax/optax loop",
+    "## Sources",
+)
+
+
+@pytest.fixture(scope="module")
+def small_report(tmp_path_factory) -> str:
+    workdir = str(tmp_path_factory.mktemp("paper_small"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.paper.reproduce", "--small", f"--workdir={workdir}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return workdir
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+@pytest.mark.slow
+def test_documents_have_their_sections(small_report):
+    results = _read(os.path.join(small_report, "RESULTS.md"))
+    bench = _read(os.path.join(small_report, "BENCHMARKS.md"))
+    for heading in RESULTS_SECTIONS:
+        assert heading in results, heading
+    for heading in BENCH_SECTIONS:
+        assert heading in bench, heading
+    assert "Machine: " in bench and "jax " in bench
+    # Figures are written and linked relative to the document.
+    assert os.path.exists(os.path.join(small_report, "figures", "results_bsp_reduction.png"))
+    assert "](figures/results_bsp_reduction.png)" in results
+
+
+@pytest.mark.slow
+def test_a_results_number_traces_to_its_summaries(small_report):
+    results = _read(os.path.join(small_report, "RESULTS.md"))
+    traced = json.loads(_read(os.path.join(small_report, "results.json")))["numbers"]
+    entry = next(
+        e
+        for e in traced
+        if e["label"] == "HL8 proportional bounds 16..96" and e["stat"] == "total_time"
+    )
+    times = [
+        json.loads(_read(os.path.join(c, "summary.json")))["total_time"] for c in entry["cells"]
+    ]
+    recomputed = sum(times) / len(times)
+    assert recomputed == pytest.approx(entry["mean"], rel=1e-12)
+    # The BSP table's HL8 proportional row shows that very number.
+    row = next(
+        line for line in results.splitlines() if line.startswith("| HL8 | proportional | 16..96 |")
+    )
+    assert fmt(recomputed) in row.split("|")[6]
+    # Every traced number is in the document, and its cells are named under Sources.
+    for e in traced:
+        assert e["text"] in results, e
+    assert os.path.join(small_report, "bsp_levels") in results
+
+
+@pytest.mark.slow
+def test_benchmark_json_holds_what_the_document_shows(small_report):
+    record = json.loads(_read(os.path.join(small_report, "benchmarks", "compiles.json")))
+    assert "error" not in record, record.get("error")
+    assert record["result"]["compiles_after_warmup"] == 0  # a new split never recompiles
+    assert record["result"]["distinct_splits"] > 1
+    assert record["machine"]["backend"] == "cpu"
