@@ -92,6 +92,15 @@ class Trainer:
         self.timer.workers_per_device = r
         self.update = jax.jit(self.controller.update)
         self.allocate = jax.jit(lambda s, lo, hi: controllers.allocate(s, b, lo, hi))
+
+        def decide(cstate, obs, lo, hi):  # the controller and the allocation rule, one dispatch
+            shares, cstate = self.controller.update(cstate, obs)
+            return controllers.allocate(shares, b, lo, hi), cstate
+
+        self.decide = jax.jit(decide)
+        # Controller decisions run on the host's CPU device: on GPU/TPU they then never queue
+        # behind the train step, so the host prepares the next batch while the step runs.
+        self.host = jax.local_devices(backend="cpu")[0]
         self.eval_layout = masking.make_layout(
             "padded",
             num_workers=len(devices),
@@ -172,7 +181,10 @@ class Trainer:
             up = ~lost
             sizes = np.zeros(len(lost), np.int32)
             sizes[up] = self.allocate(np.asarray(shares)[up], lo[up], hi[up])
-        sizes = np.asarray(sizes)
+        return self.checked(np.asarray(sizes))
+
+    def checked(self, sizes: np.ndarray) -> np.ndarray:
+        """The same split on every process, validated against the layout."""
         if jax.process_count() > 1:  # every process must lay out the very same split
             from jax.experimental import multihost_utils
 
@@ -181,8 +193,12 @@ class Trainer:
 
     def next_sizes(self, cstate, obs) -> tuple[np.ndarray, Any]:
         """The controller's split for step obs.step + 1 (obs.speeds are that step's)."""
-        sizes, cstate = self.update(cstate, obs)
-        return self.safe_sizes(sizes, obs.speeds, int(obs.step) + 1), cstate
+        with jax.default_device(self.host):
+            if np.all(np.asarray(obs.speeds) > 0):  # the common case: one fused dispatch
+                sizes, cstate = self.decide(cstate, obs, *self.bounds)
+                return self.checked(np.asarray(sizes)), cstate
+            sizes, cstate = self.update(cstate, obs)
+            return self.safe_sizes(sizes, obs.speeds, int(obs.step) + 1), cstate
 
     def run(self) -> dict[str, Any]:
         if self.config.mode == "asp":
