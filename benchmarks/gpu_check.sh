@@ -6,8 +6,9 @@
 #   bash benchmarks/gpu_check.sh            # full sizes
 #   bash benchmarks/gpu_check.sh --small    # quick check of the pipeline
 #
-# Uses .venv when its JAX already sees a GPU; otherwise builds .venv-gpu with the project's
-# requirements plus jax[cuda12] (needs the package registry). Set PYTHON to pick the
+# Uses .venv when its JAX already sees a GPU, else $PYTHON when it has a CUDA JAX and the
+# project's libraries (machines without registry access); otherwise builds .venv-gpu with the
+# project's requirements plus jax[cuda12] (needs the package registry). Set PYTHON to pick the
 # interpreter used to create the venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,9 +27,15 @@ sees_gpu() {  # does this interpreter's JAX have a GPU backend?
   "$1" -c 'import jax, sys; sys.exit(0 if jax.default_backend() == "gpu" else 1)' 2>/dev/null
 }
 
+has_deps() {  # can this interpreter import what the benchmarks need?
+  "$1" -c 'import flax, optax, ml_collections, sklearn, orbax.checkpoint' 2>/dev/null
+}
+
 PY=""
 if [ -x .venv/bin/python ] && sees_gpu .venv/bin/python; then
   PY=.venv/bin/python
+elif sees_gpu "$PYTHON" && has_deps "$PYTHON"; then
+  PY=$PYTHON  # a machine that ships a CUDA JAX and the libraries (no registry needed)
 else
   if [ ! -x .venv-gpu/bin/python ]; then
     "$PYTHON" -m venv .venv-gpu
