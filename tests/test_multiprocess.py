@@ -238,7 +238,11 @@ def test_a_survivor_aborts_on_its_own_when_its_peer_dies(tmp_path):
     # A C++ fatal error in the distributed runtime, not a Python exception: SIGABRT.
     assert code == -signal.SIGABRT, text[-3000:]
     assert elapsed < 2 * heartbeat + 10
-    assert "stopped sending heartbeats" in text
+    # Which check fires first varies (the coordination service's heartbeat, or the collective
+    # seeing its peer's connection close); either way the runtime aborts, never hangs.
+    assert "stopped sending heartbeats" in text or "Fatal Python error: Aborted" in text, text[
+        -3000:
+    ]
 
 
 def test_children_die_with_a_killed_launcher(tmp_path):
