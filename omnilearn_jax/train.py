@@ -98,9 +98,13 @@ class Trainer:
             return controllers.allocate(shares, b, lo, hi), cstate
 
         self.decide = jax.jit(decide)
-        # Controller decisions run on the host's CPU device: on GPU/TPU they then never queue
-        # behind the train step, so the host prepares the next batch while the step runs.
-        self.host = jax.local_devices(backend="cpu")[0]
+        # Controller decisions run on a CPU device that holds no part of the mesh (on GPU/TPU
+        # any CPU device): they then never wait behind the train step queued on that device,
+        # so the host lays out the next batch while the step runs. When every CPU device is
+        # in the mesh (a CPU-only run using all devices) the first one has to serve.
+        cpus = jax.local_devices(backend="cpu")
+        free = [d for d in cpus if d not in set(devices)]
+        self.host = (free or cpus)[-1 if free else 0]
         self.eval_layout = masking.make_layout(
             "padded",
             num_workers=len(devices),
