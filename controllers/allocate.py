@@ -11,7 +11,9 @@ import numpy as np
 from controllers.base import resolve_bounds
 
 
-def allocate(shares: Any, global_batch: int, b_min: Any = 0, b_max: Any = 0) -> jax.Array:
+def allocate(
+    shares: Any, global_batch: int, b_min: Any = 0, b_max: Any = 0, *, literal: bool = False
+) -> jax.Array:
     """Integer sizes int32 [W] with sum == global_batch and b_min <= size <= b_max.
 
     `shares` are nonnegative weights (any scale; non-finite or negative entries count as 0; all
@@ -21,12 +23,18 @@ def allocate(shares: Any, global_batch: int, b_min: Any = 0, b_max: Any = 0) -> 
     Valid integer sizes come back unchanged. `b_min`/`b_max` are scalars or per-worker arrays;
     b_max = 0 means B and -1 means the paper rule (see controllers.base.PAPER_BOUND).
     `global_batch` must be a Python int (it fixes shapes). Infeasible bounds give an undefined
-    (but finite) result: call `check_bounds` on the host first.
+    (but finite) result: call `check_bounds` on the host first. `literal=True` takes already
+    resolved per-worker bounds as they are (no sentinels), so b_max = 0 really means 0 (the
+    trainer uses it for an unavailable worker).
     """
     b = int(global_batch)
     x = jnp.asarray(shares, jnp.float32)
     w = x.shape[0]
-    lo, hi = resolve_bounds(w, b, b_min, b_max)
+    if literal:
+        lo = jnp.broadcast_to(jnp.asarray(b_min, jnp.int32), (w,))
+        hi = jnp.broadcast_to(jnp.asarray(b_max, jnp.int32), (w,))
+    else:
+        lo, hi = resolve_bounds(w, b, b_min, b_max)
     hi = jnp.maximum(hi, lo)
     x = jnp.where(jnp.isfinite(x) & (x > 0), x, 0.0)
     total = x.sum()

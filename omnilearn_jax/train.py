@@ -90,12 +90,12 @@ class Trainer:
             faults=self.faults,
         )
         self.timer.workers_per_device = r
-        self.update = jax.jit(self.controller.update)
-        self.allocate = jax.jit(lambda s, lo, hi: controllers.allocate(s, b, lo, hi))
+        # Bounds reach `allocate` already resolved (`literal`): 0 is then a real bound.
+        self.allocate = jax.jit(lambda s, lo, hi: controllers.allocate(s, b, lo, hi, literal=True))
 
         def decide(cstate, obs, lo, hi):  # the controller and the allocation rule, one dispatch
             shares, cstate = self.controller.update(cstate, obs)
-            return controllers.allocate(shares, b, lo, hi), cstate
+            return controllers.allocate(shares, b, lo, hi, literal=True), cstate
 
         self.decide = jax.jit(decide)
         # Controller decisions run on a CPU device that holds no part of the mesh (on GPU/TPU
@@ -160,31 +160,33 @@ class Trainer:
             epoch_end=np.bool_(self.sampler.is_epoch_end(step_index)),
         )
 
-    def safe_sizes(self, shares, speeds: np.ndarray, step: int) -> np.ndarray:
-        """The framework, not each controller, guarantees the invariant: sum B, in bounds,
-        and no samples for an unavailable worker (speed 0 at the step being decided)."""
+    def step_bounds(self, speeds: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per-worker bounds for `step`: the run's bounds, and 0 for an unavailable worker
+        (speed 0), with a clear error when the others cannot take over its samples."""
         lo, hi = self.bounds
         lost = np.asarray(speeds) <= 0
         if not lost.any():
-            sizes = self.allocate(shares, lo, hi)
-        else:
-            if (lo[lost] > 0).any():
-                k = int(np.flatnonzero(lost & (lo > 0))[0])
-                raise ValueError(
-                    f"worker {k} is unavailable (speed 0) at step {step} but b_min={lo[k]} "
-                    f"forces samples on it; set controller.b_min=0 so the trainer can move "
-                    f"its samples to the others"
-                )
-            if hi[~lost].sum() < self.config.global_batch_size:
-                raise ValueError(
-                    f"at step {step} workers {np.flatnonzero(lost).tolist()} are unavailable "
-                    f"and the others hold at most {int(hi[~lost].sum())} samples (b_max and "
-                    f"device capacity) < global batch {self.config.global_batch_size}"
-                )
-            # Split B over the available workers only (a bound of 0 would read as "none").
-            up = ~lost
-            sizes = np.zeros(len(lost), np.int32)
-            sizes[up] = self.allocate(np.asarray(shares)[up], lo[up], hi[up])
+            return lo, hi
+        if (lo[lost] > 0).any():
+            k = int(np.flatnonzero(lost & (lo > 0))[0])
+            raise ValueError(
+                f"worker {k} is unavailable (speed 0) at step {step} but b_min={lo[k]} "
+                f"forces samples on it; set controller.b_min=0 so the trainer can move "
+                f"its samples to the others"
+            )
+        hi = np.where(lost, 0, hi)
+        if hi.sum() < self.config.global_batch_size:
+            raise ValueError(
+                f"at step {step} workers {np.flatnonzero(lost).tolist()} are unavailable "
+                f"and the others hold at most {int(hi.sum())} samples (b_max and "
+                f"device capacity) < global batch {self.config.global_batch_size}"
+            )
+        return lo, hi
+
+    def safe_sizes(self, shares, speeds: np.ndarray, step: int) -> np.ndarray:
+        """The framework, not each controller, guarantees the invariant: sum B, in bounds,
+        and no samples for an unavailable worker (speed 0 at the step being decided)."""
+        sizes = self.allocate(shares, *self.step_bounds(speeds, step))
         return self.checked(np.asarray(sizes))
 
     def checked(self, sizes: np.ndarray) -> np.ndarray:
@@ -197,12 +199,10 @@ class Trainer:
 
     def next_sizes(self, cstate, obs) -> tuple[np.ndarray, Any]:
         """The controller's split for step obs.step + 1 (obs.speeds are that step's)."""
+        bounds = self.step_bounds(obs.speeds, int(obs.step) + 1)
         with jax.default_device(self.host):
-            if np.all(np.asarray(obs.speeds) > 0):  # the common case: one fused dispatch
-                sizes, cstate = self.decide(cstate, obs, *self.bounds)
-                return self.checked(np.asarray(sizes)), cstate
-            sizes, cstate = self.update(cstate, obs)
-            return self.safe_sizes(sizes, obs.speeds, int(obs.step) + 1), cstate
+            sizes, cstate = self.decide(cstate, obs, *bounds)
+        return self.checked(np.asarray(sizes)), cstate
 
     def run(self) -> dict[str, Any]:
         if self.config.mode == "asp":

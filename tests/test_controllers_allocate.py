@@ -85,3 +85,17 @@ def test_check_bounds_messages():
         check_bounds(4, 128, 0, 30)
     with pytest.raises(ValueError, match=r"worker 0: b_min 20 exceeds b_max 10"):
         check_bounds(2, 20, 20, 10)
+
+
+def test_literal_bounds_take_zero_as_a_real_upper_bound():
+    import numpy as np
+
+    import controllers
+
+    hi = np.array([64, 64, 0, 64], np.int32)
+    sizes = np.asarray(
+        controllers.allocate(np.ones(4), 64, np.zeros(4, np.int32), hi, literal=True)
+    )
+    assert sizes.tolist() == [22, 21, 0, 21]
+    sentinel = np.asarray(controllers.allocate(np.ones(4), 64, 0, hi))  # 0 reads as "none"
+    assert sentinel.tolist() == [16, 16, 16, 16]
