@@ -17,6 +17,7 @@ class RunLog:
         self.is_main = is_main
         self.store = RunStore(workdir, append=append) if is_main else None
         self.tracker = tracker
+        self._final: dict[str, Any] | None = None
 
     def say(self, message: str) -> None:
         if self.is_main:
@@ -39,13 +40,22 @@ class RunLog:
             self.tracker.log_eval(record)
 
     def summary(self, summary: dict[str, Any]) -> None:
-        if self.store:
-            self.store.write_summary(summary)
+        """A "running" summary is written at once; a final one (complete or failed) only in
+        `close`, after the tracker has finished writing: a complete summary.json then means
+        that everything of the run, its W&B files included, is on disk (the ablation runner
+        skips such a cell on a rerun, even if it was killed just after)."""
         if self.tracker is not None:
             self.tracker.summary(summary)
+        if summary.get("status") == "running":
+            if self.store:
+                self.store.write_summary(summary)
+        else:
+            self._final = summary
 
     def close(self) -> None:
-        if self.store:
-            self.store.close()
         if self.tracker is not None:
             self.tracker.close()
+        if self.store:
+            if self._final is not None:
+                self.store.write_summary(self._final)
+            self.store.close()
