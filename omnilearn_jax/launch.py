@@ -6,7 +6,8 @@
 starts N copies of `python -m omnilearn_jax.main <args after -->` that join one JAX run over
 a free localhost port, each with `devices_per_process` CPU devices. Their output is streamed
 line by line with a `[p<i>] ` prefix. If one process fails, the launcher stops the others
-(SIGTERM, then SIGKILL after `--grace` seconds), names the one that failed, marks the run
+(SIGTERM, then SIGKILL after `--grace` seconds), names the one that failed first (not a
+peer the runtime aborted because of it), marks the run
 store's summary.json `status: failed` and exits non-zero; it exits 0 only if every process
 does.
 """
@@ -17,6 +18,7 @@ import argparse
 import ctypes
 import json
 import os
+import queue
 import re
 import signal
 import socket
@@ -29,6 +31,8 @@ from omnilearn_jax.runstore import RunStore
 
 _FORCE_DEVICES = "--xla_force_host_platform_device_count"
 _POLL_SECONDS = 0.1
+# How long after the first failure other deaths count as its possible consequences.
+_SETTLE_SECONDS = 1.0
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 # Gloo prints one such line per device and collective group; they say nothing once a run
 # works and bury the training log (`--show_gloo` keeps them).
@@ -152,8 +156,50 @@ def mark_failed(workdir: str, details: dict) -> None:
     store.close()
 
 
-def _first_failure(procs: list[subprocess.Popen]) -> int | None:
-    return next((i for i, p in enumerate(procs) if p.poll() not in (None, 0)), None)
+def root_cause(ends: list[tuple[float, int, int]], settle: float = _SETTLE_SECONDS) -> int | None:
+    """The process to blame, from `(end time, index, return code)` of the processes that
+    have ended, or None if none failed.
+
+    When one process dies, JAX's distributed runtime aborts its peers (SIGABRT) within
+    milliseconds, so several failures arrive together and the first failure can land in the
+    same poll as its consequences. Among the failures that ended within `settle` s of the
+    first one, the earliest that is not SIGABRT is the cause; if all of them are SIGABRT, the
+    earliest is.
+    """
+    failures = sorted((t, i, code) for t, i, code in ends if code != 0)
+    if not failures:
+        return None
+    first = failures[0][0]
+    window = [(t, i, code) for t, i, code in failures if t - first <= settle]
+    cause = next((f for f in window if f[2] != -signal.SIGABRT), window[0])
+    return cause[1]
+
+
+def _watch(index: int, proc: subprocess.Popen, ended: queue.Queue) -> None:
+    """Waits for one process and records when it ended: a blocked wait returns as soon as
+    the process exits, so the order of the records is the order of the deaths."""
+    proc.wait()
+    ended.put((time.monotonic(), index, proc.returncode))
+
+
+def _wait_for_failure(ended: queue.Queue, count: int) -> list[tuple[float, int, int]]:
+    """Collects `(time, index, code)` records until all `count` processes have ended or one
+    has failed; after a failure, also those that end within the settle window."""
+    ends: list[tuple[float, int, int]] = []
+    while len(ends) < count:
+        try:  # a timeout, so that SIGTERM to the launcher is handled promptly
+            ends.append(ended.get(timeout=_POLL_SECONDS))
+        except queue.Empty:
+            continue
+        if ends[-1][2] != 0:
+            deadline = ends[-1][0] + _SETTLE_SECONDS
+            while len(ends) < count and (left := deadline - time.monotonic()) > 0:
+                try:
+                    ends.append(ended.get(timeout=left))
+                except queue.Empty:
+                    break
+            break
+    return ends
 
 
 def launch(
@@ -197,11 +243,12 @@ def launch(
             t = threading.Thread(target=_stream, args=(i, p.stdout, lock, show_gloo), daemon=True)
             t.start()
             threads.append(t)
-        # Poll rather than wait on one process: whichever fails first must stop the rest.
-        failed = _first_failure(procs)
-        while failed is None and any(p.poll() is None for p in procs):
-            time.sleep(_POLL_SECONDS)
-            failed = _first_failure(procs)
+        # One watcher per process: whichever fails first must stop the rest, and the order
+        # of the deaths tells the cause from its consequences.
+        ended: queue.Queue = queue.Queue()
+        for i, p in enumerate(procs):
+            threading.Thread(target=_watch, args=(i, p, ended), daemon=True).start()
+        failed = root_cause(_wait_for_failure(ended, num_processes))
         if failed is not None:
             code = procs[failed].returncode
             _say(lock, f"[launch] process {failed} {_describe(code)}; stopping the others")

@@ -161,6 +161,21 @@ def test_two_processes_make_the_same_controller_decisions(tmp_path):
     assert all(sum(r["batch_sizes"]) == 64 for r in a)
 
 
+def test_root_cause_is_the_first_death_not_the_aborts_it_caused():
+    abort, kill = -signal.SIGABRT, -signal.SIGKILL
+    assert launch.root_cause([(1.0, 0, 0), (2.0, 1, 0)]) is None
+    # Process 1 killed; process 0 aborted by the runtime 5 ms later, reported in index order.
+    assert launch.root_cause([(10.005, 0, abort), (10.0, 1, kill)]) == 1
+    # The abort was even recorded first (a late watcher): the kill in the window is the cause.
+    assert launch.root_cause([(10.0, 0, abort), (10.2, 1, kill)]) == 1
+    # A kill long after an abort is not its cause: the abort came first on its own.
+    assert launch.root_cause([(10.0, 0, abort), (12.0, 1, kill)]) == 0
+    # All aborted: the earliest; an error exit is a cause like a kill.
+    assert launch.root_cause([(10.3, 0, abort), (10.1, 1, abort)]) == 1
+    assert launch.root_cause([(10.0, 0, abort), (10.4, 1, 1), (10.5, 2, kill)]) == 1
+    assert launch.root_cause([(10.0, 0, 0), (11.0, 1, 3)], settle=0.0) == 1
+
+
 @pytest.mark.slow
 def test_launcher_stops_the_run_when_a_process_dies(tmp_path):
     workdir = tmp_path / "run"
