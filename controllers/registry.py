@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -34,6 +35,23 @@ def register(name: str) -> Callable[[Factory], Factory]:
         return factory
 
     return decorator
+
+
+def load_plugin(module: str) -> None:
+    """Imports a user's policy module, which registers its policies ('' does nothing).
+
+    Import it before the config is built: the config's controller section holds the keyword
+    arguments of every registered policy, so the plug-in's own become settable keys.
+    """
+    if not module:
+        return
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        raise ValueError(
+            f"controller.plugin={module}: cannot import it ({e}); give a module path "
+            f"importable from the working directory, e.g. experiments.examples.damped"
+        ) from None
 
 
 def available() -> tuple[str, ...]:

@@ -12,13 +12,13 @@ a config built in Python can still carry them.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
 import ml_collections
 import numpy as np
 
+import controllers
 from omnilearn_jax.config_args import check_choice, suggest
 
 _SECTION = "section"
@@ -73,8 +73,7 @@ def default_reference(config: Any = None) -> ml_collections.ConfigDict:
     plugin = ""
     if config is not None and "controller" in config:
         plugin = config["controller"].get("plugin", "") or ""
-    if plugin:
-        importlib.import_module(plugin)
+    controllers.load_plugin(plugin)
     from omnilearn_jax.config_base import base_config
 
     return base_config()

@@ -5,13 +5,37 @@ Flags live here and nowhere else; everything else takes the config.
 
 from __future__ import annotations
 
+import sys
+
 import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+import controllers
+
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (configs/NAME.py[:ARG]).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for the run store.")
 flags.mark_flags_as_required(["config", "workdir"])
+
+
+def import_controller_plugin(argv: list[str]) -> str:
+    """Imports the module of `--config.controller.plugin` before the flags are parsed.
+
+    The config file is read while the flags are parsed; importing the plug-in first registers
+    its policy, so its own arguments (e.g. `--config.controller.gain=0.3`) are config keys the
+    command line can set like any other. Returns the module name ('' when none is given).
+    """
+    module = ""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--config.controller.plugin="):
+            module = arg.split("=", 1)[1]
+        elif arg == "--config.controller.plugin" and i + 1 < len(argv):
+            module = argv[i + 1]
+    try:
+        controllers.load_plugin(module)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    return module
 
 
 def main(argv):
@@ -30,4 +54,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    import_controller_plugin(sys.argv[1:])
     app.run(main)

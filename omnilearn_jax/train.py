@@ -7,7 +7,6 @@ each worker's time, and the controller picks the next split from what it observe
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import jax
@@ -27,8 +26,7 @@ class Trainer:
     def __init__(self, config: ml_collections.ConfigDict, workdir: str):
         config_check.check_config_types(config)  # unknown keys and wrong types first
         validate.check_config(config, len(jax.devices()))
-        if config.controller.plugin:
-            importlib.import_module(config.controller.plugin)  # registers user controllers
+        controllers.load_plugin(config.controller.plugin)  # registers user controllers
         self.controller = controllers.make_from_config(config.controller)
         self.config, self.workdir = config, workdir
         w, b = config.num_workers, config.global_batch_size

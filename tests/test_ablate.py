@@ -238,3 +238,25 @@ def test_cpu_slots_split_the_cores_without_overlap():
     assert cpu_slots(2, [0, 1]) == [[0], [1]]
     assert cpu_slots(2, [0, 1, 2, 3]) == [[0, 1], [2, 3]]
     assert cpu_slots(3, [0, 1]) == [[0], [1], [0]]
+
+
+def test_a_plugin_controllers_own_arguments_can_be_swept(tmp_path, monkeypatch):
+    """A grid over a plug-in's keyword argument: the plug-in named in the overrides is
+    imported before the base config is built, so its argument is a config key."""
+    (tmp_path / "sweep_probe_policy.py").write_text(
+        "import controllers\n\n\n"
+        "@controllers.register('sweep_probe')\n"
+        "def sweep_probe(*, tilt: float = 0.0, b_min: int = 0, b_max: int = 0):\n"
+        "    return controllers.make('static', b_min=b_min, b_max=b_max)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ablation = spec.from_config(
+        {
+            "base": "configs/smoke.py",
+            "overrides": {"controller.plugin": "sweep_probe_policy"},
+            "grid": {"controller.name": ("sweep_probe",), "controller.tilt": (0.25, 0.5)},
+        }
+    )
+    spec.check_cells(ablation)
+    tilts = [spec.run_config(ablation, cell).controller.tilt for cell in ablation.cells()]
+    assert tilts == [0.25, 0.5]

@@ -83,18 +83,33 @@ def test_many_workers_per_device_and_pmap_match_shard_map(tmp_path):
 
 
 def test_a_user_controller_runs_through_the_command_line_by_config_override(tmp_path):
-    """experiments/examples/damped.py is registered and selected with two overrides only."""
+    """experiments/examples/damped.py is registered and selected with two overrides only, and
+    its own argument `gain` is set from the command line like any built-in key."""
     run_main(
         tmp_path,
         "--config.controller.plugin=experiments.examples.damped",
         "--config.controller.name=damped",
+        "--config.controller.gain=1.0",
         "--config.hetero.name=cores",
         "--config.hetero.cores=(1,1,1,1,1,1,1,4)",
         "--config.cost.linear=True",
     )
     records = [r for r in read_metrics(tmp_path) if "loss" in r]
     assert records[0]["batch_sizes"] == [8] * 8
+    # gain 1 closes the whole gap after one observation: 64 * 4/11 = 23.3 for the fast worker
+    # (the default gain 0.5 would stop half-way, near 16).
+    assert 22 <= records[1]["batch_sizes"][7] <= 24, records[1]
     final = records[-1]["batch_sizes"]
     assert sum(final) == 64 and final[7] >= 3 * max(final[:7])  # 4x faster: ~4x the samples
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["controller"]["name"] == "damped"
+    assert config["controller"]["gain"] == 1.0
+
+
+def test_an_unimportable_controller_plugin_is_named_before_anything_runs(tmp_path):
+    cmd = [sys.executable, "-m", "omnilearn_jax.main", "--config=configs/smoke.py"]
+    cmd += [f"--workdir={tmp_path}", "--config.controller.plugin=experiments.no_such_policy"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "controller.plugin=experiments.no_such_policy: cannot import it" in (proc.stderr)
+    assert not (tmp_path / "metrics.jsonl").exists()

@@ -24,6 +24,7 @@ from typing import Any
 
 import ml_collections
 
+import controllers
 from omnilearn_jax.config_args import suggest
 
 _KNOWN = ("base", "grid", "overrides", "group", "target_accuracy", "num_processes")
@@ -196,8 +197,11 @@ def _leaf_keys(config: Any, prefix: str = "") -> list[str]:
 
 def run_config(ablation: Ablation, cell: Cell | None = None) -> ml_collections.ConfigDict:
     """A cell's run config, built in-process; without a cell, what every cell shares."""
+    overrides = ablation.cell_overrides(cell) if cell else ablation.fixed_overrides()
+    # A plug-in named in the overrides registers first, so its arguments are config keys too.
+    controllers.load_plugin(overrides.get("controller.plugin", ""))
     config = load_config_file(ablation.base, "_base_config")
-    apply_overrides(config, ablation.cell_overrides(cell) if cell else ablation.fixed_overrides())
+    apply_overrides(config, overrides)
     return config
 
 
