@@ -29,6 +29,11 @@ class Trainer:
         controllers.load_plugin(config.controller.plugin)  # registers user controllers
         self.controller = controllers.make_from_config(config.controller)
         self.config, self.workdir = config, workdir
+        # Per-step host work that only depends on the split or on the speeds, which change
+        # rarely, is kept from the last step: (key, value) pairs, see batch_of and observe.
+        self._layout_cache: tuple[bytes, Any, Any] | None = None
+        self._table_cache: tuple[bytes, jax.Array] | None = None
+        self._checked_cache: tuple[bytes, np.ndarray] | None = None
         w, b = config.num_workers, config.global_batch_size
         devices = select_devices(config.num_devices)
         r = w // len(devices)
@@ -103,6 +108,7 @@ class Trainer:
         cpus = jax.local_devices(backend="cpu")
         free = [d for d in cpus if d not in set(devices)]
         self.host = (free or cpus)[-1 if free else 0]
+        self._placed_bounds = jax.device_put(self.bounds, self.host)
         self.eval_layout = masking.make_layout(
             "padded",
             num_workers=len(devices),
@@ -119,13 +125,20 @@ class Trainer:
     def batch_of(self, rows, sizes: np.ndarray, extras: dict | None, step_index: int) -> dict:
         """Lays training rows `rows` (sum(sizes) of them, in worker order) on the devices."""
         local = self.placement.local_positions
-        packed = masking.pack_indices(sizes, self.layout, local)
-        x, y = masking.gather(self.dataset.x_train[rows], self.dataset.y_train[rows], packed)
+        key = np.asarray(sizes).tobytes()
+        if self._layout_cache is None or self._layout_cache[0] != key:
+            # The same split as the last step (the common case: controllers hold a split
+            # until it is worth changing) reuses its layout and its mask already on device.
+            packed = masking.pack_indices(sizes, self.layout, local)
+            placed = self.placement.batch({"mask": packed.mask, "trips": packed.trips})
+            self._layout_cache = (key, packed, placed)
+        _, packed, placed = self._layout_cache
+        # One gather straight from the data set: slot j takes data row rows[index[j]].
+        at = packed._replace(index=np.asarray(rows)[packed.index])
+        x, y = masking.gather(self.dataset.x_train, self.dataset.y_train, at)
         x = self.faults.inputs(step_index, x)
         extras = {k: v[local] for k, v in (extras or {}).items()}  # per-device entries
-        return self.placement.batch(
-            {"x": x, "y": y, "mask": packed.mask, "trips": packed.trips, **extras}
-        )
+        return {**self.placement.batch({"x": x, "y": y, **extras}), **placed}
 
     def evaluate(self) -> dict[str, float]:
         ds, lay = self.dataset, self.eval_layout
@@ -154,9 +167,18 @@ class Trainer:
             batch_sizes=np.asarray(sizes, np.int32),
             worker_times=np.asarray(worker_times, np.float32),
             speeds=np.asarray(speeds, np.float32),
-            time_table=self.timer.time_table(speeds).astype(np.float32),
+            time_table=self.time_table(speeds),
             epoch_end=np.bool_(self.sampler.is_epoch_end(step_index)),
         )
+
+    def time_table(self, speeds) -> jax.Array:
+        """The oracles' time table for `speeds`, on the controller's device; rebuilt only
+        when the speeds change, so other steps neither compute nor transfer it again."""
+        key = np.asarray(speeds, np.float32).tobytes()
+        if self._table_cache is None or self._table_cache[0] != key:
+            table = self.timer.time_table(speeds).astype(np.float32)
+            self._table_cache = (key, jax.device_put(table, self.host))
+        return self._table_cache[1]
 
     def step_bounds(self, speeds: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
         """Per-worker bounds for `step`: the run's bounds, and 0 for an unavailable worker
@@ -164,7 +186,7 @@ class Trainer:
         lo, hi = self.bounds
         lost = np.asarray(speeds) <= 0
         if not lost.any():
-            return lo, hi
+            return self.bounds
         if (lo[lost] > 0).any():
             k = int(np.flatnonzero(lost & (lo > 0))[0])
             raise ValueError(
@@ -193,11 +215,17 @@ class Trainer:
             from jax.experimental import multihost_utils
 
             sizes = np.asarray(multihost_utils.broadcast_one_to_all(sizes))
-        return masking.check_sizes(sizes, self.config.global_batch_size, self.layout)
+        key = sizes.tobytes() + sizes.dtype.str.encode()
+        if self._checked_cache is None or self._checked_cache[0] != key:  # a new split
+            sizes = masking.check_sizes(sizes, self.config.global_batch_size, self.layout)
+            self._checked_cache = (key, sizes)
+        return self._checked_cache[1].copy()
 
     def next_sizes(self, cstate, obs) -> tuple[np.ndarray, Any]:
         """The controller's split for step obs.step + 1 (obs.speeds are that step's)."""
         bounds = self.step_bounds(obs.speeds, int(obs.step) + 1)
+        if bounds is self.bounds:  # no worker lost: the run's bounds, already placed
+            bounds = self._placed_bounds
         with jax.default_device(self.host):
             sizes, cstate = self.decide(cstate, obs, *bounds)
         return self.checked(np.asarray(sizes)), cstate

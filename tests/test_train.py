@@ -113,3 +113,32 @@ def test_an_unimportable_controller_plugin_is_named_before_anything_runs(tmp_pat
     assert proc.returncode != 0
     assert "controller.plugin=experiments.no_such_policy: cannot import it" in (proc.stderr)
     assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_per_step_caches_follow_the_split_and_the_speeds(tmp_path):
+    """The layout, the checked split and the oracle's time table are kept from the last
+    step; a new split or new speeds must rebuild them, never reuse a stale one."""
+    import numpy as np
+
+    from omnilearn_jax import masking
+
+    config = smoke_config()
+    t = Trainer(config, str(tmp_path))
+    uniform, skewed = np.full(8, 8, np.int32), np.array([0, 1, 2, 3, 4, 5, 6, 43], np.int32)
+    for step, sizes in enumerate([uniform, skewed, skewed, uniform]):
+        batch = t.batch(step, sizes)
+        want = masking.pack_indices(sizes, t.layout)
+        np.testing.assert_array_equal(np.asarray(batch["mask"]), want.mask)
+        np.testing.assert_array_equal(np.asarray(batch["trips"]), want.trips)
+        rows = t.sampler.indices(step)
+        x = np.asarray(batch["x"])[want.mask]  # valid slots, in global-batch order
+        np.testing.assert_array_equal(x, t.dataset.x_train[rows])
+        assert t.checked(sizes).tolist() == sizes.tolist()
+    with pytest.raises(ValueError, match="sum to 63"):
+        t.checked(np.array([8] * 7 + [7]))  # a bad split is still caught after good ones
+    slow, fast = np.ones(8), np.full(8, 2.0)
+    a, b, c = t.time_table(slow), t.time_table(fast), t.time_table(slow)
+    assert a is not b
+    np.testing.assert_allclose(np.asarray(b), t.timer.time_table(fast), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(c), t.timer.time_table(slow), rtol=1e-6)
+    assert float(np.asarray(a)[0, 8]) == pytest.approx(2 * float(np.asarray(b)[0, 8]), rel=1e-6)
