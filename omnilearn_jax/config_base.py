@@ -39,6 +39,10 @@ def base_config() -> ml_collections.ConfigDict:
     # rows really computes less (use it with clock=wall on truly heterogeneous devices).
     c.layout = "padded"
     c.micro_batch_size = 8  # rows per micro-batch in the micro layout
+    # padded only: >1 compiles the step for up to this many capacities, from B/D to the full
+    # one, and runs each step at the smallest that holds its busiest device (less padding
+    # computed when the split is near uniform); 1 = one fixed capacity.
+    c.capacity_buckets = 1
     c.capacity = 0  # rows one device may hold; 0 = min(B, workers_per_device * b_max)
     c.clock = "virtual"  # virtual | wall
     c.mode = "bsp"  # bsp (synchronous) | asp (parameter server, docs/async.md)

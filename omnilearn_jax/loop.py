@@ -162,12 +162,7 @@ class Loop:
         log.config(resolved)
         if latest is None:  # a run that dies without Python noticing still reads "running"
             log.summary({"status": "running", "steps": 0})
-        speeds = t.timer.speeds(self.done)
-        t.timer.warm_up(
-            t.steps,
-            t.placement.replicate(jax.tree.map(np.array, t.state)),
-            t.batch(self.done, sizes, t.timer.batch_extras(sizes, speeds)),
-        )
+        t.warm_up(self.done, sizes, t.timer.speeds(self.done))
         log.say(
             f"training {cfg.model.name} ({t.param_count:,} params) on {cfg.dataset.name}: "
             f"{w} workers on {t.layout.num_devices} {jax.devices()[0].platform} devices "

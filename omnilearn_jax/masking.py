@@ -123,3 +123,30 @@ def gather(
     xs[~packed.mask] = fill
     ys[~packed.mask] = 0
     return xs, ys
+
+
+def bucket_layouts(layout: Layout, global_batch: int, count: int, align: int = 8) -> tuple:
+    """Padded layouts of `count` capacities from the uniform share to `layout.capacity`.
+
+    A padded device computes every row of its buffer, valid or not, so a buffer sized for
+    the largest split a controller may pick (b_max) wastes compute whenever the split is
+    closer to uniform. With buckets, each step uses the smallest capacity that holds its
+    busiest device. Capacities are spaced evenly from ceil(B / D) (no split needs less) to
+    the layout's, rounded up to a multiple of `align` (friendlier tiles on accelerators), so
+    there are at most `count` of them; each compiles once. `count=1` is the layout alone.
+    """
+    if count < 1:
+        raise ValueError(f"capacity_buckets must be >= 1, got {count}")
+    if layout.kind != "padded" and count > 1:
+        raise ValueError("capacity_buckets > 1 needs layout=padded (micro already adapts)")
+    top = layout.capacity
+    low = min(-(-global_batch // layout.num_devices), top)
+    steps = [low + (top - low) * k / max(count - 1, 1) for k in range(count)]
+    caps = sorted({min(top, -(-math.ceil(s) // align) * align) for s in steps} | {top})
+    return tuple(layout._replace(capacity=c, micro_batch=c) for c in caps[-count:])
+
+
+def pick_layout(layouts: tuple, sizes: np.ndarray) -> Layout:
+    """The smallest of `layouts` (ascending capacities) that holds the busiest device."""
+    need = int(device_counts(sizes, layouts[-1]).max())
+    return next((lay for lay in layouts if lay.capacity >= need), layouts[-1])

@@ -64,6 +64,8 @@ class Trainer:
             capacity=capacity,
             micro_batch=config.micro_batch_size,
         )
+        # Ascending capacities a step may use; the last is `layout` (see capacity_buckets).
+        self.layouts = masking.bucket_layouts(self.layout, b, config.capacity_buckets)
         apply, params = models.create(
             config.model, self.dataset.input_shape, self.dataset.num_classes, config.seed
         )
@@ -129,7 +131,8 @@ class Trainer:
         if self._layout_cache is None or self._layout_cache[0] != key:
             # The same split as the last step (the common case: controllers hold a split
             # until it is worth changing) reuses its layout and its mask already on device.
-            packed = masking.pack_indices(sizes, self.layout, local)
+            layout = masking.pick_layout(self.layouts, sizes)
+            packed = masking.pack_indices(sizes, layout, local)
             placed = self.placement.batch({"mask": packed.mask, "trips": packed.trips})
             self._layout_cache = (key, packed, placed)
         _, packed, placed = self._layout_cache
@@ -139,6 +142,39 @@ class Trainer:
         x = self.faults.inputs(step_index, x)
         extras = {k: v[local] for k, v in (extras or {}).items()}  # per-device entries
         return {**self.placement.batch({"x": x, "y": y, **extras}), **placed}
+
+    def warm_up(self, step_index: int, sizes: np.ndarray, speeds: np.ndarray) -> int:
+        """Compiles what the loop will run before its first step; returns the number of
+        batch shapes compiled.
+
+        With one capacity this is the timer's warm-up on the first batch (the wall clock
+        compiles both halves; the virtual clock compiles in its first step). With capacity
+        buckets, every bucket runs once on a throwaway copy of the state with a split that
+        fills it, so no split a controller picks later compiles.
+        """
+        buckets = len(self.layouts) > 1
+        splits = [self.filling_split(lay) for lay in self.layouts] if buckets else [sizes]
+        for split in splits:
+            batch = self.batch(step_index, split, self.timer.batch_extras(split, speeds))
+            copy = self.placement.replicate(jax.tree.map(np.array, self.state))
+            if buckets and self.config.clock != "wall":
+                jax.block_until_ready(self.steps.train(copy, batch))
+            else:
+                self.timer.warm_up(self.steps, copy, batch)
+        return len(splits)
+
+    def filling_split(self, layout: masking.Layout) -> np.ndarray:
+        """A split of B whose busiest device holds exactly `layout.capacity` rows (or all of
+        B on device 0 when that is fewer), workers of a device sharing its rows evenly."""
+        r, d, b = layout.workers_per_device, layout.num_devices, self.config.global_batch_size
+        rows = np.zeros(d, np.int64)
+        left = b
+        for i in range(d):
+            rows[i] = min(layout.capacity, left)
+            left -= rows[i]
+        sizes = np.repeat(rows // r, r)
+        sizes.reshape(d, r)[:, 0] += rows % r
+        return sizes.astype(np.int32)
 
     def evaluate(self) -> dict[str, float]:
         ds, lay = self.dataset, self.eval_layout
@@ -244,6 +280,7 @@ class Trainer:
         resolved["resolved"] = {
             "num_devices": self.layout.num_devices,
             "capacity": self.layout.capacity,
+            "capacities": [lay.capacity for lay in self.layouts],
             "micro_batch_size": self.layout.micro_batch,
             "num_micro": self.layout.num_micro,
             "steps_per_epoch": self.sampler.steps_per_epoch,

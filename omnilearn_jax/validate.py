@@ -29,6 +29,14 @@ def check_config(config: ml_collections.ConfigDict, num_available_devices: int) 
     _choice("wandb.mode", config.wandb.mode, WANDB_MODES)
     if config.mode == "asp":
         _check_asp(config, num_available_devices)
+    if config.capacity_buckets < 1:
+        raise ValueError(f"capacity_buckets must be >= 1, got {config.capacity_buckets}")
+    if config.capacity_buckets > 1 and (config.layout != "padded" or config.mode != "bsp"):
+        raise ValueError(
+            f"capacity_buckets={config.capacity_buckets} needs layout=padded and mode=bsp "
+            f"(got layout={config.layout}, mode={config.mode}); the micro layout already "
+            f"computes only the micro-batches it uses: set capacity_buckets=1"
+        )
     _choice("train.nan_policy", config.train.nan_policy, ("stop", "skip"))
     num_workers, batch = config.num_workers, config.global_batch_size
     if num_workers < 1:

@@ -56,6 +56,8 @@ CASES = [
     ({"controller.b_min": 6, "controller.b_max": 5}, "worker 0: b_min 6 exceeds b_max 5"),
     ({"layout": "ragged"}, "unknown layout 'ragged'; valid values: micro, padded"),
     ({"clock": "sundial"}, "unknown clock 'sundial'; valid values: virtual, wall"),
+    ({"capacity_buckets": 0}, "capacity_buckets must be >= 1, got 0"),
+    ({"capacity_buckets": 3, "layout": "micro"}, "capacity_buckets=3 needs layout=padded"),
     ({"train.nan_policy": "ignore"}, "unknown train.nan_policy 'ignore'; valid values: stop"),
     ({"hetero.name": "hl9"}, "unknown hetero.name 'hl9'; valid names:"),
     ({"hetero.name": "cores", "hetero.cores": (1.0, -2.0) + (1.0,) * 6}, "-2"),

@@ -107,7 +107,10 @@ def _end_to_end(r: dict) -> str:
         "rate is the best block. *Capacity* is the rows each device computes in the padded "
         "layout: 32 = the uniform share (the same rows as the plain loop; goal ratio >= 0.95), "
         "96 = the paper job's default (b_max), which also computes 64 padded rows a device to "
-        "leave room for uneven splits.\n\n"
+        "leave room for uneven splits; *96, 4 buckets* is the same room with "
+        "`capacity_buckets=4` (docs/trainer.md), where each step runs at the smallest of the "
+        "capacities 32, 56, 80, 96 that holds its busiest device (here, the uniform split: 32)."
+        "\n\n"
         + md_table(
             ["capacity", "trainer steps/s", "plain steps/s", "ratio", "overhead (ms/step)"], rows
         )
