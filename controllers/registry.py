@@ -47,7 +47,9 @@ def load_plugin(module: str) -> None:
         return
     try:
         importlib.import_module(module)
-    except ImportError as e:
+    except ModuleNotFoundError as e:
+        if e.name is None or not module.startswith(e.name):
+            raise  # the plug-in exists but an import inside it failed: keep its traceback
         raise ValueError(
             f"controller.plugin={module}: cannot import it ({e}); give a module path "
             f"importable from the working directory, e.g. experiments.examples.damped"

@@ -164,7 +164,8 @@ def root_cause(ends: list[tuple[float, int, int]], settle: float = _SETTLE_SECON
     milliseconds, so several failures arrive together and the first failure can land in the
     same poll as its consequences. Among the failures that ended within `settle` s of the
     first one, the earliest that is not SIGABRT is the cause; if all of them are SIGABRT, the
-    earliest is.
+    earliest is. The limit of the rule: a cause that is itself an abort (an XLA check
+    failure) followed within the window by a peer's error exit blames the peer.
     """
     failures = sorted((t, i, code) for t, i, code in ends if code != 0)
     if not failures:

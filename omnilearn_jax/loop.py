@@ -66,8 +66,15 @@ def check_same_config(workdir: str, config) -> None:
     stored.pop("resolved", None)
     now = json.loads(json.dumps(plain(config.to_dict())))  # as stored: lists, inf -> null
     old, new = _flat(stored), _flat(now)
+    # A key the stored config lacks (added to the code later, or a plug-in's argument) is
+    # unchanged when the new config keeps its default.
+    from omnilearn_jax.config_base import base_config
+
+    default = _flat(json.loads(json.dumps(plain(base_config().to_dict()))))
     changed = sorted(
-        k for k in set(old) | set(new) if old.get(k) != new.get(k) and k not in RESUMABLE_CHANGES
+        k
+        for k in set(old) | set(new)
+        if old.get(k, default.get(k)) != new.get(k) and k not in RESUMABLE_CHANGES
     )
     if changed:
         detail = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:5])

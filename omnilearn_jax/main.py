@@ -35,7 +35,23 @@ def import_controller_plugin(argv: list[str]) -> str:
         controllers.load_plugin(module)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
+    if module and _backends_started():
+        raise SystemExit(
+            f"error: controller.plugin={module} ran a JAX operation when imported; the CPU "
+            f"device count and multi-process set-up come later, from the config. Build "
+            f"arrays inside the policy's factory or its init/update, not at module level."
+        )
     return module
+
+
+def _backends_started() -> bool:
+    """Whether JAX has created its backends (False where this JAX cannot tell)."""
+    try:
+        from jax._src import xla_bridge
+    except ImportError:
+        return False
+    started = getattr(xla_bridge, "backends_are_initialized", None)
+    return bool(started()) if started else False
 
 
 def main(argv):

@@ -139,7 +139,9 @@ def bucket_layouts(layout: Layout, global_batch: int, count: int, align: int = 8
         raise ValueError(f"capacity_buckets must be >= 1, got {count}")
     if layout.kind != "padded" and count > 1:
         raise ValueError("capacity_buckets > 1 needs layout=padded (micro already adapts)")
-    top = layout.capacity
+    if count == 1:
+        return (layout,)
+    top = min(layout.capacity, global_batch)  # no device ever holds more than B rows
     low = min(-(-global_batch // layout.num_devices), top)
     steps = [low + (top - low) * k / max(count - 1, 1) for k in range(count)]
     caps = sorted({min(top, -(-math.ceil(s) // align) * align) for s in steps} | {top})

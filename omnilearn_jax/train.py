@@ -32,7 +32,7 @@ class Trainer:
         # Per-step host work that only depends on the split or on the speeds, which change
         # rarely, is kept from the last step: (key, value) pairs, see batch_of and observe.
         self._layout_cache: tuple[bytes, Any, Any] | None = None
-        self._table_cache: tuple[bytes, jax.Array] | None = None
+        self._table_cache: tuple[bytes, np.ndarray] | None = None
         self._checked_cache: tuple[bytes, np.ndarray] | None = None
         w, b = config.num_workers, config.global_batch_size
         devices = select_devices(config.num_devices)
@@ -110,7 +110,6 @@ class Trainer:
         cpus = jax.local_devices(backend="cpu")
         free = [d for d in cpus if d not in set(devices)]
         self.host = (free or cpus)[-1 if free else 0]
-        self._placed_bounds = jax.device_put(self.bounds, self.host)
         self.eval_layout = masking.make_layout(
             "padded",
             num_workers=len(devices),
@@ -127,12 +126,15 @@ class Trainer:
     def batch_of(self, rows, sizes: np.ndarray, extras: dict | None, step_index: int) -> dict:
         """Lays training rows `rows` (sum(sizes) of them, in worker order) on the devices."""
         local = self.placement.local_positions
-        key = np.asarray(sizes).tobytes()
+        sizes = np.asarray(sizes)
+        key = sizes.tobytes() + sizes.dtype.str.encode()
         if self._layout_cache is None or self._layout_cache[0] != key:
             # The same split as the last step (the common case: controllers hold a split
             # until it is worth changing) reuses its layout and its mask already on device.
             layout = masking.pick_layout(self.layouts, sizes)
             packed = masking.pack_indices(sizes, layout, local)
+            for a in packed:  # shared by every step with this split: never written
+                a.flags.writeable = False
             placed = self.placement.batch({"mask": packed.mask, "trips": packed.trips})
             self._layout_cache = (key, packed, placed)
         _, packed, placed = self._layout_cache
@@ -207,13 +209,18 @@ class Trainer:
             epoch_end=np.bool_(self.sampler.is_epoch_end(step_index)),
         )
 
-    def time_table(self, speeds) -> jax.Array:
-        """The oracles' time table for `speeds`, on the controller's device; rebuilt only
-        when the speeds change, so other steps neither compute nor transfer it again."""
+    def time_table(self, speeds) -> np.ndarray:
+        """The oracles' time table for `speeds`, rebuilt only when the speeds change.
+
+        It stays a host array, like every input of `decide`: one committed device array
+        would make the controller state committed after the first decision and change the
+        signature of the second, which would compile again.
+        """
         key = np.asarray(speeds, np.float32).tobytes()
         if self._table_cache is None or self._table_cache[0] != key:
             table = self.timer.time_table(speeds).astype(np.float32)
-            self._table_cache = (key, jax.device_put(table, self.host))
+            table.flags.writeable = False
+            self._table_cache = (key, table)
         return self._table_cache[1]
 
     def step_bounds(self, speeds: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
@@ -260,8 +267,6 @@ class Trainer:
     def next_sizes(self, cstate, obs) -> tuple[np.ndarray, Any]:
         """The controller's split for step obs.step + 1 (obs.speeds are that step's)."""
         bounds = self.step_bounds(obs.speeds, int(obs.step) + 1)
-        if bounds is self.bounds:  # no worker lost: the run's bounds, already placed
-            bounds = self._placed_bounds
         with jax.default_device(self.host):
             sizes, cstate = self.decide(cstate, obs, *bounds)
         return self.checked(np.asarray(sizes)), cstate

@@ -45,6 +45,10 @@ def test_bucket_capacities_span_the_uniform_share_to_the_full_capacity():
     # Two workers a device: the device's rows decide, not one worker's.
     two = masking.bucket_layouts(_layout(capacity=96, workers=8), 128, 3)
     assert masking.pick_layout(two, np.array([16, 17, 16, 15, 16, 16, 16, 16])).capacity == 64
+    # A capacity over B: no device can hold more than B rows, so no bucket above B.
+    over = masking.bucket_layouts(_layout(capacity=200), 128, 3)
+    assert [lay.capacity for lay in over] == [32, 80, 128]
+    assert masking.bucket_layouts(_layout(capacity=200), 128, 1)[0].capacity == 200
     with pytest.raises(ValueError, match="needs layout=padded"):
         lay = masking.make_layout("micro", num_workers=4, num_devices=4, capacity=96, micro_batch=8)
         masking.bucket_layouts(lay, 128, 2)

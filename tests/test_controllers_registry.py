@@ -82,3 +82,13 @@ def test_register_rules():
         controllers.register("proportional")(policy)
     with pytest.raises(TypeError, match="must be keyword-only"):
         controllers.register("positional")(lambda b_min: None)
+
+
+def test_load_plugin_names_a_missing_module_and_keeps_errors_inside_one(tmp_path, monkeypatch):
+    controllers.load_plugin("")  # nothing to import
+    with pytest.raises(ValueError, match="controller.plugin=no_such_pkg.policy: cannot import"):
+        controllers.load_plugin("no_such_pkg.policy")
+    (tmp_path / "broken_policy_probe.py").write_text("import a_module_nobody_has\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModuleNotFoundError, match="a_module_nobody_has"):
+        controllers.load_plugin("broken_policy_probe")  # its own traceback, not ours

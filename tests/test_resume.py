@@ -179,3 +179,39 @@ def test_resume_refuses_a_different_config(tmp_path):
     config.optimizer.learning_rate = 0.5
     with pytest.raises(ValueError, match="optimizer.learning_rate: 0.1 -> 0.5"):
         Trainer(config, str(tmp_path)).run()
+
+
+def test_a_key_the_stored_config_lacks_is_unchanged_at_its_default(tmp_path):
+    """A checkpoint written before a config key existed resumes while the key keeps its
+    default; giving it another value is a change like any other."""
+    config = smoke_config()
+    config.train.num_steps = 4
+    Trainer(config, str(tmp_path)).run()
+    stored = json.loads((tmp_path / "config.json").read_text())
+    del stored["capacity_buckets"]
+    (tmp_path / "config.json").write_text(json.dumps(stored))
+    assert Trainer(config, str(tmp_path)).run()["status"] == "complete"
+    config.capacity_buckets = 2
+    with pytest.raises(ValueError, match="capacity_buckets: None -> 2"):
+        Trainer(config, str(tmp_path)).run()
+
+
+def test_losing_a_worker_does_not_compile_the_decision_again(tmp_path):
+    import jax
+
+    import controllers
+    from omnilearn_jax.compiles import CompileCounter
+
+    config = smoke_config()
+    config.controller.name = "proportional"
+    t = Trainer(config, str(tmp_path))
+    w, b = config.num_workers, config.global_batch_size
+    cstate = jax.jit(t.controller.init, static_argnums=(0, 1))(w, b)
+    sizes = controllers.initial_sizes(cstate, w, b)
+    speeds = np.ones(w)
+    sizes, cstate = t.next_sizes(cstate, t.observe(0, sizes, np.full(w, 0.1), speeds))
+    speeds[3] = 0.0  # worker 3 is lost for the step being decided
+    with CompileCounter() as compiles:
+        sizes, cstate = t.next_sizes(cstate, t.observe(1, sizes, np.full(w, 0.1), speeds))
+    assert compiles.count == 0
+    assert sizes[3] == 0 and sizes.sum() == b

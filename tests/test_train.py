@@ -142,3 +142,17 @@ def test_per_step_caches_follow_the_split_and_the_speeds(tmp_path):
     np.testing.assert_allclose(np.asarray(b), t.timer.time_table(fast), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(c), t.timer.time_table(slow), rtol=1e-6)
     assert float(np.asarray(a)[0, 8]) == pytest.approx(2 * float(np.asarray(b)[0, 8]), rel=1e-6)
+
+
+def test_a_plugin_that_runs_jax_when_imported_is_a_clear_error(tmp_path):
+    (tmp_path / "eager_policy_probe.py").write_text(
+        "import jax.numpy as jnp\n\nWEIGHTS = jnp.ones(8)  # a JAX operation at import\n"
+    )
+    cmd = [sys.executable, "-m", "omnilearn_jax.main", "--config=configs/smoke.py"]
+    cmd += [f"--workdir={tmp_path / 'run'}", "--config.controller.plugin=eager_policy_probe"]
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    env.pop("XLA_FLAGS", None)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "eager_policy_probe ran a JAX operation when imported" in proc.stderr, proc.stderr
+    assert not (tmp_path / "run").exists()
