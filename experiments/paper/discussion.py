@@ -12,7 +12,7 @@ from experiments.paper.common import hl_cores
 from experiments.paper.fmt import fmt, pct
 
 if TYPE_CHECKING:
-    from experiments.paper.results_doc import Doc
+    from experiments.paper.tracedoc import Doc
 
 
 def pct_range(values) -> str:

@@ -9,7 +9,7 @@ import os
 from experiments.paper import groups as G
 from experiments.paper import paper_facts as paper
 from experiments.paper.common import LEVELS, hl_cores
-from experiments.paper.results_doc import compare
+from experiments.paper.tracedoc import compare
 from omnilearn_jax import analysis
 
 POLICIES = ("static (by cores)", "proportional", "pi", "oracle")

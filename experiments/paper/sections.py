@@ -1,0 +1,270 @@
+"""The sections of docs/RESULTS.md, one function each: BSP levels, a dynamic cluster,
+asynchronous training, scale-out and ResNet. Each writes its markdown into a `Doc` and
+returns the numbers the summary and the discussion use."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from experiments.paper import groups as G
+from experiments.paper import paper_facts as paper
+from experiments.paper.common import LEVELS, TARGET, hl_cores
+from experiments.paper.fmt import fmt, md_table, pct
+from experiments.paper.tracedoc import Doc, compare
+from omnilearn_jax.cluster import uniform_vs_balanced_reduction
+
+
+def _runs_text(groups: list[G.Group]) -> str:
+    """'N seed(s), S steps' read from the groups' summaries (so --small says what it ran)."""
+    seeds = max((len(g.summaries) for g in groups), default=0)
+    steps = sorted({int(s["steps"]) for g in groups for s in g.summaries})
+    span = "-".join(str(v) for v in (steps[:1] + steps[-1:] if len(steps) > 1 else steps))
+    return f"{seeds} seed{'s' if seeds != 1 else ''}, {span or '?'} steps"
+
+
+def _ideal(cores, batch: int) -> float:
+    return uniform_vs_balanced_reduction(np.asarray(cores, float), batch)
+
+
+def bsp_section(doc: Doc, runs: dict[str, list[G.Group]]) -> dict[str, Any]:
+    levels, cores, nob = runs["bsp_levels"], runs["bsp_static_cores"], runs["bsp_nobounds"]
+    facts: dict[str, Any] = {"prop": {}, "ideal": {}, "oracle": {}, "cores": {}}
+    rows = []
+    for level in LEVELS:
+        ref = G.find(levels, controller__name="static", hetero__level=level)
+        if ref is None:
+            continue
+        ideal = _ideal(hl_cores(level), 128)
+        facts["ideal"][level] = ideal
+        entries = [
+            ("static (uniform)", "16..96", ref),
+            ("static (by cores)", "16..96", G.find(cores, hetero__cores=hl_cores(level))),
+            *(
+                (name, "16..96", G.find(levels, controller__name=name, hetero__level=level))
+                for name in ("proportional", "pi", "oracle")
+            ),
+        ]
+        if level == 8:
+            entries += [
+                (
+                    f"{name}{' (by cores)' if name == 'static' else ''}",
+                    "none",
+                    G.find(nob, controller__name=name),
+                )
+                for name in ("static", "proportional", "pi", "oracle")
+            ]
+        for name, bounds, g in entries:
+            if g is None:
+                continue
+            cut, stat = compare(g, ref)
+            label = f"HL{level} {name} bounds {bounds}"
+            if name == "proportional":
+                facts["prop"][(level, bounds)] = cut
+            if name == "oracle":
+                facts["oracle"][(level, bounds)] = cut
+            if name == "static (by cores)" and bounds == "16..96":
+                facts["cores"][level] = cut
+            rows.append(
+                [
+                    f"HL{level}",
+                    name,
+                    bounds,
+                    doc.num("bsp", label, g, "time_to_target"),
+                    g.row["target_reached"],
+                    doc.num("bsp", label, g, "total_time"),
+                    pct(cut) + ("" if stat == "time_to_target" else " (total)"),
+                    pct(ideal),
+                    doc.num("bsp", label, g, "final_eval_accuracy"),
+                ]
+            )
+    doc.add(
+        "## Synchronous training (BSP) at HL1, 2, 4, 8",
+        "",
+        f"{paper.SETUP}; CNN on digits (16/32 channels), {_runs_text(levels)}, target "
+        f"accuracy {TARGET}, mean ± sample std over seeds, times in seconds of the virtual clock. "
+        "*Reduction* is 1 - time / time of uniform `static` at the same level (time to "
+        "target when every seed of both reached it, else total time). *Ideal* is the "
+        "analytic reduction of a perfect real-valued split under a linear cost without "
+        "bounds, 1 - (B / sum s) / max_k (B / W / s_k) (docs/cluster.md).",
+        "",
+        md_table(
+            [
+                "level",
+                "policy",
+                "bounds",
+                "time to target",
+                "reached",
+                "total time",
+                "reduction",
+                "ideal",
+                "final accuracy",
+            ],
+            rows,
+        ),
+    )
+    return facts
+
+
+def dynamic_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
+    ref = G.find(runs, controller__name="static")
+    rows, facts = [], {}
+    for g in runs:
+        name = g.values["controller.name"]
+        cut, stat = compare(g, ref)
+        facts[name] = cut
+        label = f"dynamic {name}"
+        rows.append(
+            [
+                name,
+                doc.num("dynamic", label, g, "time_to_target"),
+                g.row["target_reached"],
+                doc.num("dynamic", label, g, "total_time"),
+                pct(cut) + ("" if stat == "time_to_target" else " (total)"),
+                doc.num("dynamic", label, g, "final_eval_accuracy"),
+            ]
+        )
+    doc.add(
+        "## Dynamic heterogeneity: HL 1, 2, 4, 8, 8, 4, 2, 1",
+        "",
+        "The paper's dynamic run: the level changes every epoch (11 steps) through 1, 2, 4, 8, "
+        "8, 4, 2, 1 (`hetero.name=schedule`); same job and bounds as the BSP section, "
+        f"{_runs_text(runs)}.",
+        "",
+        md_table(
+            ["policy", "time to target", "reached", "total time", "reduction", "final accuracy"],
+            rows,
+        ),
+    )
+    return facts
+
+
+def async_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
+    rows, facts = [], {"gain": {}, "noise": {}, "spread": {}}
+    for g in runs:
+        name, level = g.values["controller.name"], g.values["hetero.level"]
+        # Staleness spread: slowest worker's mean staleness / fastest's (1 = uniform).
+        spreads = [
+            max(w) / min(w)
+            for w in (s.get("staleness_mean_per_worker") for s in g.summaries)
+            if w and min(w) > 0
+        ]
+        facts["spread"][(level, name)] = float(np.mean(spreads)) if spreads else math.nan
+        ref = G.find(runs, controller__name="static", hetero__level=level)
+        gain = g.get("final_eval_accuracy_mean") - ref.get("final_eval_accuracy_mean")
+        noise = max(g.get("final_eval_accuracy_std"), ref.get("final_eval_accuracy_std"))
+        facts["gain"][(level, name)] = gain
+        facts["noise"][(level, name)] = noise
+        stale = [
+            s.get("staleness_mean") for s in g.summaries if s.get("staleness_mean") is not None
+        ]
+        label = f"async HL{level} {name}"
+        rows.append(
+            [
+                f"HL{level}",
+                name,
+                doc.num("async", label, g, "final_eval_accuracy"),
+                "-" if name == "static" else f"{100 * gain:+.1f} points",
+                fmt(float(np.mean(stale))) if stale else "-",
+                fmt(facts["spread"][(level, name)]),
+                doc.num("async", label, g, "total_time"),
+            ]
+        )
+    doc.add(
+        "## Asynchronous training: accuracy at equal time",
+        "",
+        "configs/paper_asp.py: parameter server on the virtual clock, the paper's async core "
+        "tables (HL2 8/8/8/16, HL4 10/10/4/16, HL8 4/4/4/28), plain SGD, updates weighted by "
+        "batch share, no bounds; every run stops at the same virtual time and the accuracy "
+        "there is the result. *Staleness spread* is the most stale worker's mean staleness "
+        f"over the least stale one's (1 = even). Same CNN on digits, {_runs_text(runs)} "
+        "(updates).",
+        "",
+        md_table(
+            [
+                "level",
+                "policy",
+                "accuracy at budget",
+                "gain vs static",
+                "mean staleness",
+                "staleness spread",
+                "time",
+            ],
+            rows,
+        ),
+    )
+    return facts
+
+
+def scaleout_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
+    from experiments.paper.scaleout import BATCH, CORES, WORKERS
+
+    rows, facts = [], {}
+    ideal = _ideal(CORES, BATCH)
+    for g in runs:
+        name, b_min = g.values["controller.name"], g.values["controller.b_min"]
+        ref = G.find(runs, controller__name="static", controller__b_min=b_min)
+        cut, _ = compare(g, ref, "total_time")  # evaluated every 2 steps: too coarse a target
+        facts[(b_min, name)] = cut
+        label = f"scale-out b_min {b_min} {name}"
+        rows.append(
+            [
+                b_min,
+                name,
+                doc.num("scaleout", label, g, "total_time"),
+                pct(cut),
+                pct(ideal),
+                doc.num("scaleout", label, g, "final_eval_accuracy"),
+            ]
+        )
+    facts["ideal"] = ideal
+    facts["slow_share"] = BATCH * min(CORES) / sum(CORES)
+    doc.add(
+        f"## Scale-out: {WORKERS} workers, 2 to 32 cores",
+        "",
+        f"{WORKERS} workers on 8 devices, cores {min(CORES)}..{max(CORES)} (geometric, sum "
+        f"{sum(CORES)}), B = {BATCH} (16 a worker), b_max = 48, b_min 8 (the paper's B/(2W)) "
+        f"or 0; CNN on digits, {_runs_text(runs)}.",
+        "",
+        md_table(
+            ["b_min", "policy", "total time", "reduction (total time)", "ideal", "final accuracy"],
+            rows,
+        ),
+    )
+    return facts
+
+
+def resnet_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
+    rows, facts = [], {}
+    for g in runs:
+        cores, name = g.values["hetero.cores"], g.values["controller.name"]
+        level = int(max(cores) // min(cores))
+        ref = G.find(runs, controller__name="static", hetero__cores=cores)
+        speedup = ref.get("total_time_mean") / g.get("total_time_mean")
+        facts[(level, name)] = speedup
+        ceiling = sum(cores) / (len(cores) * min(cores))
+        label = f"resnet HL{level} {name}"
+        rows.append(
+            [
+                f"HL{level} {'/'.join(map(str, cores))}",
+                name,
+                doc.num("resnet", label, g, "total_time"),
+                f"{speedup:.2f}x",
+                f"{paper.ACSOS_SPEEDUP.get(level, math.nan):.1f}x" if name != "static" else "-",
+                f"{ceiling:.2f}x",
+            ]
+        )
+    doc.add(
+        "## ResNet-18 on 3 workers (ACSOS'20 set-up)",
+        "",
+        "Runlocal ResNet-18 (stem width 8, CIFAR-shaped synthetic 16x16x3 input), 3 workers, "
+        f"B = 96, bounds 16..96, {_runs_text(runs)}. *Ceiling* is the largest speed-up any "
+        "split can give under a linear cost without bounds, sum(cores) / (W min(cores)).",
+        "",
+        md_table(
+            ["cluster (cores)", "policy", "total time", "speed-up", "ACSOS'20", "ceiling"], rows
+        ),
+    )
+    return facts
