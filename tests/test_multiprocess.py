@@ -176,6 +176,22 @@ def test_root_cause_is_the_first_death_not_the_aborts_it_caused():
     assert launch.root_cause([(10.0, 0, 0), (11.0, 1, 3)], settle=0.0) == 1
 
 
+def test_waiting_collects_the_deaths_that_follow_a_failure_within_the_window():
+    import queue
+
+    ended = queue.Queue()
+    now = time.monotonic()
+    for record in [(now, 0, 0), (now + 0.01, 2, -signal.SIGABRT), (now + 0.02, 1, -signal.SIGKILL)]:
+        ended.put(record)
+    ends = launch._wait_for_failure(ended, 4)  # process 3 never ends: the window closes
+    assert [i for _, i, _ in ends] == [0, 2, 1]
+    assert launch.root_cause(ends) == 1
+    ok = queue.Queue()
+    for i in range(3):
+        ok.put((now + i, i, 0))
+    assert launch.root_cause(launch._wait_for_failure(ok, 3)) is None
+
+
 @pytest.mark.slow
 def test_launcher_stops_the_run_when_a_process_dies(tmp_path):
     workdir = tmp_path / "run"
