@@ -22,6 +22,7 @@ import numpy as np
 import controllers
 from omnilearn_jax.checkpoint import Checkpointer
 from omnilearn_jax.cluster import time_to_target
+from omnilearn_jax.config_base import base_config
 from omnilearn_jax.runlog import RunLog
 from omnilearn_jax.runstore import plain, truncate_metrics
 from omnilearn_jax.tracking import make_tracker
@@ -68,8 +69,6 @@ def check_same_config(workdir: str, config) -> None:
     old, new = _flat(stored), _flat(now)
     # A key the stored config lacks (added to the code later, or a plug-in's argument) is
     # unchanged when the new config keeps its default.
-    from omnilearn_jax.config_base import base_config
-
     default = _flat(json.loads(json.dumps(plain(base_config().to_dict()))))
     changed = sorted(
         k

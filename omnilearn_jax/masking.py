@@ -143,9 +143,9 @@ def bucket_layouts(layout: Layout, global_batch: int, count: int, align: int = 8
         return (layout,)
     top = min(layout.capacity, global_batch)  # no device ever holds more than B rows
     low = min(-(-global_batch // layout.num_devices), top)
-    steps = [low + (top - low) * k / max(count - 1, 1) for k in range(count)]
-    caps = sorted({min(top, -(-math.ceil(s) // align) * align) for s in steps} | {top})
-    return tuple(layout._replace(capacity=c, micro_batch=c) for c in caps[-count:])
+    steps = [low + (top - low) * k / (count - 1) for k in range(count)]  # the last is top
+    caps = sorted({min(top, -(-math.ceil(s) // align) * align) for s in steps})
+    return tuple(layout._replace(capacity=c, micro_batch=c) for c in caps)
 
 
 def pick_layout(layouts: tuple, sizes: np.ndarray) -> Layout:

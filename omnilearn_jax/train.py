@@ -7,6 +7,7 @@ each worker's time, and the controller picks the next split from what it observe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -30,10 +31,8 @@ class Trainer:
         self.controller = controllers.make_from_config(config.controller)
         self.config, self.workdir = config, workdir
         # Per-step host work that only depends on the split or on the speeds, which change
-        # rarely, is kept from the last step: (key, value) pairs, see batch_of and observe.
-        self._layout_cache: tuple[bytes, Any, Any] | None = None
-        self._table_cache: tuple[bytes, np.ndarray] | None = None
-        self._checked_cache: tuple[bytes, np.ndarray] | None = None
+        # rarely, is kept from the last step (see batch_of, checked and time_table).
+        self._packed, self._checked, self._table = _Last(), _Last(), _Last()
         w, b = config.num_workers, config.global_batch_size
         devices = select_devices(config.num_devices)
         r = w // len(devices)
@@ -127,17 +126,16 @@ class Trainer:
         """Lays training rows `rows` (sum(sizes) of them, in worker order) on the devices."""
         local = self.placement.local_positions
         sizes = np.asarray(sizes)
-        key = sizes.tobytes() + sizes.dtype.str.encode()
-        if self._layout_cache is None or self._layout_cache[0] != key:
-            # The same split as the last step (the common case: controllers hold a split
-            # until it is worth changing) reuses its layout and its mask already on device.
-            layout = masking.pick_layout(self.layouts, sizes)
-            packed = masking.pack_indices(sizes, layout, local)
+
+        def pack():
+            packed = masking.pack_indices(sizes, masking.pick_layout(self.layouts, sizes), local)
             for a in packed:  # shared by every step with this split: never written
                 a.flags.writeable = False
-            placed = self.placement.batch({"mask": packed.mask, "trips": packed.trips})
-            self._layout_cache = (key, packed, placed)
-        _, packed, placed = self._layout_cache
+            return packed, self.placement.batch({"mask": packed.mask, "trips": packed.trips})
+
+        # The same split as the last step (the common case: controllers hold a split until
+        # it is worth changing) reuses its layout and its mask already on the devices.
+        packed, placed = self._packed.get(_key(sizes), pack)
         # One gather straight from the data set: slot j takes data row rows[index[j]].
         at = packed._replace(index=np.asarray(rows)[packed.index])
         x, y = masking.gather(self.dataset.x_train, self.dataset.y_train, at)
@@ -169,11 +167,8 @@ class Trainer:
         """A split of B whose busiest device holds exactly `layout.capacity` rows (or all of
         B on device 0 when that is fewer), workers of a device sharing its rows evenly."""
         r, d, b = layout.workers_per_device, layout.num_devices, self.config.global_batch_size
-        rows = np.zeros(d, np.int64)
-        left = b
-        for i in range(d):
-            rows[i] = min(layout.capacity, left)
-            left -= rows[i]
+        before = layout.capacity * np.arange(d)  # rows the devices ahead of each one hold
+        rows = np.clip(b - before, 0, layout.capacity)
         sizes = np.repeat(rows // r, r)
         sizes.reshape(d, r)[:, 0] += rows % r
         return sizes.astype(np.int32)
@@ -216,12 +211,13 @@ class Trainer:
         would make the controller state committed after the first decision and change the
         signature of the second, which would compile again.
         """
-        key = np.asarray(speeds, np.float32).tobytes()
-        if self._table_cache is None or self._table_cache[0] != key:
+
+        def build():
             table = self.timer.time_table(speeds).astype(np.float32)
             table.flags.writeable = False
-            self._table_cache = (key, table)
-        return self._table_cache[1]
+            return table
+
+        return self._table.get(_key(np.asarray(speeds, np.float32)), build)
 
     def step_bounds(self, speeds: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
         """Per-worker bounds for `step`: the run's bounds, and 0 for an unavailable worker
@@ -229,7 +225,7 @@ class Trainer:
         lo, hi = self.bounds
         lost = np.asarray(speeds) <= 0
         if not lost.any():
-            return self.bounds
+            return lo, hi
         if (lo[lost] > 0).any():
             k = int(np.flatnonzero(lost & (lo > 0))[0])
             raise ValueError(
@@ -258,11 +254,10 @@ class Trainer:
             from jax.experimental import multihost_utils
 
             sizes = np.asarray(multihost_utils.broadcast_one_to_all(sizes))
-        key = sizes.tobytes() + sizes.dtype.str.encode()
-        if self._checked_cache is None or self._checked_cache[0] != key:  # a new split
-            sizes = masking.check_sizes(sizes, self.config.global_batch_size, self.layout)
-            self._checked_cache = (key, sizes)
-        return self._checked_cache[1].copy()
+        b = self.config.global_batch_size
+        return self._checked.get(
+            _key(sizes), lambda: masking.check_sizes(sizes, b, self.layout)
+        ).copy()  # a new split is checked; the caller may write to its copy
 
     def next_sizes(self, cstate, obs) -> tuple[np.ndarray, Any]:
         """The controller's split for step obs.step + 1 (obs.speeds are that step's)."""
@@ -300,3 +295,21 @@ class Trainer:
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     """Trains and evaluates as the config says; writes the run store to `workdir`."""
     return Trainer(config, workdir).run()
+
+
+def _key(a: np.ndarray) -> bytes:
+    """An array's values and dtype, as a cache key."""
+    return a.tobytes() + a.dtype.str.encode()
+
+
+class _Last:
+    """The value built for the last key seen; built again only when the key changes."""
+
+    def __init__(self):
+        self.key: bytes | None = None
+        self.value: Any = None
+
+    def get(self, key: bytes, build: Callable[[], Any]) -> Any:
+        if key != self.key:
+            self.value, self.key = build(), key
+        return self.value
