@@ -40,13 +40,17 @@ DIGITS = {
     "y_test": np.zeros(5, int),
 }
 
-# (overrides: {key: value or callable(tmp_path)}, expected text in the error)
+# (overrides: {key: value or callable(tmp_path)}, text of the error, [its type: ValueError]);
+# the text is what the code adds, not only the bad value echoed back.
 CASES = [
     ({"dataset.name": "cifar"}, "unknown dataset 'cifar'; valid names: digits, mnist1d"),
     ({"model.name": "vit"}, "unknown model 'vit'; valid names: cnn, mlp, resnet18"),
     ({"backend": "pjit"}, "unknown backend 'pjit'; valid backends: shard_map, pmap"),
     ({"optimizer.name": "lamb"}, "unknown optimizer 'lamb'; valid names: sgd, adamw"),
-    ({"optimizer.schedule": "step"}, "unknown optimizer.schedule 'step'"),
+    (
+        {"optimizer.schedule": "step"},
+        "unknown optimizer.schedule 'step'; valid schedules: constant, cosine",
+    ),
     ({"controller.sizes": (8,) * 7 + (9,)}, "sum to 65, not global_batch_size 64"),
     ({"controller.sizes": (-8, 24) + (8,) * 6}, "controller.sizes must be >= 0"),
     ({"controller.sizes": (8,) * 4}, "has 4 entries for 8 workers"),
@@ -60,7 +64,11 @@ CASES = [
     ({"capacity_buckets": 3, "layout": "micro"}, "capacity_buckets=3 needs layout=padded"),
     ({"train.nan_policy": "ignore"}, "unknown train.nan_policy 'ignore'; valid values: stop"),
     ({"hetero.name": "hl9"}, "unknown hetero.name 'hl9'; valid names:"),
-    ({"hetero.name": "cores", "hetero.cores": (1.0, -2.0) + (1.0,) * 6}, "-2"),
+    (
+        {"hetero.name": "cores", "hetero.cores": (1.0, -2.0) + (1.0,) * 6},
+        "speeds must be finite and > 0; got [1.0, -2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0] "
+        "(bad entries at flat index [1])",
+    ),
     (
         {
             "hetero.name": "schedule",
@@ -70,10 +78,13 @@ CASES = [
         },
         "longer than the run",
     ),
-    ({"cost.bandwidth": 0.0}, "bandwidth > 0"),
+    ({"cost.bandwidth": 0.0}, "bad cost config: need ['bandwidth > 0']; got CostModel("),
     ({"faults.bad_times": (1, 2)}, "faults.bad_times must hold (step, worker, seconds) triples"),
     ({"train.outlier_factor": 0.5}, "train.outlier_factor must be > 1"),
-    (dict([TRACE, ("hetero.path", lambda p: _trace(p, "step,worker\n0,0\n"))]), "speed"),
+    (
+        dict([TRACE, ("hetero.path", lambda p: _trace(p, "step,worker\n0,0\n"))]),
+        "trace.csv:1: trace header is missing column(s) ['speed']; need step,worker,speed",
+    ),
     (
         dict(
             [
@@ -93,10 +104,14 @@ CASES = [
         dict([TRACE, ("hetero.path", lambda p: _trace(p, "step,worker,speed\n0,0,fast\n"))]),
         "trace.csv:2: column 'speed' is not a number",
     ),
-    (dict([TRACE, ("hetero.path", lambda p: str(p / "missing.csv"))]), "missing.csv"),
+    (
+        dict([TRACE, ("hetero.path", lambda p: str(p / "missing.csv"))]),
+        lambda p: f"trace file not found: '{p / 'missing.csv'}' (set hetero.path)",
+    ),
     (
         {"dataset.name": "npz", "dataset.path": lambda p: str(p / "none.npz")},
-        "none.npz' does not exist",
+        lambda p: f"dataset file '{p / 'none.npz'}' does not exist",
+        FileNotFoundError,
     ),
     (
         {"dataset.name": "npz", "dataset.path": lambda p: _npz(p, x_train=np.zeros((3, 2)))},
@@ -113,8 +128,11 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("overrides,message", CASES)
-def test_bad_config_fails_before_compiling_or_writing(tmp_path, overrides, message):
+@pytest.mark.parametrize("case", CASES, ids=[str(i) for i in range(len(CASES))])
+def test_bad_config_fails_before_compiling_or_writing(tmp_path, case):
+    overrides, message, *kind = case
+    kind = kind[0] if kind else ValueError
+    message = message(tmp_path) if callable(message) else message
     config = smoke_config()
     for key, value in overrides.items():
         section, _, leaf = key.rpartition(".")
@@ -124,8 +142,9 @@ def test_bad_config_fails_before_compiling_or_writing(tmp_path, overrides, messa
     workdir = tmp_path / "run"
     workdir.mkdir()
     (workdir / "metrics.jsonl").write_bytes(SENTINEL)
-    with CompileCounter() as compiles, pytest.raises((ValueError, TypeError, OSError)) as err:
+    with CompileCounter() as compiles, pytest.raises(kind) as err:
         Trainer(config, str(workdir)).run()
+    assert type(err.value) is kind, repr(err.value)
     assert message in str(err.value), str(err.value)
     assert compiles.count == 0
     assert os.listdir(workdir) == ["metrics.jsonl"]
@@ -134,8 +153,11 @@ def test_bad_config_fails_before_compiling_or_writing(tmp_path, overrides, messa
 
 CLI_CASES = [
     (["--config=configs/smoke.py", "--config.no_such_key=1"], "no_such_key"),
-    (["--config=configs/smoke.py", "--config.train.num_steps=many"], "many"),
-    (["--config=configs/nope.py"], "nope.py"),
+    (
+        ["--config=configs/smoke.py", "--config.train.num_steps=many"],
+        "invalid literal for int() with base 10: 'many'",
+    ),
+    (["--config=configs/nope.py"], "No such file or directory: 'configs/nope.py'"),
     (["--config=configs/smoke.py", "--config.controller.name=pid"], "unknown controller 'pid'"),
 ]
 

@@ -6,6 +6,7 @@ import numpy as np
 
 import controllers
 from controllers import metrics, sim
+from tests.helpers import assert_mean_one_lognormal
 
 _control_metrics = jax.jit(metrics.control_metrics, static_argnames=("tolerance", "start", "tail"))
 _simulate = jax.jit(
@@ -51,19 +52,20 @@ def test_optimal_step_times_track_speed_changes():
 
 
 def test_noise_is_seeded_unbiased_and_vmaps_over_seeds():
-    plant = sim.paper_plant(1, noise=0.1)
+    plant = sim.paper_plant(1, noise=0.3)
     controller = controllers.make("static")
     run = jax.jit(
         jax.vmap(
-            lambda key: sim.simulate(controller, plant, global_batch=128, num_steps=500, key=key)
+            lambda key: sim.simulate(controller, plant, global_batch=128, num_steps=1000, key=key)
         )
     )
     keys = jax.random.split(jax.random.key(3), 2)
     first, again = run(keys), run(keys)
     np.testing.assert_array_equal(first.worker_times, again.worker_times)
     assert not np.array_equal(first.worker_times[0], first.worker_times[1])
-    ratio = np.asarray(first.worker_times / first.model_times)
-    assert abs(ratio.mean() - 1) < 0.01 and abs(np.log(ratio).std() - 0.1) < 0.01
+    # float32 draws; 8000 of them: the -sigma^2 / 2 correction is 13 standard errors.
+    ratio = np.asarray(first.worker_times / first.model_times, np.float64)
+    assert_mean_one_lognormal(ratio, 0.3)
 
 
 def test_vmap_over_gains():

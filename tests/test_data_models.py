@@ -54,17 +54,26 @@ def test_synthetic_and_digits_shapes_and_labels():
 
 
 def test_npz_round_trip(tmp_path):
+    """Bytes come back as the pixel values / 255 in float32 (0 -> 0, 255 -> 1, exactly);
+    labels and shapes unchanged; float inputs are taken as they are."""
     path = tmp_path / "mine.npz"
-    rng = np.random.default_rng(0)
-    np.savez(
-        path,
-        x_train=rng.integers(0, 256, (10, 4, 4, 3), dtype=np.uint8),
-        y_train=np.arange(10) % 3,
-        x_test=np.zeros((2, 4, 4, 3), np.uint8),
-        y_test=np.array([0, 2]),
-    )
+    pixels = np.arange(10 * 4 * 4 * 3).reshape(10, 4, 4, 3) % 256  # every byte value
+    pixels = pixels.astype(np.uint8)
+    labels = np.arange(10) % 3
+    np.savez(path, x_train=pixels, y_train=labels, x_test=pixels[:2], y_test=np.array([0, 2]))
     ds = data.load({"name": "npz", "path": str(path)})
-    assert ds.num_classes == 3 and ds.x_train.max() <= 1.0 and ds.x_train.dtype == np.float32
+    assert ds.x_train.dtype == np.float32 and ds.y_train.dtype == np.int32
+    np.testing.assert_array_equal(ds.x_train, (pixels / 255.0).astype(np.float32))
+    np.testing.assert_array_equal(ds.x_test, ds.x_train[:2])
+    assert ds.x_train[0, 0, 0, 0] == 0.0 and ds.x_train.max() == 1.0
+    np.testing.assert_array_equal(ds.y_train, labels)
+    np.testing.assert_array_equal(ds.y_test, [0, 2])
+    assert ds.num_classes == 3 and ds.input_shape == (4, 4, 3)
+    floats = np.linspace(-2.0, 3.0, 10 * 5).reshape(10, 5)
+    np.savez(path, x_train=floats, y_train=labels, x_test=floats[:2], y_test=np.array([0, 2]))
+    np.testing.assert_array_equal(
+        data.load({"name": "npz", "path": str(path)}).x_train, floats.astype(np.float32)
+    )
 
 
 @pytest.mark.parametrize(
