@@ -18,6 +18,12 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples every run (a failure reproduces); the falsifying
+# example is printed with the failure.
+settings.register_profile("omnilearn", derandomize=True, database=None, print_blob=True)
+settings.load_profile("omnilearn")
 
 
 def _cache_dir() -> str:

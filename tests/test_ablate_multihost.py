@@ -130,6 +130,7 @@ def test_two_process_cell_matches_the_one_process_run(tmp_path):
     # Gloo sums across processes in another order than one process: rounding only.
     np.testing.assert_allclose([r["loss"] for r in b], [r["loss"] for r in a], atol=1e-6)
     assert [r["batch_sizes"] for r in b] == [r["batch_sizes"] for r in a]
+    assert [r["time"] for r in b] == [r["time"] for r in a]  # the virtual clock agrees
     # HL8: the controller moved samples, so agreeing on the splits is not trivial.
     assert len({tuple(r["batch_sizes"]) for r in a}) > 1
     assert all(sum(r["batch_sizes"]) == 128 for r in a)

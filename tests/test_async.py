@@ -150,7 +150,11 @@ def test_async_crash_and_resume_equals_an_unbroken_run(tmp_path):
 
 
 def test_async_on_the_wall_clock_orders_updates_by_measured_times(tmp_path):
-    """A worker injected to be 2x slower is measured so, and pushes about half the updates."""
+    """A worker injected to be 2x slower is measured at least that slow and so pushes fewer
+    updates. Only bounds that load cannot break are asserted: a sleep lasts at least its
+    length, so each measured time is at least its injected delay; the measured ratios
+    themselves belong to benchmarks (benchmarks/report.py, async_vs_bsp)."""
+    inject, cores = 0.003, (1.0, 1.0, 1.0, 0.5)
     config = _config(
         num_workers=4,
         num_devices=4,
@@ -158,13 +162,22 @@ def test_async_on_the_wall_clock_orders_updates_by_measured_times(tmp_path):
         clock="wall",
         train__num_steps=50,
         train__eval_every=50,
+        train__log_every=1,
     )
     config.hetero.name = "cores"
-    config.hetero.cores = (1.0, 1.0, 1.0, 0.5)
-    config.hetero.inject = 0.003  # seconds a sample at speed 1: the sleep dominates compute
+    config.hetero.cores = cores
+    config.hetero.inject = inject  # seconds a sample at speed 1: the sleep dominates compute
     summary = Trainer(config, str(tmp_path)).run()
     updates = np.array(summary["updates_per_worker"])
     assert updates.sum() == 50
-    assert 0.35 <= updates[3] / updates[:3].mean() <= 0.7, updates
-    times = [r["worker_times"] for r in read_metrics(tmp_path) if "worker_times" in r][-1]
-    assert 1.6 <= times[3] / np.mean(times[:3]) <= 2.4, times
+    records = [r for r in read_metrics(tmp_path) if "worker" in r]
+    assert [r["step"] for r in records] == list(range(1, 51))
+    times = [r["time"] for r in records]
+    assert times == sorted(times)  # applied in the order the measured times finish
+    assert np.bincount([r["worker"] for r in records], minlength=4).tolist() == updates.tolist()
+    logged = [r for r in read_metrics(tmp_path) if "worker_times" in r]
+    assert logged and all(r["batch_sizes"] == [16, 16, 16, 16] for r in logged)
+    floor = inject * 16 / np.array(cores)  # the injected sleep of each worker's 16 samples
+    for r in logged:
+        assert np.all(np.array(r["worker_times"]) >= floor), (r["worker_times"], floor)
+    assert updates[3] < updates[:3].min(), updates  # the slow worker is measured slower

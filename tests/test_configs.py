@@ -59,9 +59,37 @@ def test_paper_bsp_variant_matches_the_paper_setup():
     assert paper_bsp.get_config("hetero=uniform").hetero.name == "uniform"
 
 
+CONTRACT = {  # design.md: the keys every config has, and their allowed values
+    "seed": int,
+    "dataset.name": str,
+    "model.name": str,
+    "num_workers": int,
+    "global_batch_size": int,
+    "train.num_steps": int,
+    "optimizer.name": str,
+    "controller.name": str,
+    "hetero.name": str,
+    "clock": ("virtual", "wall"),
+    "mode": ("bsp", "asp"),
+    "backend": ("shard_map", "pmap"),
+    "wandb.mode": ("online", "offline", "disabled"),
+    "wandb.project": str,
+}
+
+
 @pytest.mark.parametrize("make", [default.get_config, smoke.get_config, paper_bsp.get_config])
-def test_shipped_configs_pass_the_checks(make):
-    check_config(make())
+def test_shipped_configs_have_the_contract_keys_and_pass_the_checks(make):
+    c = make()
+    for key, allowed in CONTRACT.items():
+        section, _, leaf = key.rpartition(".")
+        value = (c[section] if section else c)[leaf]
+        ok = value in allowed if isinstance(allowed, tuple) else type(value) is allowed
+        assert ok, (key, value)
+    assert c.num_workers >= 1 and c.global_batch_size >= c.num_workers
+    assert check_config(c) is None  # raises on any violation
+    c.train.num_step = 3  # the same config with one misspelt key is rejected: the check ran
+    with pytest.raises(ValueError, match=r"unknown config key 'train.num_step'"):
+        check_config(c)
 
 
 def test_ablation_configs_expand_and_their_cells_pass_the_checks():
@@ -191,7 +219,7 @@ def test_malformed_configs_fail_with_a_clear_one_line_error(make, message):
     "changes,message",
     [
         ({"controller.b_min": 40}, r"b_min sum to 160 > global batch 128"),
-        ({"hetero.name": "hll"}, r"hll"),
+        ({"hetero.name": "hll"}, r"unknown hetero.name 'hll'; valid names: \['uniform', 'hl'"),
         ({"controller.name": "nope"}, r"unknown controller 'nope'"),
     ],
 )

@@ -120,14 +120,8 @@ def test_deadband_keeps_noisy_static_plant_quiet():
     assert counts[4:].min() >= 50  # a band inside the noise chases it
 
 
-def test_pi_beats_p_when_steps_have_fixed_overhead():
-    # 0.5 s per step whatever the batch: t is not proportional to b, so the P move falls short
-    # and its dead-band then holds a residual; the integral removes it.
-    plant = _plant(8, overhead=0.5)
-    _, p_imb, _ = _run("proportional", plant)
-    _, pi_imb, _ = _run("pi", plant)
-    assert p_imb[-1] > 1.04
-    assert pi_imb[-1] < 1.025  # the integer optimum here is 1.018
+# PI beating P under a fixed per-step overhead is test_controllers_sim.py's
+# test_pi_beats_p_under_fixed_overhead_vmapped_over_gains (ki = 0 there is P, as shown here).
 
 
 def test_pi_without_integral_is_proportional():

@@ -41,9 +41,10 @@ def _params(path):
 
 
 @pytest.mark.slow
-def test_sigkill_at_a_random_step_then_resume_equals_an_unbroken_run(tmp_path):
+def test_sigkill_at_a_random_step_then_resume_equals_an_unbroken_run(tmp_path, rng):
     run_main(tmp_path / "clean", *ARGS)
-    kill_at = int(np.random.default_rng().integers(6, STEPS - 4))
+    kill_at = int(rng.integers(6, STEPS - 4))  # seeded: the fixture prints the seed
+    print(f"killed at step {kill_at}")
     workdir = tmp_path / "killed"
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     cmd = [

@@ -224,8 +224,18 @@ def test_memory_tracker_records_everything():
     assert [r["step"] for r in t.train_records] == [1] and t.eval_records[0][
         "eval_accuracy"
     ] == 0.75
-    assert t.rows[0] == (1, tracking.flatten_record(_train_record(1)))
-    assert t.rows[0][1]["worker/0/batch_size"] == 17
+    step, row = t.rows[0]
+    expected = {"time": 0.35, "loss": 1.0, "accuracy": 0.1, "step_time": 0.041}
+    expected |= {"idle_fraction": 0.125}
+    for k, (size, time, speed) in enumerate(
+        zip([17, 32, 40, 39], [0.011, 0.021, 0.031, 0.041], [1.0, 1.0, 0.5, 2.0], strict=True)
+    ):
+        expected |= {f"worker/{k}/batch_size": size, f"worker/{k}/speed": speed}
+        expected |= {f"worker/{k}/time": time}
+    assert step == 1 and row.keys() == expected.keys()
+    assert row == pytest.approx(expected, rel=1e-12)
+    assert all(type(row[f"worker/{k}/batch_size"]) is int for k in range(W))
+    assert t.rows[1] == (1, {"time": 0.35, "eval_loss": 0.5, "eval_accuracy": 0.75})
     assert t.summaries == {"steps": 2, "final_eval_accuracy": 0.75} and t.closed
 
 
