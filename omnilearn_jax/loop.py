@@ -23,6 +23,7 @@ import controllers
 from omnilearn_jax.checkpoint import Checkpointer
 from omnilearn_jax.cluster import time_to_target
 from omnilearn_jax.config_base import base_config
+from omnilearn_jax.interrupt import deferred, stop_message
 from omnilearn_jax.runlog import RunLog
 from omnilearn_jax.runstore import plain, truncate_metrics
 from omnilearn_jax.tracking import make_tracker
@@ -115,6 +116,8 @@ class Loop:
         self.pending: list = []
         self.done = 0
         self.last_saved: int | None = None
+        self.warm: tuple[float, int] | None = None  # (time, step) when compiling was over
+        self.message = ""  # said after the run store and tracker are closed
 
     # -- checkpoint state ----------------------------------------------------------------
     def arrays(self, cstate, sizes) -> dict:
@@ -168,51 +171,75 @@ class Loop:
         log.config(resolved)
         if latest is None:  # a run that dies without Python noticing still reads "running"
             log.summary({"status": "running", "steps": 0})
-        t.warm_up(self.done, sizes, t.timer.speeds(self.done))
-        log.say(
-            f"training {cfg.model.name} ({t.param_count:,} params) on {cfg.dataset.name}: "
-            f"{w} workers on {t.layout.num_devices} {jax.devices()[0].platform} devices "
-            f"({jax.process_count()} process(es)), B={b}, {cfg.backend}/{cfg.layout}, "
-            f"controller {cfg.controller.name}"
-            + (f"; resumed at step {latest}" if latest is not None else "")
-        )
-        start, first = time.perf_counter(), self.done
+        first = self.done
         try:
-            for step in range(self.done, num_steps):
-                cstate, sizes = self.step(step, cstate, sizes)
-                self.done = done = step + 1
-                if done % cfg.train.log_every == 0 or done == num_steps:
-                    self.flush(log)
-                    self.progress(log, start, first)
-                if done % cfg.train.eval_every == 0 or done == num_steps:
-                    self.evaluate(log)
-                every = cfg.train.checkpoint_every
-                if (every and done % every == 0) or done == num_steps:
-                    self.flush(log)
-                    self.save(cstate, sizes, tracker.run_id)
+            log.say(f"compiling the {cfg.model.name} train and eval steps ({cfg.backend})...")
+            t.warm_up(self.done, sizes, t.timer.speeds(self.done))
+            log.say(
+                f"training {cfg.model.name} ({t.param_count:,} params) on {cfg.dataset.name}: "
+                f"{w} workers on {t.layout.num_devices} {jax.devices()[0].platform} devices "
+                f"({jax.process_count()} process(es)), B={b}, {cfg.backend}, "
+                f"controller {cfg.controller.name}"
+                + (f"; resumed at step {latest}" if latest is not None else "")
+            )
+            start = time.perf_counter()
+            # A signal stops the loop after a whole step (one process only: a checkpoint
+            # needs every process, and a signal may reach only some of them).
+            with deferred(enabled=jax.process_count() == 1) as stop:
+                for step in range(self.done, num_steps):
+                    cstate, sizes = self.step(step, cstate, sizes)
+                    self.done = done = step + 1
+                    if done == first + 1:  # compiles end with the first step: ETA from here
+                        self.warm = (time.perf_counter(), done)
+                    if done % cfg.train.log_every == 0 or done == num_steps:
+                        self.flush(log)
+                        self.progress(log, start)
+                    if done % cfg.train.eval_every == 0 or done == num_steps:
+                        self.evaluate(log)
+                    every = cfg.train.checkpoint_every
+                    if (every and done % every == 0) or done == num_steps:
+                        self.flush(log)
+                        self.save(cstate, sizes, tracker.run_id)
+                    if done < num_steps:
+                        stop.check()
             summary = self.summary(time.perf_counter() - start, tracker.run_id)
             log.summary(summary)
             if cfg.train.save_params and log.is_main:
                 save_params(t.state.params, os.path.join(t.workdir, "final_params.npz"))
+        except KeyboardInterrupt as error:
+            # `stop.check()` raises at a step boundary: everything up to self.done is whole and
+            # can be saved. A bare KeyboardInterrupt may land inside a step: keep the last
+            # checkpoint rather than save a half-updated state.
+            if getattr(error, "at_boundary", False) and self.last_saved != self.done:
+                self.flush(log)
+                self.save(cstate, sizes, tracker.run_id)
+            log.summary(self.stopped("interrupted", error))
+            self.message = stop_message(self.done, num_steps, self.last_saved)
+            raise
         except BaseException as error:  # the run store must say that the run failed
-            log.summary(
-                {
-                    "status": "failed",
-                    "error": f"{type(error).__name__}: {error}",
-                    "steps": self.done,
-                    "last_checkpoint": self.last_saved,
-                }
-            )
+            log.summary(self.stopped("failed", error))
             raise
         finally:
             log.close()
             self.ckpt.close()
+            if self.message:
+                log.say(self.message)
         log.say(
             f"done: final eval accuracy {summary['final_eval_accuracy']:.4f}, "
             f"{summary['total_time']:.2f}s on the {cfg.clock} clock; results in "
             f"{t.workdir} (config.json, metrics.jsonl, summary.json)"
         )
         return summary
+
+    def stopped(self, status: str, error: BaseException) -> dict[str, Any]:
+        """The summary of a run that did not finish; `resume_step` is where a rerun starts."""
+        return {
+            "status": status,
+            "error": f"{type(error).__name__}: {error}",
+            "steps": self.done,
+            "last_checkpoint": self.last_saved,
+            "resume_step": self.last_saved or 0,
+        }
 
     def step(self, step: int, cstate, sizes):
         t = self.t
@@ -274,14 +301,20 @@ class Loop:
             f"Set train.nan_policy=skip to drop such updates and continue."
         )
 
-    def progress(self, log: RunLog, start: float, first: int) -> None:
-        elapsed = time.perf_counter() - start
+    def progress(self, log: RunLog, start: float) -> None:
+        now = time.perf_counter()
         done, loss, sizes = self._last
-        eta = elapsed / max(done - first, 1) * (self.cfg.train.num_steps - done)
+        # The rate comes from the steps after the first one of this session, which carries
+        # the compiles; an ETA that included them would overstate the rest several times.
+        warm_at, warm_done = self.warm or (now, done)
+        eta = "--"
+        if done > warm_done:
+            rate = (now - warm_at) / (done - warm_done)
+            eta = format_duration(rate * (self.cfg.train.num_steps - done))
         log.say(
             f"step {done}/{self.cfg.train.num_steps} loss {loss:.4f} "
             f"sizes {sizes.tolist()} clock {self.t.timer.time:.2f}s | "
-            f"wall {format_duration(elapsed)} ETA {format_duration(eta)}"
+            f"wall {format_duration(now - start)} ETA {eta}"
         )
 
     def summary(self, wall_time: float, run_id: str) -> dict[str, Any]:

@@ -1,6 +1,9 @@
 """Command line: python -m omnilearn_jax.main --config=configs/NAME.py[:ARG] --workdir=DIR.
 
-Flags live here and nowhere else; everything else takes the config.
+Flags live here and nowhere else; everything else takes the config. Exit status: 0 done,
+2 a user error (one line on stderr; `--verbose` or OMNILEARN_VERBOSE=1 adds the traceback),
+130/143 stopped by Ctrl-C/SIGTERM (the run saved a checkpoint; the same command resumes), 1
+anything else.
 """
 
 from __future__ import annotations
@@ -12,9 +15,13 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 import controllers
+from omnilearn_jax import interrupt, usererrors
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (configs/NAME.py[:ARG]).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for the run store.")
+_VERBOSE = flags.DEFINE_bool(
+    "verbose", False, f"Show the traceback of a user error (or set {usererrors.VERBOSE_ENV}=1)."
+)
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -31,13 +38,10 @@ def import_controller_plugin(argv: list[str]) -> str:
             module = arg.split("=", 1)[1]
         elif arg == "--config.controller.plugin" and i + 1 < len(argv):
             module = argv[i + 1]
-    try:
-        controllers.load_plugin(module)
-    except ValueError as e:
-        raise SystemExit(f"error: {e}") from None
+    controllers.load_plugin(module)  # a ValueError names the module it cannot import
     if module and _backends_started():
-        raise SystemExit(
-            f"error: controller.plugin={module} ran a JAX operation when imported; the CPU "
+        raise usererrors.UserError(
+            f"controller.plugin={module} ran a JAX operation when imported; the CPU "
             f"device count and multi-process set-up come later, from the config. Build "
             f"arrays inside the policy's factory or its init/update, not at module level."
         )
@@ -54,9 +58,34 @@ def _backends_started() -> bool:
     return bool(started()) if started else False
 
 
+def parse_flags(argv: list[str]) -> list[str]:
+    """absl's flag parsing, with its errors as user errors of one line."""
+    try:
+        return flags.FLAGS(argv)
+    except (flags.Error, KeyError, AttributeError) as e:
+        # ml_collections reports an unknown --config.KEY as KeyError/AttributeError (or as
+        # an unknown flag); the parsed config file's own keys give the suggestion.
+        try:
+            config = flags.FLAGS["config"].value
+        except Exception:
+            config = None
+        message = usererrors.unknown_override(e, argv, config)
+        if message is None and not isinstance(e, flags.Error):
+            raise
+        raise usererrors.UserError(message or usererrors.one_line(e)) from e
+
+
 def main(argv):
     del argv
     config = _CONFIG.value
+    # The first line comes at once: building the model and compiling take a while.
+    print(
+        f"starting {config.model.name} on {config.dataset.name}: {config.num_workers} workers, "
+        f"B={config.global_batch_size}, {config.train.num_steps} steps, controller "
+        f"{config.controller.name}, cluster {config.hetero.name}, {config.clock} clock; "
+        f"loading data and building the model in {_WORKDIR.value}",
+        flush=True,
+    )
     logging.set_verbosity(logging.WARNING)  # keep JAX's backend-probing INFO lines quiet
     # Must precede the first JAX operation; it only shapes the CPU backend, so a run on GPU
     # or TPU is unaffected.
@@ -69,6 +98,22 @@ def main(argv):
     train_and_evaluate(config, _WORKDIR.value)
 
 
+def run(argv: list[str]) -> int:
+    """The command line; returns the exit status (see the module docstring)."""
+    verbose = usererrors.verbose_requested(argv)
+    interrupt.raise_on_signals()  # SIGTERM too stops with a line, not silently
+    try:
+        usererrors.check_config_path(argv[1:])
+        import_controller_plugin(argv[1:])
+        app.run(main, argv=argv, flags_parser=parse_flags)
+    except (usererrors.UserError, *usererrors.USER_ERRORS) as e:
+        if verbose:
+            raise
+        return usererrors.report(e)
+    except interrupt.Interrupted as e:  # the loop has saved and said where it stopped
+        return e.exit_code
+    return 0
+
+
 if __name__ == "__main__":
-    import_controller_plugin(sys.argv[1:])
-    app.run(main)
+    sys.exit(run(sys.argv))

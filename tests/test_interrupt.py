@@ -1,0 +1,78 @@
+"""Ctrl-C / SIGTERM: the run saves at a step boundary, says where, and resumes from there."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from omnilearn_jax.interrupt import Interrupted
+from omnilearn_jax.loop import Loop
+from omnilearn_jax.runstore import read_metrics
+from omnilearn_jax.train import Trainer
+from tests.test_train import ROOT, smoke_config
+
+
+def _summary(workdir) -> dict:
+    return json.loads((workdir / "summary.json").read_text())
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_saves_the_step_reached_and_the_same_run_resumes_there(
+    tmp_path, monkeypatch, capsys, signum
+):
+    config = smoke_config()
+    config.train.num_steps, config.train.checkpoint_every = 8, 0  # no periodic checkpoint
+    step = Loop.step
+
+    def step_then_signal(self, index, cstate, sizes):
+        out = step(self, index, cstate, sizes)
+        if index == 4:  # the signal arrives inside step 5; the loop stops after it
+            os.kill(os.getpid(), signum)
+        return out
+
+    monkeypatch.setattr(Loop, "step", step_then_signal)
+    with pytest.raises(Interrupted) as stopped:
+        Trainer(config, str(tmp_path)).run()
+    assert stopped.value.exit_code == 128 + signum
+    summary = _summary(tmp_path)
+    assert (summary["status"], summary["steps"], summary["resume_step"]) == ("interrupted", 5, 5)
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1] == "interrupted at step 5/8; run the same command again to resume from step 5"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+
+    monkeypatch.setattr(Loop, "step", step)
+    done = Trainer(config, str(tmp_path)).run()
+    assert done["status"] == "complete" and done["steps"] == 8
+    assert "resumed at step 5" in capsys.readouterr().out
+    steps = [r["step"] for r in read_metrics(str(tmp_path)) if "loss" in r]
+    assert steps == list(range(1, 9))  # each step once: nothing lost, nothing repeated
+
+
+def test_ctrl_c_on_the_command_line_is_one_line_and_status_130(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    cmd = [sys.executable, "-m", "omnilearn_jax.main", "--config=configs/smoke.py"]
+    cmd += [f"--workdir={tmp_path}", "--config.train.num_steps=1000000"]
+    cmd += ["--config.train.log_every=20", "--config.train.eval_every=1000000"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lines = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until training has started
+        lines.append(proc.stdout.readline().decode())
+        if lines[-1].startswith("step "):
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert "Traceback" not in err.decode()
+    summary = _summary(tmp_path)
+    assert summary["status"] == "interrupted" and summary["resume_step"] == summary["steps"] > 0
+    last = out.decode().strip().splitlines()[-1]
+    n = summary["steps"]
+    assert (
+        last
+        == f"interrupted at step {n}/1000000; run the same command again to resume from step {n}"
+    )

@@ -1,0 +1,101 @@
+"""User errors on the command line: exit status 2, one line on stderr, a "did you mean"."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from omnilearn_jax import usererrors
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main(workdir, *args, env_extra=None):
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", usererrors.VERBOSE_ENV)}
+    env.update(env_extra or {})
+    cmd = [sys.executable, "-m", "omnilearn_jax.main", f"--workdir={workdir}", *args]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+# (arguments, the one stderr line must contain this); each is a name given wrong one way.
+CASES = [
+    (
+        ["--config=configs/smoke.py", "--config.controller.name=proportinal"],
+        "unknown controller 'proportinal' (did you mean 'proportional'?)",
+    ),
+    (
+        ["--config=configs/paper_bsp.py:controller=proportinal"],
+        "unknown controller 'proportinal' (did you mean 'proportional'?)",
+    ),
+    (
+        ["--config=configs/smoke.py", "--config.train.num_step=3"],
+        "unknown config key 'train.num_step' (did you mean 'train.num_steps'?)",
+    ),
+    (
+        ["--config=configs/smoke.py", "--config.trian.num_steps=3"],
+        "unknown config key 'trian.num_steps' (did you mean 'train.num_steps'?)",
+    ),
+    (
+        ["--config=configs/paper_bsp.py:epoch=3"],
+        "unknown variant key 'epoch' in 'epoch=3' (did you mean 'epochs'?)",
+    ),
+    (
+        ["--config=configs/smoke.py", "--config.model.name=mpl"],
+        "unknown model 'mpl' (did you mean 'mlp'?)",
+    ),
+    (
+        ["--config=configs/smoke.py", "--config.hetero.name=shedule"],
+        "unknown hetero.name 'shedule' (did you mean 'schedule'?)",
+    ),
+    (
+        ["--config=configs/smoke.py", "--config.controller.sizes=(8,8)"],
+        "controller.sizes has 2 entries for 8 workers",
+    ),
+    (["--config=configs/nope.py"], "No such file or directory: 'configs/nope.py'"),
+]
+
+
+@pytest.mark.parametrize("args,message", CASES, ids=[str(i) for i in range(len(CASES))])
+def test_a_user_error_is_one_line_on_stderr_with_status_2(tmp_path, args, message):
+    proc = main(tmp_path / "run", *args)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0].startswith("error: ") and message in lines[0], lines[0]
+    assert "\\n" not in lines[0]  # no escaped newline from a KeyError's repr
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_verbose_shows_the_traceback(tmp_path):
+    args = ["--config=configs/smoke.py", "--config.controller.name=proportinal"]
+    for extra, env in ((["--verbose"], None), ([], {usererrors.VERBOSE_ENV: "1"})):
+        proc = main(tmp_path / "run", *args, *extra, env_extra=env)
+        assert proc.returncode != 0
+        assert "Traceback (most recent call last)" in proc.stderr
+        assert "unknown controller 'proportinal'" in proc.stderr
+
+
+def test_a_workdir_holding_another_run_is_a_user_error(tmp_path):
+    run = tmp_path / "run"
+    first = main(run, "--config=configs/smoke.py", "--config.train.num_steps=2")
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert json.loads((run / "summary.json").read_text())["status"] == "complete"
+    proc = main(run, "--config=configs/smoke.py", "--config.train.num_steps=3")
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert "holds a checkpoint of a run with a different config (train.num_steps: 2 -> 3)" in line
+
+
+def test_suggestions_are_added_to_any_unknown_name_with_a_list():
+    add = usererrors.with_suggestion
+    assert add("unknown dataset 'digit'; valid names: digits, mnist1d") == (
+        "unknown dataset 'digit' (did you mean 'digits'?); valid names: digits, mnist1d"
+    )
+    assert add("unknown controller 'pii'; registered: ['oracle', 'pi']").startswith(
+        "unknown controller 'pii' (did you mean 'pi'?)"
+    )
+    text = "unknown clock 'xyz'; valid values: virtual, wall"
+    assert add(text) == text  # nothing close: no guess
+    assert add("x (did you mean 'y'?)") == "x (did you mean 'y'?)"
