@@ -28,6 +28,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--parallel", type=int, default=1, help="cells to run at once")
     parser.add_argument("--export_sweep", metavar="FILE", help="write a W&B sweep YAML and exit")
     parser.add_argument("--project", default="", help="W&B project for --export_sweep")
+    parser.add_argument(
+        "--sweep_wandb_mode",
+        default="online",
+        choices=("online", "offline", "disabled"),
+        help="wandb.mode of the exported sweep's runs (default online, so agents report)",
+    )
     parser.add_argument("--dry_run", action="store_true", help="list the cells' commands")
     args = parser.parse_args(argv)
     if not (args.export_sweep or args.workdir):
@@ -56,11 +62,16 @@ def main(argv: list[str] | None = None) -> int:
 
         project = args.project or base.wandb.project
         try:
-            write_sweep(ablation, args.export_sweep, project=project)
+            write_sweep(
+                ablation, args.export_sweep, project=project, wandb_mode=args.sweep_wandb_mode
+            )
         except ValueError as e:
             print(f"ablate: {e}", file=sys.stderr)
             return 2
-        print(f"wrote W&B sweep ({len(cells)} runs) to {args.export_sweep}")
+        print(
+            f"wrote W&B sweep ({len(cells)} runs, wandb.mode {args.sweep_wandb_mode}) "
+            f"to {args.export_sweep}"
+        )
         print(f"  wandb sweep {args.export_sweep}   # then: wandb agent ENTITY/PROJECT/SWEEP_ID")
         return 0
     if args.dry_run:

@@ -4,8 +4,11 @@ Parameters are named `config.<key>`, so the agent's `${args}` expands to exactly
 command line's `--config.<key>=<value>` overrides. The command runs the same entry point as
 the ablation runner, through `bash -c` so each run gets its own workdir from the agent's
 $WANDB_RUN_ID (`${args}` expands to separate words, which "$@" passes on unchanged).
-Grid keys are `values` lists; overrides, the target accuracy and `wandb.mode=online` are
-single `value` entries. Tuples are written as the command line's '(a,b)' strings.
+Grid keys are `values` lists; overrides, the target accuracy and `wandb.mode` are single
+`value` entries. `wandb.mode` is the exporter's `wandb_mode` (online unless asked otherwise),
+whatever the ablation's overrides say: those are for local runs (the shipped ablations log
+offline), and an agent's runs that did not report online would never reach the sweep.
+Tuples are written as the command line's '(a,b)' strings.
 With num_processes=N > 1 the command runs `omnilearn_jax.launch --num_processes=N
 --devices_per_process=K -- ...` instead, K = cpu_devices // N as in the runner.
 """
@@ -16,6 +19,8 @@ import shlex
 from typing import Any
 
 from experiments.ablation.spec import Ablation, devices_per_process, format_value
+
+WANDB_MODES = ("online", "offline", "disabled")
 
 
 def _yaml_value(value: Any) -> Any:
@@ -36,9 +41,17 @@ def _entry_point(ablation: Ablation) -> str:
     return f"omnilearn_jax.launch --num_processes={n} --devices_per_process={k} --"
 
 
-def sweep_dict(ablation: Ablation, project: str = "omnilearn-jax", runs_dir: str = "runs") -> dict:
-    fixed = ablation.fixed_overrides()
-    fixed.setdefault("wandb.mode", "online")
+def sweep_dict(
+    ablation: Ablation,
+    project: str = "omnilearn-jax",
+    runs_dir: str = "runs",
+    wandb_mode: str = "online",
+) -> dict:
+    if wandb_mode not in WANDB_MODES:
+        raise ValueError(
+            f"sweep wandb mode must be one of {', '.join(WANDB_MODES)}, got {wandb_mode!r}"
+        )
+    fixed = {**ablation.fixed_overrides(), "wandb.mode": wandb_mode}
     parameters: dict[str, dict] = {
         f"config.{k}": {"values": [_yaml_value(v) for v in values]}
         for k, values in ablation.grid.items()
@@ -59,10 +72,12 @@ def sweep_dict(ablation: Ablation, project: str = "omnilearn-jax", runs_dir: str
     }
 
 
-def write_sweep(ablation: Ablation, path: str, project: str = "omnilearn-jax") -> dict:
+def write_sweep(
+    ablation: Ablation, path: str, project: str = "omnilearn-jax", wandb_mode: str = "online"
+) -> dict:
     import yaml  # PyYAML, a dependency of wandb
 
-    sweep = sweep_dict(ablation, project=project)
+    sweep = sweep_dict(ablation, project=project, wandb_mode=wandb_mode)
     with open(path, "w") as f:
         f.write(f"# W&B grid sweep for ablation {ablation.group!r}; see docs/ablations.md\n")
         yaml.safe_dump(sweep, f, sort_keys=False, default_flow_style=False)
