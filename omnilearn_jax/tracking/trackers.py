@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -99,6 +100,7 @@ class WandbTracker:
         self.run_id: str = run.id
         # The run's own directory (`<dir>/wandb/offline-run-*`), for read-back and tests.
         self.run_dir: str = os.path.dirname(run.dir)
+        self.url: str = str(getattr(run, "url", "") or "") if mode == "online" else ""
         self._last_step = -1
         self._warned_step = False
 
@@ -254,14 +256,24 @@ def _has_api_key() -> bool:
 
 
 def _reachable(timeout: float) -> bool:
-    """A TCP connect to the W&B host; without it wandb.init would wait out its timeout."""
+    """A TCP connect to the W&B host within `timeout` seconds, name lookup included (a
+    socket timeout does not bound the lookup, which can hang far longer without a network);
+    without this check wandb.init would wait out its own timeout."""
     url = urllib.parse.urlparse(_base_url())
     port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        with socket.create_connection((url.hostname or "", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
+    result: list[bool] = []
+
+    def connect() -> None:
+        try:
+            with socket.create_connection((url.hostname or "", port), timeout=timeout):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    worker = threading.Thread(target=connect, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    return bool(result and result[0])
 
 
 def _wandb_section(config: Any) -> Mapping[str, Any]:
@@ -275,6 +287,9 @@ def _init_run(mode: str, kwargs: dict[str, Any], init_timeout: float) -> Any:
     settings = wandb.Settings(
         console="off",  # the trainer owns stdout/stderr; wandb must not wrap them
         quiet=True,
+        # No banner: W&B's own lines for an offline run tell the user to "run `wandb
+        # online`", which contradicts our fallback line when they asked for online.
+        silent=True,
         init_timeout=init_timeout,
     )
     # `create_new`: each tracker owns its run, so several runs in one process (tests, the
@@ -322,24 +337,35 @@ def make_tracker(
         kwargs.update(id=resume_id, resume="allow")
     init_timeout = float(section.get("init_timeout", 30.0))
 
+    fallback = ""  # why an online run logs offline instead
     if mode == "online":
-        reason = ""
         if not _has_api_key():
-            reason = "no API key (set WANDB_API_KEY or run `wandb login`)"
+            fallback = "no API key (set WANDB_API_KEY or run `wandb login`)"
         elif not _reachable(timeout=min(init_timeout, 5.0)):
-            reason = f"{_base_url()} is unreachable"
-        if not reason:
+            fallback = f"{_base_url()} is unreachable"
+        else:
             try:
-                return WandbTracker(_init_run("online", kwargs, init_timeout), "online")
+                tracker = WandbTracker(_init_run("online", kwargs, init_timeout), "online")
+                print(f"W&B: logging online to {tracker.url or 'the W&B server'}", flush=True)
+                return tracker
             except Exception as e:
-                reason = f"wandb.init failed ({type(e).__name__}: {e})"
-        print(
-            f"W&B: online mode but {reason}; logging offline under {root}/wandb "
-            "(upload later with `wandb sync`).",
-            flush=True,
-        )
+                fallback = f"wandb.init failed ({type(e).__name__}: {e})"
     try:
-        return WandbTracker(_init_run("offline", kwargs, init_timeout), "offline")
+        tracker = WandbTracker(_init_run("offline", kwargs, init_timeout), "offline")
     except Exception as e:
-        print(f"W&B: offline init failed ({type(e).__name__}: {e}); not tracking.", flush=True)
+        why = f"online mode but {fallback}; " if fallback else ""
+        print(f"W&B: {why}offline init failed ({type(e).__name__}: {e}); not tracking.", flush=True)
         return NullTracker()
+    print(fallback_line(fallback, root), flush=True)
+    return tracker
+
+
+def fallback_line(reason: str, root: str) -> str:
+    """The one line a run prints about W&B when it logs offline (`reason`: why an online
+    run could not log online; '' when offline was asked for)."""
+    where = os.path.join(root, "wandb")
+    why = f"online mode but {reason}; " if reason else ""
+    return (
+        f"W&B: {why}logging offline under {where}; upload later with "
+        f"`wandb sync {where}/offline-run-*`"
+    )
