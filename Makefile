@@ -1,11 +1,12 @@
 # `make run` and `make test` set up .venv on first use, then run the default ablation or the
-# tests. `make train` runs the single default job.
+# tests. `make train` runs the single Quickstart job; `make analyse` runs the analysis
+# notebook on `make run`'s runs.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run train test lint format report report-small
+.PHONY: run train analyse test lint format report report-small
 
 $(STAMP): requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +18,13 @@ run: $(STAMP)
 	$(PY) -m experiments.ablate --config=configs/ablation_default.py --workdir=runs/ablation_default --parallel 2
 
 train: $(STAMP)
-	$(PY) -m omnilearn_jax.main --config=configs/default.py --workdir=runs/default
+	$(PY) -m omnilearn_jax.main --config=configs/quickstart.py --workdir=runs/quickstart
+
+analyse: $(STAMP)
+	@test -f runs/ablation_default/ablation.json || { \
+		echo "make analyse: no runs/ablation_default yet; run 'make run' first" >&2; exit 2; }
+	$(PY) -m experiments.notebooks.run_analysis --runs runs/ablation_default \
+		--out runs/ablation_default/report
 
 test: $(STAMP)
 	$(PY) -m pytest -q

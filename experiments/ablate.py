@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = Runner(ablation, args.workdir, args.parallel, log=_log).run()
     rows = table.write_results(args.workdir)
     print(f"\nresults ({ablation.group}; mean and sample std over seeds):")
-    print(table.to_markdown(rows), end="")
+    print(table.to_markdown(rows, clock=table.run_clock(args.workdir)), end="")
     print(f"written to {os.path.join(args.workdir, 'results.md')} and results.csv")
     if failed:
         print(f"[ablate] {len(failed)} cell(s) failed: {', '.join(failed)}", file=sys.stderr)

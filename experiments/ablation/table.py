@@ -12,6 +12,10 @@ cell's summary.json. Rows group the cells by every grid key except `seed`; per g
   as the oracle). Both are ratios of means, empty when that reference group is absent or
   `controller.name` is not a grid key.
 Cells without a complete summary are left out and counted in `missing`.
+
+results.csv has one column per number under the names above (for programs); results.md
+(`to_markdown`, also printed by the runner) shows mean ± std in one cell, headers with units
+(seconds on the cells' clock), and one summary sentence per group under the table.
 """
 
 from __future__ import annotations
@@ -124,13 +128,118 @@ def to_csv(rows: list[dict]) -> str:
     return out.getvalue()
 
 
-def to_markdown(rows: list[dict]) -> str:
+# The Markdown table a person reads: mean ± std in one cell, headers with units. The CSV keeps
+# one column per number, under the names above, for programs.
+_SHOWN = (
+    ("total_time", "total time (s)"),
+    ("speedup_vs_static", "speed-up vs static"),
+    ("efficiency_vs_oracle", "share of oracle speed"),
+    ("time_to_target", "time to target (s)"),
+    ("target_reached", "reached target"),
+    ("final_eval_accuracy", "final accuracy"),
+)
+
+
+def _group_keys(row: dict) -> list[str]:
+    keys = list(row)
+    return keys[: keys.index("seeds")]
+
+
+def _mean_std_text(row: dict, stat: str) -> str:
+    mean, std = row[f"{stat}_mean"], row[f"{stat}_std"]
+    if math.isnan(mean):
+        return ""
+    return _cell_text(mean) + ("" if math.isnan(std) else f" ± {_cell_text(std, 2)}")
+
+
+def _shown(row: dict, column: str) -> str:
+    if f"{column}_mean" in row:
+        return _mean_std_text(row, column)
+    value = row[column]
+    if column == "speedup_vs_static" and not math.isnan(value):
+        return f"{value:.2f}x"
+    if column == "efficiency_vs_oracle" and not math.isnan(value):
+        return f"{value:.0%}"
+    return _cell_text(value)
+
+
+def to_markdown(rows: list[dict], clock: str = "") -> str:
+    """The table (mean ± sample std over seeds), headers with units, then a summary line
+    per group of the grid keys other than the controller (`summary_lines`)."""
     if not rows:
         return "(no cells)\n"
-    columns = list(rows[0])
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_cell_text(r[c]) for c in columns) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+    keys = _group_keys(rows[0])
+    headers = [k.removesuffix(".name") for k in keys]
+    headers += [h.replace("(s)", f"(s, {clock} clock)") if clock else h for _, h in _SHOWN]
+    headers.append("seeds")
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for r in rows:
+        cells = [_cell_text(r[k]) for k in keys] + [_shown(r, c) for c, _ in _SHOWN]
+        seeds = f"{r['seeds']}" + (f" ({r['missing']} missing)" if r["missing"] else "")
+        lines.append("| " + " | ".join([*cells, seeds]) + " |")
+    summary = summary_lines(rows)
+    return "\n".join(lines) + "\n" + ("\n" + "\n".join(summary) + "\n" if summary else "")
+
+
+def summary_lines(rows: list[dict]) -> list[str]:
+    """One sentence per group of the other grid keys: the speed-up of each controller over
+    `static`, the share of the oracle's speed, and whether accuracy differs."""
+    keys = _group_keys(rows[0]) if rows else []
+    if CONTROLLER not in keys:
+        return []
+    others = [k for k in keys if k != CONTROLLER]
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[k] for k in others), []).append(row)
+    return [_group_sentence(group, others) for group in groups.values()]
+
+
+def _group_sentence(group: list[dict], others: list[str]) -> str:
+    by_name = {r[CONTROLLER]: r for r in group if not math.isnan(r["total_time_mean"])}
+    label = ", ".join(f"{k.removesuffix('.name')} {_cell_text(group[0][k])}" for k in others)
+    parts = []
+    static = by_name.get("static")
+    moving = sorted(
+        (r for n, r in by_name.items() if n != "static"), key=lambda r: r["total_time_mean"]
+    )
+    if static and moving:
+        first, *rest = moving
+        faster = f"{first[CONTROLLER]} finishes {first['speedup_vs_static']:.2f}x faster"
+        faster += "".join(f", {r[CONTROLLER]} {r['speedup_vs_static']:.2f}x" for r in rest)
+        parts.append(
+            f"against uniform batching (static, {static['total_time_mean']:.3g} s), {faster}"
+        )
+    measured = [r for r in moving if r[CONTROLLER] != "oracle"]
+    if "oracle" in by_name and measured:
+        names = _and([r[CONTROLLER] for r in measured])
+        shares = _and([f"{r['efficiency_vs_oracle']:.0%}" for r in measured])
+        which = (
+            "which only measure times, reach"
+            if len(measured) > 1
+            else "which only measures times, reaches"
+        )
+        parts.append(
+            f"{names}, {which} {shares} of the speed of the oracle, which is told the "
+            f"speeds in advance"
+        )
+    accuracy = [r["final_eval_accuracy_mean"] for r in by_name.values()]
+    accuracy = [a for a in accuracy if not math.isnan(a)]
+    if accuracy:
+        low, high = min(accuracy), max(accuracy)
+        if high - low < 5e-4:
+            parts.append(
+                f"final accuracy is the same for every controller ({high:.3f}), since a split "
+                f"changes how long a step takes, not the update"
+            )
+        else:
+            parts.append(f"final accuracy ranges from {low:.3f} to {high:.3f}")
+    text = "; ".join(parts) + "." if parts else ""
+    text = text[:1].upper() + text[1:]
+    return f"{label}: {text}" if label and text else text
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def write_results(workdir: str) -> list[dict]:
@@ -139,5 +248,20 @@ def write_results(workdir: str) -> list[dict]:
     with open(os.path.join(workdir, "results.csv"), "w") as f:
         f.write(to_csv(rows))
     with open(os.path.join(workdir, "results.md"), "w") as f:
-        f.write(to_markdown(rows))
+        f.write(to_markdown(rows, clock=run_clock(workdir)))
     return rows
+
+
+def run_clock(workdir: str) -> str:
+    """The clock the cells' times are on ('virtual' or 'wall'), from a cell's config.json;
+    '' when no cell has one or the cells disagree."""
+    with open(os.path.join(workdir, "ablation.json")) as f:
+        cells = json.load(f)["cells"]
+    clocks = set()
+    for cell in cells:
+        try:
+            with open(os.path.join(workdir, cell["name"], "config.json")) as f:
+                clocks.add(json.load(f).get("clock", ""))
+        except (OSError, ValueError):
+            continue
+    return clocks.pop() if len(clocks) == 1 else ""

@@ -9,6 +9,11 @@ excluded). Keys other than `controller` become panels ("facets"); controllers ar
 or bars within a panel. Seeds are combined per step: the line is the mean over seeds at
 that step, drawn at the seeds' mean time; the band is the min-max over seeds
 (`band='std'`: mean +- one sample standard deviation).
+
+Controllers often give identical curves (in BSP every split gives the same update, so
+accuracy against the step is the same), so each controller has its own line style and
+marker, and a line equal to an earlier one says so in the legend ("pi (= proportional)").
+Panels that are compared side by side share their y-scale.
 """
 
 from __future__ import annotations
@@ -35,18 +40,54 @@ _LABELS = {
 
 
 _MAX_COLUMNS = 4  # wider grids wrap onto more rows, so a big ablation stays readable
+# One style per controller (in sorted order), so lines that coincide stay distinguishable.
+_LINESTYLES = ("-", "--", "-.", ":")
+_MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
-def _figure(panels: int, *, columns: int = 0, width: float = 5.0, height: float = 3.6) -> Figure:
-    """A figure whose `axes` are exactly `panels` panels, at most `columns` a row."""
+def _figure(
+    panels: int,
+    *,
+    columns: int = 0,
+    width: float = 5.0,
+    height: float = 3.6,
+    sharey: bool = False,
+) -> Figure:
+    """A figure whose `axes` are exactly `panels` panels, at most `columns` a row;
+    `sharey` gives every panel the same y-scale (for panels that are compared)."""
     from matplotlib.figure import Figure  # lazy: importing the package costs no matplotlib
 
     cols = min(panels, columns or _MAX_COLUMNS)
     rows = -(-panels // cols)
     fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
-    for ax in fig.subplots(rows, cols, squeeze=False).ravel()[panels:]:
+    for ax in fig.subplots(rows, cols, squeeze=False, sharey=sharey).ravel()[panels:]:
         fig.delaxes(ax)
     return fig
+
+
+def _style(index: int, points: int) -> dict:
+    """Line style and marker of the index-th controller; about 8 markers a line."""
+    return {
+        "linestyle": _LINESTYLES[index % len(_LINESTYLES)],
+        "marker": _MARKERS[index % len(_MARKERS)],
+        "markevery": max(1, points // 8),
+        "markersize": 5,
+        "markerfacecolor": "none",
+    }
+
+
+def same_as(series: dict[str, pd.DataFrame | pd.Series]) -> dict[str, str]:
+    """{name: the earlier name whose values (x and y) it equals} for lines that coincide
+    exactly, in the order given."""
+    out: dict[str, str] = {}
+    names = list(series)
+    for i, name in enumerate(names):
+        for earlier in names[:i]:
+            a, b = series[name], series[earlier]
+            if earlier not in out and a.shape == b.shape and (a.to_numpy() == b.to_numpy()).all():
+                out[name] = earlier
+                break
+    return out
 
 
 def _facets(frame: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame]]:
@@ -79,8 +120,9 @@ def plot_metric_vs_time(
     keys = _keys(runs, by)
     data = runs.steps.dropna(subset=[metric])
     facets = _facets(data, keys)
-    fig = _figure(len(facets))
+    fig = _figure(len(facets), sharey=True)
     for ax, (title, rows) in zip(fig.axes, facets, strict=True):
+        lines = {}
         for controller, per in rows.groupby("controller", sort=True):
             agg = per.groupby("step").agg(
                 time=("time", "mean"),
@@ -91,7 +133,11 @@ def plot_metric_vs_time(
             )
             if band == "std":
                 agg["low"], agg["high"] = agg["mean"] - agg["std"], agg["mean"] + agg["std"]
-            (line,) = ax.plot(agg["time"], agg["mean"], marker=".", label=str(controller))
+            lines[str(controller)] = agg
+        tied = same_as({name: agg[["time", "mean"]] for name, agg in lines.items()})
+        for i, (name, agg) in enumerate(lines.items()):
+            label = f"{name} (= {tied[name]})" if name in tied else name
+            (line,) = ax.plot(agg["time"], agg["mean"], label=label, **_style(i, len(agg)))
             ax.fill_between(agg["time"], agg["low"], agg["high"], alpha=0.2, color=line.get_color())
         _label(ax, "time (s, run clock)", _LABELS.get(metric, metric), title)
     return fig
@@ -116,12 +162,26 @@ def plot_balance(runs: Runs, **kwargs) -> Figure:
 def pick_run(runs: Runs) -> str:
     """A run worth showing: one whose worker speeds differ, run by an adaptive controller
     (the oracle only when nothing else adapts: it shows the target, not a policy)."""
+    return pick_run_and_reason(runs)[0]
+
+
+def pick_run_and_reason(runs: Runs) -> tuple[str, str]:
+    """(`pick_run`'s run, why it was picked, in words for a figure title)."""
     spread = runs.workers.groupby("run")["speed"].agg(lambda s: s.max() - s.min())
     s = runs.summaries
     hetero = s[s["run"].map(lambda n: spread.get(n, 0) > 0)]
-    for pool in (hetero[~hetero["controller"].isin(["static", "oracle"])], hetero, s):
+    pools = (
+        (
+            hetero[~hetero["controller"].isin(["static", "oracle"])],
+            "the first run of a "
+            "controller that measures times, on a cluster whose workers differ in speed",
+        ),
+        (hetero, "the first run on a cluster whose workers differ in speed"),
+        (s, "the first run (every worker has the same speed)"),
+    )
+    for pool, reason in pools:
         if len(pool):
-            return str(pool["run"].iloc[0])
+            return str(pool["run"].iloc[0]), reason
     raise ValueError("no runs")
 
 
@@ -138,7 +198,7 @@ def plot_batch_sizes(runs: Runs, run: str | None = None) -> Figure:
     Dashed vertical lines mark the steps where the cluster's speeds changed, so the
     controller's reaction time can be read off.
     """
-    name = run or pick_run(runs)
+    name, reason = (run, "") if run else pick_run_and_reason(runs)
     rows = runs.workers[runs.workers["run"] == name]
     fig = _figure(2, columns=1, width=7.0, height=2.8)
     top, bottom = fig.axes
@@ -151,7 +211,7 @@ def plot_batch_sizes(runs: Runs, run: str | None = None) -> Figure:
     for step in speed_changes(rows):
         for ax in (top, bottom):
             ax.axvline(step, color="grey", linestyle="--", linewidth=0.8)
-    _label(top, "", "batch size", name)
+    _label(top, "", "batch size", f"{name}\n(picked: {reason})" if reason else name)
     _label(bottom, "step", "speed (relative)", "")
     return fig
 
@@ -164,7 +224,7 @@ def plot_worker_times(runs: Runs, *, by: Sequence[str] | None = None) -> Figure:
     """
     keys = _keys(runs, by)
     groups = list(runs.workers.groupby(keys, sort=True, dropna=False))
-    fig = _figure(len(groups), width=3.6)
+    fig = _figure(len(groups), width=3.6, sharey=True)  # panels compare controllers
     for ax, (values, rows) in zip(fig.axes, groups, strict=True):
         means = rows.groupby("worker")[["worker_time", "idle_time"]].mean()
         x = means.index.to_numpy()
@@ -183,7 +243,7 @@ def plot_staleness(runs: Runs, *, by: Sequence[str] | None = None) -> Figure | N
     keys = _keys(runs, by)
     data = runs.steps.dropna(subset=["staleness"])
     groups = list(data.groupby(keys, sort=True, dropna=False))
-    fig = _figure(len(groups), width=3.6)
+    fig = _figure(len(groups), width=3.6, sharey=True)
     for ax, (values, rows) in zip(fig.axes, groups, strict=True):
         counts = rows["staleness"].astype(int).value_counts(normalize=True).sort_index()
         ax.bar(counts.index.to_numpy(), counts.to_numpy())

@@ -43,8 +43,19 @@ def _fmt(value: float, digits: int = 3) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}g}"
 
 
+def _names(names: list[str]) -> str:
+    quoted = [f"`{n}`" for n in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def _percent(value: float) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.0%}"
+
+
 def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
-    """Markdown bullets read off `table` (from `speedup_table`), one set per facet."""
+    """Markdown bullets read off `table` (from `speedup_table`), one set per facet, written
+    as sentences: ties named as ties, ratios as "x as fast" or percentages, and an accuracy
+    that does not change said in words rather than as "differs by 0"."""
     others = [c for c in table.columns[: list(table.columns).index("seeds")] if c != "controller"]
     lines = []
     facets = table.groupby(others, sort=True) if others else [((), table)]
@@ -53,40 +64,56 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
         prefix = f"**{where}**: " if where else ""
         best = rows["total_time_mean"].min()
         # Ties are common (uniform clusters, or a bound that binds for every policy).
-        tied = rows[rows["total_time_mean"] <= best * (1 + 1e-9)]["controller"]
-        names = ", ".join(f"`{c}`" for c in tied)
-        lines.append(
-            f"- {prefix}fastest: {names}{' (tied)' if len(tied) > 1 else ''}, "
-            f"{_fmt(best)} s on the run clock."
-        )
+        tied = list(rows[rows["total_time_mean"] <= best * (1 + 1e-9)]["controller"])
+        verb = "is the fastest" if len(tied) == 1 else "tie as the fastest"
+        lines.append(f"- {prefix}{_names(tied)} {verb}, at {_fmt(best)} s on the run's clock.")
         static = rows[rows["controller"] == "static"]
         for _, row in rows.iterrows():
             if row["controller"] == "static" or static.empty:
                 continue
             ref = static.iloc[0]
-            lines.append(
-                f"- {prefix}`{row['controller']}` is {_fmt(row['speedup_vs_static'])}x as fast as "
-                f"uniform `static` (per seed {_fmt(row['speedup_vs_static_min'])}-"
-                f"{_fmt(row['speedup_vs_static_max'])}x), idle fraction "
-                f"{_fmt(row['mean_idle_fraction_mean'], 2)} vs "
-                f"{_fmt(ref['mean_idle_fraction_mean'], 2)}, final eval accuracy "
-                f"{_fmt(row['final_eval_accuracy_mean'])} vs "
-                f"{_fmt(ref['final_eval_accuracy_mean'])}."
+            low, high = row["speedup_vs_static_min"], row["speedup_vs_static_max"]
+            spread = (
+                f"{_fmt(low)}x in every seed"
+                if _fmt(low) == _fmt(high)
+                else f"{_fmt(low)}x to {_fmt(high)}x across seeds"
             )
-        if "efficiency_vs_oracle" in rows and rows["efficiency_vs_oracle"].notna().any():
-            best = rows.loc[rows[rows["controller"] != "oracle"]["efficiency_vs_oracle"].idxmax()]
             lines.append(
-                f"- {prefix}closest to the oracle: `{best['controller']}` "
-                f"({_fmt(best['efficiency_vs_oracle'])} of its speed)."
+                f"- {prefix}`{row['controller']}` is {_fmt(row['speedup_vs_static'])}x as fast "
+                f"as uniform `static` ({spread}); its workers wait at the barrier "
+                f"{_percent(row['mean_idle_fraction_mean'])} of the time, against "
+                f"{_percent(ref['mean_idle_fraction_mean'])} under `static`."
             )
-        spread = rows["final_eval_accuracy_mean"].max() - rows["final_eval_accuracy_mean"].min()
-        lines.append(f"- {prefix}final accuracy differs by {_fmt(spread, 2)} across controllers.")
+        measured = rows[rows["controller"] != "oracle"]
+        if "efficiency_vs_oracle" in rows and measured["efficiency_vs_oracle"].notna().any():
+            top = measured["efficiency_vs_oracle"].max()
+            closest = list(measured[measured["efficiency_vs_oracle"] >= top - 1e-9]["controller"])
+            verb = "comes" if len(closest) == 1 else "come"
+            lines.append(
+                f"- {prefix}{_names(closest)} {verb} closest to the oracle, which is told the "
+                f"speeds in advance: {_percent(top)} of its speed."
+            )
+        accuracy = rows["final_eval_accuracy_mean"].dropna()
+        if len(accuracy):
+            low, high = accuracy.min(), accuracy.max()
+            if high - low < 5e-4:
+                lines.append(
+                    f"- {prefix}Final accuracy is the same for every controller "
+                    f"({_fmt(high)}): the split changes how long a step takes, not the update."
+                )
+            else:
+                at = rows.set_index("controller")["final_eval_accuracy_mean"]
+                lines.append(
+                    f"- {prefix}Final accuracy ranges from {_fmt(low)} (`{at.idxmin()}`) to "
+                    f"{_fmt(high)} (`{at.idxmax()}`)."
+                )
     if runs is not None and "staleness_mean" in runs.summaries:
         stale = runs.summaries.dropna(subset=["staleness_mean"])
         for controller, rows in stale.groupby("controller", sort=True):
             lines.append(
-                f"- async `{controller}`: mean staleness {_fmt(rows['staleness_mean'].mean())}, "
-                f"max {int(rows['staleness_max'].max())}."
+                f"- Under asynchronous `{controller}`, an update is on average "
+                f"{_fmt(rows['staleness_mean'].mean())} updates stale "
+                f"(max {int(rows['staleness_max'].max())})."
             )
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,98 @@
+"""The analysis reads like a person wrote it: ties named, shared scales, a picked run explained."""
+
+import pandas as pd
+
+from omnilearn_jax import analysis
+from omnilearn_jax.analysis import plots
+from omnilearn_jax.analysis.frames import RUN_COLUMNS
+from omnilearn_jax.analysis.load import Runs
+
+
+def _runs(times: dict[str, float], accuracy: float = 0.9) -> Runs:
+    """Two seeds a controller; `static` twice as slow on worker 1, the others balanced."""
+    summaries, steps, workers = [], [], []
+    for controller, total in times.items():
+        for seed in (0, 1):
+            run = f"{controller}-{seed}"
+            summaries.append(
+                {
+                    "run": run,
+                    "controller": controller,
+                    "seed": seed,
+                    "status": "complete",
+                    "steps": 2,
+                    "total_time": total,
+                    "final_eval_accuracy": accuracy,
+                    "final_eval_loss": 0.3,
+                    "time_to_target": None,
+                    "mean_idle_fraction": 0.1,
+                }
+            )
+            for step in (1, 2):
+                steps.append(
+                    {
+                        "run": run,
+                        "controller": controller,
+                        "seed": seed,
+                        "step": step,
+                        "time": total * step / 2,
+                        "eval_accuracy": accuracy * step / 2,
+                    }
+                )
+                slow = 2.0 if controller == "static" else 1.0
+                for worker, t in enumerate((1.0, slow)):
+                    workers.append(
+                        {
+                            "run": run,
+                            "controller": controller,
+                            "seed": seed,
+                            "step": step,
+                            "worker": worker,
+                            "batch_size": 8,
+                            "worker_time": t,
+                            "idle_time": slow - t,
+                            "speed": 1.0 + worker,
+                        }
+                    )
+    summaries = pd.DataFrame(summaries)
+    for column in RUN_COLUMNS:  # run-level columns that do not vary: one value for all
+        if column not in summaries:
+            summaries[column] = "same"
+    return Runs(pd.DataFrame(steps), pd.DataFrame(workers), summaries)
+
+
+def test_conclusions_read_as_sentences():
+    runs = _runs({"static": 4.0, "proportional": 2.0, "pi": 2.0, "oracle": 1.6})
+    text = analysis.conclusions(analysis.speedup_table(runs.summaries), runs)
+    assert "- `oracle` is the fastest, at 1.6 s on the run's clock." in text
+    assert "`pi` is 2x as fast as uniform `static` (2x in every seed)" in text
+    assert (
+        "`pi` and `proportional` come closest to the oracle" in text and "80% of its speed" in text
+    )
+    assert "Final accuracy is the same for every controller (0.9)" in text
+    assert "differs by 0" not in text and "1 of its speed" not in text
+
+
+def test_tied_lines_are_marked_and_drawn_differently():
+    runs = _runs({"static": 4.0, "proportional": 2.0, "pi": 2.0})
+    fig = analysis.plot_accuracy_vs_time(runs)
+    (ax,) = fig.axes
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels == ["pi", "proportional (= pi)", "static"]
+    styles = {(line.get_linestyle(), line.get_marker()) for line in ax.get_lines()}
+    assert len(styles) == 3  # a line on top of another still shows its own dashes and marks
+
+
+def test_worker_time_panels_share_one_y_scale():
+    runs = _runs({"static": 4.0, "proportional": 2.0})
+    fig = analysis.plot_worker_times(runs)
+    limits = {ax.get_ylim() for ax in fig.axes}
+    assert len(fig.axes) == 2 and len(limits) == 1  # static's taller bars set both panels
+
+
+def test_the_batch_size_figure_says_why_its_run_was_picked():
+    runs = _runs({"static": 4.0, "proportional": 2.0, "oracle": 1.6})
+    fig = analysis.plot_batch_sizes(runs)
+    title = fig.axes[0].get_title()
+    assert title.startswith("proportional-0\n(picked: the first run of a controller that measures")
+    assert plots.pick_run(runs) == "proportional-0"
