@@ -18,7 +18,8 @@ import os
 import sys
 
 from experiments.ablation import spec, table
-from experiments.ablation.runner import Runner, cell_command
+from experiments.ablation.runner import Runner, cell_command, is_complete
+from omnilearn_jax import interrupt
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -84,7 +85,18 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.parallel} at a time",
         flush=True,
     )
-    failed = Runner(ablation, args.workdir, args.parallel, log=_log).run()
+    interrupt.raise_on_signals()  # SIGTERM too: the runner then stops its cells
+    try:
+        failed = Runner(ablation, args.workdir, args.parallel, log=_log).run()
+    except KeyboardInterrupt as e:
+        done = sum(is_complete(os.path.join(args.workdir, c.name)) for c in cells)
+        print(
+            f"[ablate] interrupted: {done} of {len(cells)} cells complete; run the same command "
+            f"again to run the other {len(cells) - done} (an unfinished cell starts afresh)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return getattr(e, "exit_code", 130)
     rows = table.write_results(args.workdir)
     print(f"\nresults ({ablation.group}; mean and sample std over seeds):")
     print(table.to_markdown(rows, clock=table.run_clock(args.workdir)), end="")

@@ -76,3 +76,22 @@ def test_ctrl_c_on_the_command_line_is_one_line_and_status_130(tmp_path):
         last
         == f"interrupted at step {n}/1000000; run the same command again to resume from step {n}"
     )
+
+
+def test_an_interrupted_ablation_says_how_many_cells_are_left(tmp_path, monkeypatch, capsys):
+    from experiments import ablate
+    from experiments.ablation import runner
+    from omnilearn_jax import interrupt
+
+    def stopped(self):
+        raise interrupt.Interrupted(signal.SIGTERM)
+
+    monkeypatch.setattr(interrupt, "raise_on_signals", lambda: None)  # keep pytest's handlers
+    monkeypatch.setattr(runner.Runner, "run", stopped)
+    args = ["--config=configs/ablation_smoke.py", f"--workdir={tmp_path}"]
+    assert ablate.main(args) == 128 + signal.SIGTERM
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "[ablate] interrupted: 0 of 8 cells complete; run the same command again to run the "
+        "other 8 (an unfinished cell starts afresh)"
+    ]
