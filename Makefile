@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run train analyse test lint format report report-small
+.PHONY: run train analyse test mutate lint format report report-small
 
 $(STAMP): requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,23 @@ analyse: $(STAMP)
 	$(PY) -m experiments.notebooks.run_analysis --runs runs/ablation_default \
 		--out runs/ablation_default/report
 
+# JAX's persistent compilation cache (tests/conftest.py) lives in ~/.cache/omnilearn_jax/jax_cache;
+# delete it for a cold run.
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# Mutation testing of controllers/ and omnilearn_jax/cluster/ (mutmut; pyproject.toml
+# [tool.mutmut] names the tests); not part of `make test`. Results: docs/robustness.md.
+$(VENV)/.installed-dev: requirements-dev.txt $(STAMP)
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+# `make mutate MUTANTS='controllers.allocate*'` runs a subset; a rerun keeps earlier results
+# (mutants/, delete it to start over).
+mutate: $(VENV)/.installed-dev
+	$(VENV)/bin/mutmut run $(MUTANTS)
+	$(VENV)/bin/mutmut export-cicd-stats && cat mutants/mutmut-cicd-stats.json
+	$(VENV)/bin/mutmut results
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

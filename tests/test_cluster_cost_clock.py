@@ -30,6 +30,25 @@ def test_linear_cost_exact():
     np.testing.assert_array_equal(plain.worker_times(7, sizes, speeds), sizes * 0.02 / speeds)
 
 
+def test_from_config_takes_every_key():
+    values = {
+        "per_sample_cost": 0.02,
+        "fixed_cost": 1,  # an int where a float is meant: converted
+        "overhead": 0.4,
+        "cliff_batch": 7,
+        "cliff_penalty": 2.5,
+        "noise": 0.15,
+        "linear": False,
+        "latency": 3e-4,
+        "bandwidth": 2e8,
+    }
+    model = CostModel.from_config(values, seed=11)
+    assert model == CostModel(**{**values, "fixed_cost": 1.0}, seed=11)
+    assert type(model.fixed_cost) is float and type(model.seed) is int
+    # Keys left out take the defaults of the config section.
+    assert CostModel.from_config({}, seed=0) == CostModel.from_config(cost_defaults(), seed=0)
+
+
 def test_affine_cost_value_and_zero_samples():
     model = CostModel(per_sample_cost=0.01, fixed_cost=0.1, overhead=0.5)
     t = model.worker_times(0, np.array([0, 10]), np.array([2.0, 2.0]))

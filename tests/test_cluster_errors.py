@@ -3,7 +3,13 @@
 import numpy as np
 import pytest
 
-from omnilearn_jax.cluster import CostModel, make_profile
+from omnilearn_jax.cluster import (
+    CostModel,
+    VirtualClock,
+    make_profile,
+    ring_allreduce_time,
+    unavailable_workers,
+)
 
 RUN = {"num_workers": 4, "num_steps": 100, "steps_per_epoch": 10, "seed": 0}
 
@@ -103,3 +109,71 @@ def test_cost_errors():
         CostModel().worker_times(0, np.array([1, 2]), np.array([1.0]))
     with pytest.raises(ValueError, match="step must be >= 0"):
         make_profile({}, **RUN).speeds(-1)
+
+
+def test_modifier_bounds_are_checked_at_their_edges():
+    """The edges that are allowed work; one step past them is the error, in the code's
+    words (these are the ranges the docstrings promise)."""
+    walk = {"walk_sigma": 0.1}
+    flat = make_profile({**walk, "walk_min": 1.0, "walk_max": 1.0}, **RUN)  # 0 < 1 <= 1 <= 1
+    np.testing.assert_array_equal(flat.speeds(50), np.ones(4))  # a walk clipped to nothing
+    need = r"need 0 < hetero.walk_min <= 1 <= hetero.walk_max, got "
+    with pytest.raises(ValueError, match=need + r"0.0, 2.0$"):
+        make_profile({**walk, "walk_min": 0.0, "walk_max": 2.0}, **RUN)
+    with pytest.raises(ValueError, match=need + r"0.5, 0.9$"):
+        make_profile({**walk, "walk_min": 0.5, "walk_max": 0.9}, **RUN)
+    with pytest.raises(ValueError, match=r"^hetero.walk_sigma must be >= 0, got -0.1$"):
+        make_profile({"walk_sigma": -0.1}, **RUN)
+    lost = {"preempt_intervals": (2, 4, 6, 9)}
+    profile = make_profile({**lost, "preempt_trickle": 0.0}, **RUN)  # trickle 0: a lost worker
+    assert profile.speeds(2)[0] == 0.0 and profile.speeds(4)[0] == 1.0
+    assert "steps [2, 4), [6, 9), trickle=0" in profile.describe()
+    with pytest.raises(ValueError, match=r"^hetero.preempt_trickle must be in \[0, 1\), got 1.0$"):
+        make_profile({**lost, "preempt_trickle": 1.0}, **RUN)
+    for pairs in ((5, 5), (-1, 3), (0, 2, 7, 6)):
+        with pytest.raises(ValueError, match=r"^preempt intervals need 0 <= start < end; got \["):
+            make_profile({"preempt_intervals": pairs}, **RUN)
+
+
+@pytest.mark.parametrize(
+    "args", [(1e6, 0, 1e-3, 1e9), (1e6, 4, -1e-3, 1e9), (1e6, 4, 1e-3, 0.0), (-1.0, 4, 1e-3, 1e9)]
+)
+def test_allreduce_rejects_each_bad_argument(args):
+    message = r"^need num_workers >= 1, latency >= 0, bandwidth > 0, param_bytes >= 0; got "
+    with pytest.raises(ValueError, match=message):
+        ring_allreduce_time(*args)
+
+
+def test_allreduce_edges_are_allowed():
+    assert ring_allreduce_time(0.0, 4, 1e-3, 1e9) == pytest.approx(2 * 3 * 1e-3)  # no bytes
+    assert ring_allreduce_time(1e6, 4, 0.0, 0.5) == pytest.approx(2 * 3 / 4 * 1e6 / 0.5)
+
+
+def test_virtual_clock_rejects_bad_times():
+    clock = VirtualClock(4)
+    with pytest.raises(ValueError, match=r"^worker_times must have shape \(4,\), got \(3,\)$"):
+        clock.step(np.ones(3))
+    for bad in ([1.0, -0.5, 1.0, 1.0], [1.0, float("nan"), 1.0, 1.0]):
+        with pytest.raises(ValueError, match=r"^worker times must be finite and >= 0, got \["):
+            clock.step(np.array(bad))
+    # Sizes without speeds (or speeds without sizes) cannot name a lost worker: no hint.
+    with pytest.raises(ValueError, match=r"got \[1.0, inf, 1.0, 1.0\]$"):
+        clock.step(np.array([1.0, np.inf, 1.0, 1.0]), batch_sizes=[1, 1, 1, 1])
+    with pytest.raises(ValueError, match=r"^comm_time must be >= 0, got -1.0$"):
+        clock.step(np.ones(4), comm_time=-1.0)
+    assert clock.steps == 0 and clock.time == 0.0  # nothing was counted
+    with pytest.raises(ValueError, match=r"^num_workers must be >= 1, got 0$"):
+        VirtualClock(0)
+
+
+def test_virtual_clock_idle_steps_and_empty_totals():
+    clock = VirtualClock(2)
+    assert clock.totals()["mean_idle_fraction"] == 0.0 and clock.totals()["idle_fraction"] == 0.0
+    rec = clock.step(np.zeros(2))  # nothing to do, no communication: a step of 0 s
+    assert rec["step_time"] == 0.0 and rec["idle_fraction"] == 0.0 and rec["balance"] == 1.0
+    totals = clock.totals()
+    assert (totals["steps"], totals["mean_idle_fraction"], totals["idle_fraction"]) == (1, 0.0, 0.0)
+    # With sizes given, a worker with samples counts in the balance even at 0 s.
+    rec = VirtualClock(4).step(np.array([0.0, 2.0, 2.0, 1.0]), batch_sizes=[5, 40, 40, 43])
+    assert rec["balance"] == pytest.approx(2.0 / (5.0 / 4))
+    assert unavailable_workers([1, 0, 3], [0.0, 0.0, 1.0]) == [0]  # one sample is samples

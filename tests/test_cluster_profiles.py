@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from omnilearn_jax.cluster import available_profiles, hetero_defaults, make_profile
+from omnilearn_jax.cluster import _rng, available_profiles, hetero_defaults, make_profile
 from tests.helpers import assert_mean_one_lognormal
 
 RUN = {"num_workers": 4, "num_steps": 1000, "steps_per_epoch": 10, "seed": 0}
@@ -157,6 +157,23 @@ def test_random_walk_seeded_and_clipped():
     wide = _profile(**{**kw, "walk_min": 0.01, "walk_max": 100.0}, seed=3)
     path = np.stack([wide.speeds(t) for t in range(1000)])
     assert_walk_steps_have_sigma(path, 0.3, 0.01, 100, rel=0.05)
+
+
+def test_random_walk_follows_its_formula_and_holds_its_last_factor():
+    """log m_k(0) = 0, log m_k(t) = clip(log m_k(t-1) + sigma z_k(t), log lo, log hi), with
+    z_k(t) the seeded counter-based normal of (seed, step t, worker k); past the run's last
+    step the last factor holds."""
+    sigma, lo, hi, steps = 0.3, 0.5, 2.0, 40
+    kw = {"name": "uniform", "walk_sigma": sigma, "walk_min": lo, "walk_max": hi}
+    walk = _profile(**kw, seed=3, num_steps=steps)
+    logs = np.zeros(4)
+    for t in range(steps):
+        if t:
+            z = _rng.normals(3, _rng.STREAM_RANDOM_WALK, t, np.arange(4))
+            logs = np.clip(logs + sigma * z, np.log(lo), np.log(hi))
+        np.testing.assert_allclose(walk.speeds(t), np.exp(logs), rtol=1e-12, err_msg=str(t))
+    assert not np.array_equal(walk.speeds(steps - 2), walk.speeds(steps - 1))
+    np.testing.assert_array_equal(walk.speeds(steps + 100), walk.speeds(steps - 1))
 
 
 def assert_walk_steps_have_sigma(path, sigma, lo, hi, rel):

@@ -6,16 +6,15 @@ import jax
 import jax.numpy as jnp
 
 from omnilearn_jax.compiles import CompileCounter
-from tests.conftest import JAX_CACHE
 
 _HIT = "/jax/compilation_cache/cache_hits"
 
 
 def test_the_cache_is_on_outside_the_work_tree_and_inherited_by_subprocesses():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    assert os.environ["JAX_COMPILATION_CACHE_DIR"] == JAX_CACHE
-    assert not os.path.abspath(JAX_CACHE).startswith(root + os.sep)
-    assert jax.config.jax_compilation_cache_dir == JAX_CACHE
+    cache = os.environ["JAX_COMPILATION_CACHE_DIR"]  # conftest.py sets it for subprocesses
+    assert not os.path.abspath(cache).startswith(root + os.sep)
+    assert jax.config.jax_compilation_cache_dir == cache
     assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
     assert jax.config.jax_persistent_cache_min_entry_size_bytes == 0
 
