@@ -7,7 +7,6 @@ def get_config(arg: str = ""):
     c = base_config()
     c.num_workers = 8
     c.global_batch_size = 64
-    c.micro_batch_size = 8
     c.dataset.name = "digits"
     c.model.name = "mlp"
     c.model.hidden = 32

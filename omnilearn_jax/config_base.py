@@ -34,15 +34,11 @@ def base_config() -> ml_collections.ConfigDict:
     c.num_devices = 0  # devices to use; 0 = all (must divide num_workers)
     c.cpu_devices = 8  # CPU devices that main.py creates when the run is on CPU
     c.backend = "shard_map"  # shard_map | pmap
-    # padded: one block of `capacity` rows a device (fastest when the clock is virtual and
-    # the devices alike); micro: a per-device loop of micro-batches, so a device with fewer
-    # rows really computes less (use it with clock=wall on truly heterogeneous devices).
-    c.layout = "padded"
-    c.micro_batch_size = 8  # rows per micro-batch in the micro layout
-    # padded only: >1 compiles the step for up to this many capacities, from B/D to the full
-    # one, and runs each step at the smallest that holds its busiest device (less padding
-    # computed when the split is near uniform); 1 = one fixed capacity.
-    c.capacity_buckets = 1
+    # Each device computes one block of its own rows, of the smallest precompiled bucket
+    # size that holds them (docs/trainer.md); buckets run from 8 rows to the capacity, each
+    # about bucket_ratio times the last (smaller ratio: less padding, more programs).
+    c.bucket_ratio = 1.25
+    c.memory_rows = 0  # most rows a device computes at once (larger blocks accumulate); 0 = all
     c.capacity = 0  # rows one device may hold; 0 = min(B, workers_per_device * b_max)
     c.clock = "virtual"  # virtual | wall
     c.mode = "bsp"  # bsp (synchronous) | asp (parameter server, docs/async.md)

@@ -23,6 +23,14 @@ from omnilearn_jax.config_args import check_choice, suggest
 
 _SECTION = "section"
 
+# Keys of earlier versions, and what replaced them: one mechanism (per-device buckets) took
+# the place of the layouts and their knobs.
+REMOVED = {
+    "layout": "every device now computes a block of its own rows (docs/trainer.md); drop it",
+    "micro_batch_size": "use memory_rows (the most rows a device computes at once)",
+    "capacity_buckets": "use bucket_ratio (per-device buckets are always on)",
+}
+
 
 def _kind(value: Any) -> str:
     if isinstance(value, Mapping | ml_collections.ConfigDict):
@@ -89,7 +97,9 @@ def check_config_types(config: Any, reference: Any = None) -> None:
         parent = key.rpartition(".")[0]
         if parent and parent in given and _kind(known.get(parent)) != _SECTION:
             continue  # inside an unknown section or a leaf: reported once, at the top
-        if key not in known:
+        if key in REMOVED and key not in known:
+            problems.append(f"config key {key!r} was removed: {REMOVED[key]}")
+        elif key not in known:
             problems.append(f"unknown config key {key!r}{suggest(key, known)}")
         elif not _compatible(known[key], value):
             want, have = _kind(known[key]), _kind(value)

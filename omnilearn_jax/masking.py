@@ -1,18 +1,23 @@
-"""Turning per-worker batch sizes into fixed-shape, masked per-device arrays.
+"""Per-device blocks: each device computes a bucket-sized block for its own rows only.
 
 W logical workers live on D devices (W a multiple of D, r = W / D workers a device). Worker k
 takes rows [offset_k, offset_k + b_k) of the global batch, so device d holds the contiguous
-rows of its r workers. Each device's rows go into a buffer of `num_micro` micro-batches of
-`micro_batch` rows, [D, num_micro, micro_batch, ...]; only the last used micro-batch is
-partly padded, and `trips[d]` says how many micro-batches device d really has. Shapes depend
-on the layout only, never on the sizes, so a new split never recompiles the step.
+rows of its r workers, n_d of them. Device d computes one block of `bucket(n_d)` rows: the
+smallest of a few precompiled sizes that holds n_d (0 rows: nothing to compute). The padded
+rows of a block are zeroed and masked, so they never touch the result.
 
-Layouts:
-  micro:  micro_batch = m from the config, num_micro = ceil(capacity / m); the step runs a
-          `lax.while_loop` of `trips[d]` iterations, so a device with fewer samples computes
-          less (the point of uneven batches on heterogeneous hardware).
-  padded: one micro-batch of `capacity` rows; every device computes all its rows, padded
-          or not. Exact, simple, and the baseline the micro layout is measured against.
+  device   rows n_d   bucket   rows computed
+  0        4          8        8
+  7        100        104      104
+
+Buckets run from 8 rows to the device capacity, about `ratio` apart and multiples of 8, so a
+device computes at most about `ratio` times its rows, and a slow device that holds few rows
+really computes few. Shapes depend on the bucket only, never on the split, so with every
+(device, bucket) program compiled once at warm-up, no split recompiles.
+
+`memory_rows` > 0 bounds the rows computed at once: a block larger than that is computed as
+equal chunks of at most `memory_rows` rows whose sums accumulate (memory decoupled from
+compute, as per-GPU gradient accumulation does); buckets above it are multiples of the chunk.
 """
 
 from __future__ import annotations
@@ -22,44 +27,72 @@ from typing import NamedTuple
 
 import numpy as np
 
-LAYOUTS = ("micro", "padded")
+ALIGN = 8  # rows: bucket sizes are multiples of this (friendlier tiles on accelerators)
 
 
 class Layout(NamedTuple):
-    kind: str  # "micro" or "padded"
     num_devices: int
     workers_per_device: int
-    capacity: int  # rows a device can hold
-    micro_batch: int
-    num_micro: int
+    capacity: int  # most rows one device may hold
+    buckets: tuple[int, ...]  # ascending block sizes a device may compute
+    chunk: int  # rows computed at once inside a block (>= the largest bucket: no limit)
+
+
+def bucket_sizes(capacity: int, ratio: float = 1.25, memory_rows: int = 0) -> tuple[int, ...]:
+    """Block sizes from ALIGN rows up to `capacity` rounded up to ALIGN, each the previous
+    times `ratio` rounded up to a multiple of ALIGN (or of the chunk, past `memory_rows`)."""
+    if capacity < 1:
+        raise ValueError(f"device capacity must be positive, got {capacity}")
+    if ratio <= 1:
+        raise ValueError(f"bucket_ratio must be > 1, got {ratio}")
+    chunk = _chunk(memory_rows)
+
+    def up(rows: float) -> int:
+        step = chunk if chunk and rows > chunk else ALIGN
+        return math.ceil(rows / step) * step
+
+    top = up(capacity)
+    sizes = [ALIGN]
+    while sizes[-1] < top:
+        sizes.append(min(max(up(sizes[-1] * ratio), sizes[-1] + ALIGN), top))
+    return tuple(sizes)
+
+
+def _chunk(memory_rows: int) -> int:
+    if memory_rows < 0:
+        raise ValueError(f"memory_rows must be >= 0 (0 = no limit), got {memory_rows}")
+    return math.ceil(memory_rows / ALIGN) * ALIGN if memory_rows else 0
 
 
 def make_layout(
-    kind: str, *, num_workers: int, num_devices: int, capacity: int, micro_batch: int
+    *,
+    num_workers: int,
+    num_devices: int,
+    capacity: int,
+    ratio: float = 1.25,
+    memory_rows: int = 0,
 ) -> Layout:
     """`capacity` is the most rows one device may hold (at most B in practice)."""
-    if kind not in LAYOUTS:
-        raise ValueError(f"unknown layout {kind!r}; valid layouts: {', '.join(LAYOUTS)}")
     if num_workers % num_devices:
         raise ValueError(
             f"num_workers={num_workers} is not a multiple of the {num_devices} devices; use "
             f"a worker count that is, or set num_devices to a divisor of it"
         )
-    if capacity <= 0:
-        raise ValueError(f"device capacity must be positive, got {capacity}")
-    if kind == "padded":
-        micro_batch, num_micro = capacity, 1
-    else:
-        if micro_batch <= 0:
-            raise ValueError(f"micro_batch_size must be positive, got {micro_batch}")
-        micro_batch = min(micro_batch, capacity)
-        num_micro = math.ceil(capacity / micro_batch)
-    return Layout(kind, num_devices, num_workers // num_devices, capacity, micro_batch, num_micro)
+    buckets = bucket_sizes(capacity, ratio, memory_rows)
+    chunk = _chunk(memory_rows) or buckets[-1]
+    return Layout(num_devices, num_workers // num_devices, capacity, buckets, chunk)
 
 
 def device_counts(sizes: np.ndarray, layout: Layout) -> np.ndarray:
     """Rows per device: the sum of its workers' sizes."""
     return np.asarray(sizes, np.int64).reshape(layout.num_devices, -1).sum(axis=1)
+
+
+def device_buckets(counts: np.ndarray, layout: Layout) -> np.ndarray:
+    """The block each device computes: the smallest bucket holding its rows (0 for none)."""
+    buckets = np.asarray(layout.buckets)
+    picked = buckets[np.minimum(np.searchsorted(buckets, counts), len(buckets) - 1)]
+    return np.where(np.asarray(counts) > 0, picked, 0)
 
 
 def check_sizes(sizes, global_batch: int, layout: Layout) -> np.ndarray:
@@ -86,69 +119,51 @@ def check_sizes(sizes, global_batch: int, layout: Layout) -> np.ndarray:
     return sizes.astype(np.int32)
 
 
-class Packed(NamedTuple):
-    index: np.ndarray  # [D, num_micro, micro_batch] row of the global batch (0 where padded)
-    mask: np.ndarray  # [D, num_micro, micro_batch] bool, True on valid rows
-    trips: np.ndarray  # [D] int32, micro-batches each device really runs
+class Block(NamedTuple):
+    """What one device computes: `rows` slots (its bucket; 0 = nothing)."""
+
+    position: int  # the device's position on the data axis
+    rows: int
+    index: np.ndarray  # [rows] row of the global batch (0 where padded)
+    mask: np.ndarray  # [rows] bool, True on valid rows
 
 
-def pack_indices(sizes: np.ndarray, layout: Layout, devices: np.ndarray | None = None) -> Packed:
-    """Where each global-batch row goes: the gather index and mask of every device slot.
-
-    `devices` (positions on the data axis) keeps only those devices' slots: a process of a
-    multi-process run packs only its own devices' rows.
-    """
+def pack(sizes: np.ndarray, layout: Layout, positions=None) -> tuple[Block, ...]:
+    """Every device's block for the split `sizes` (only `positions` when given: a process
+    of a multi-process run packs only its own devices)."""
     counts = device_counts(sizes, layout)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    slots = np.arange(layout.num_micro * layout.micro_batch)
-    mask = slots[None, :] < counts[:, None]
-    index = np.where(mask, starts[:, None] + slots[None, :], 0)
-    shape = (layout.num_devices, layout.num_micro, layout.micro_batch)
-    trips = -(-counts // layout.micro_batch)  # ceil: only the last micro-batch is padded
-    packed = Packed(index.reshape(shape), mask.reshape(shape), trips.astype(np.int32))
-    if devices is None:
-        return packed
-    return Packed(*(a[devices] for a in packed))
+    buckets = device_buckets(counts, layout)
+    positions = range(layout.num_devices) if positions is None else positions
+    blocks = []
+    for d in positions:
+        slots = np.arange(buckets[d])
+        mask = slots < counts[d]
+        index = np.where(mask, starts[d] + slots, 0)
+        for a in (index, mask):  # shared by every step with this split: never written
+            a.flags.writeable = False
+        blocks.append(Block(int(d), int(buckets[d]), index, mask))
+    return tuple(blocks)
 
 
 def gather(
-    x: np.ndarray, y: np.ndarray, packed: Packed, fill: float = 0.0
+    x: np.ndarray, y: np.ndarray, block: Block, fill: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Lays global-batch rows x [B, ...], y [B] out as [D, num_micro, micro_batch, ...].
-
-    Padded slots get `fill` (tests use NaN and 1e30 to prove they never reach the result).
-    """
-    xs = x[packed.index]
-    ys = y[packed.index]
-    xs[~packed.mask] = fill
-    ys[~packed.mask] = 0
+    """A block's rows of x [B, ...] and y [B]; padded slots get `fill` (tests use NaN and
+    1e30 to prove they never reach the result) and label 0."""
+    xs = x[block.index]
+    ys = y[block.index]
+    xs[~block.mask] = fill
+    ys[~block.mask] = 0
     return xs, ys
 
 
-def bucket_layouts(layout: Layout, global_batch: int, count: int, align: int = 8) -> tuple:
-    """Padded layouts of `count` capacities from the uniform share to `layout.capacity`.
-
-    A padded device computes every row of its buffer, valid or not, so a buffer sized for
-    the largest split a controller may pick (b_max) wastes compute whenever the split is
-    closer to uniform. With buckets, each step uses the smallest capacity that holds its
-    busiest device. Capacities are spaced evenly from ceil(B / D) (no split needs less) to
-    the layout's, rounded up to a multiple of `align` (friendlier tiles on accelerators), so
-    there are at most `count` of them; each compiles once. `count=1` is the layout alone.
-    """
-    if count < 1:
-        raise ValueError(f"capacity_buckets must be >= 1, got {count}")
-    if layout.kind != "padded" and count > 1:
-        raise ValueError("capacity_buckets > 1 needs layout=padded (micro already adapts)")
-    if count == 1:
-        return (layout,)
-    top = min(layout.capacity, global_batch)  # no device ever holds more than B rows
-    low = min(-(-global_batch // layout.num_devices), top)
-    steps = [low + (top - low) * k / (count - 1) for k in range(count)]  # the last is top
-    caps = sorted({min(top, -(-math.ceil(s) // align) * align) for s in steps})
-    return tuple(layout._replace(capacity=c, micro_batch=c) for c in caps)
-
-
-def pick_layout(layouts: tuple, sizes: np.ndarray) -> Layout:
-    """The smallest of `layouts` (ascending capacities) that holds the busiest device."""
-    need = int(device_counts(sizes, layouts[-1]).max())
-    return next((lay for lay in layouts if lay.capacity >= need), layouts[-1])
+def uniform_blocks(num_rows: int, num_devices: int, rows: int) -> tuple[np.ndarray, ...]:
+    """Index [D, rows] and mask of `num_rows` rows spread evenly over the devices (the
+    evaluation layout: one shape for the whole mesh)."""
+    counts = np.full(num_devices, num_rows // num_devices)
+    counts[: num_rows % num_devices] += 1
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    slots = np.arange(rows)
+    mask = slots[None, :] < counts[:, None]
+    return np.where(mask, starts[:, None] + slots[None, :], 0), mask

@@ -54,10 +54,28 @@ class Placement:
             raise ValueError("this process's devices must be contiguous on the data axis")
         self.multi_process = jax.process_count() > 1
 
-    def steps(self, apply, tx) -> step.Steps:
-        if self.backend == "pmap":
-            return step.pmap_steps(apply, tx, self.devices)
-        return step.shard_map_steps(apply, tx, self.mesh)
+    def steps(self, apply, tx, *, chunk: int, inject: bool = False) -> step.Steps:
+        """The backend's steps; blocks over `chunk` rows are computed in chunks, and
+        `inject` adds an injected delay input to every local program (hetero.inject)."""
+        return step.Steps(apply, tx, self, chunk, inject)
+
+    def blocks(self, blocks, xs: list, ys: list, masks: list, delays=None) -> list:
+        """Places each device's block on its own device (nothing for an empty device);
+        returns `step.DeviceBlock`s in the order of `blocks`."""
+        full = [i for i, b in enumerate(blocks) if b.rows > 0]
+        host = [(xs[i], ys[i], masks[i]) for i in full]
+        if delays is not None:
+            host = [
+                (*h, np.float32(delays[blocks[i].position]))
+                for h, i in zip(host, full, strict=True)
+            ]
+        where = [self.devices[blocks[i].position] for i in full]
+        placed = dict(zip(full, jax.device_put(host, where), strict=True))
+        out = []
+        for i, b in enumerate(blocks):
+            x, y, mask, *delay = placed.get(i, (None, None, None))
+            out.append(step.DeviceBlock(b.position, b.rows, x, y, mask, (delay or [None])[0]))
+        return out
 
     def batch(self, local: dict[str, np.ndarray]):
         """Places this process's rows [local devices, ...] of a batch on the data axis."""

@@ -1,23 +1,36 @@
-"""The pure train and eval steps, for the `shard_map` and `pmap` backends.
+"""The train and eval steps: per-device local programs, then one SPMD reduction and update.
 
-Each device reduces its own rows to sums (gradient sum, loss sum, correct count, row count)
-inside a `lax.fori_loop` over its `trips` micro-batches; the sums are reduced across devices
-once, after the loop, and divided last. So the gradient is that of the mean loss over the
-whole global batch, whatever the split, and no collective sits inside a loop whose trip count
-differs between devices (that would deadlock).
+A train step has two parts (docs/trainer.md):
+
+1. Local: each device runs its own compiled program on its own block of rows (its bucket
+   size, see masking.py) and reduces them to sums (gradient sum, loss sum, correct count,
+   row count). The program has no collective, so each device's shapes may differ from the
+   others' (and from process to process in a multi-process run), and a device computes only
+   about the rows it holds. A device with no rows computes nothing: its sums are zeros kept
+   on the device.
+2. Finish: the per-device sums, assembled into one array sharded over the data axis, are
+   summed across devices once and divided last, and the optimiser updates the replicated
+   state, through the `shard_map` or the `pmap` backend. So the gradient is that of the mean
+   loss over the whole global batch, whatever the split.
+
+Every (device, bucket) program is compiled ahead of time (`Steps.compile`), so a new split
+never compiles.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import NamedSharding, SingleDeviceSharding
+from jax.sharding import PartitionSpec as P
 
+from omnilearn_jax import portable
 from omnilearn_jax.models import ApplyFn
 
 AXIS = "data"
@@ -36,8 +49,19 @@ class TrainState(NamedTuple):
     opt_state: Any
 
 
-def _masked_sums(apply: ApplyFn, params, x, y, mask, with_grad: bool) -> Sums:
-    """Sums over the valid rows of one micro-batch.
+class DeviceBlock(NamedTuple):
+    """One device's placed inputs (x is None when the device holds no rows)."""
+
+    position: int  # on the data axis
+    rows: int  # the bucket
+    x: Any
+    y: Any
+    mask: Any
+    delay: Any  # seconds of injected slowness (a scalar on the device), or None
+
+
+def masked_sums(apply: ApplyFn, params, x, y, mask, with_grad: bool = True) -> Sums:
+    """Sums over the valid rows of one block.
 
     Padded inputs are replaced by zeros *before* the forward pass: masking only the loss
     would still let NaN or inf rows poison the gradient through 0 * inf in the backward pass.
@@ -59,41 +83,20 @@ def _masked_sums(apply: ApplyFn, params, x, y, mask, with_grad: bool) -> Sums:
     return Sums(grad, loss, correct.astype(loss.dtype), jnp.sum(mask).astype(loss.dtype))
 
 
-def device_sums(
-    apply: ApplyFn, params, x, y, mask, trips, with_grad: bool = True, vary=lambda t: t
-) -> Sums:
-    """One device's sums over its micro-batches x [num_micro, m, ...] (no collectives).
+def block_sums(apply: ApplyFn, chunk: int, params, x, y, mask) -> Sums:
+    """One device's sums over its block; a block larger than `chunk` rows is computed in
+    chunks whose sums accumulate (a static-length scan: memory follows the chunk)."""
+    rows = x.shape[0]
+    if rows <= chunk:
+        return masked_sums(apply, params, x, y, mask)
+    split = lambda a: a.reshape(rows // chunk, chunk, *a.shape[1:])  # noqa: E731
 
-    `vary` marks the loop's zero carry device-varying under `shard_map` (identity for pmap).
-    """
-    if x.shape[0] == 1:  # padded layout: one micro-batch, computed whole
-        return _masked_sums(apply, params, x[0], y[0], mask[0], with_grad)
+    def body(acc, part):
+        return jax.tree.map(jnp.add, acc, masked_sums(apply, params, *part)), None
 
-    def body(i, acc: Sums) -> Sums:
-        new = _masked_sums(apply, params, x[i], y[i], mask[i], with_grad)
-        return jax.tree.map(jnp.add, acc, new)
-
-    zero = jax.eval_shape(lambda: _masked_sums(apply, params, x[0], y[0], mask[0], with_grad))
-    zero = vary(jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), zero))
-    return jax.lax.fori_loop(0, trips, body, zero)
-
-
-def _means(sums: Sums):
-    """Divides last: the mean gradient and metrics over all valid rows of all devices."""
-    grad = jax.tree.map(lambda g: g / sums.count, sums.grad)
-    return grad, {"loss": sums.loss / sums.count, "accuracy": sums.correct / sums.count}
-
-
-class Steps(NamedTuple):
-    """What a backend offers the loop; every function is compiled once per layout."""
-
-    train: Callable  # (state, batch) -> (state, metrics)
-    grad: Callable  # (params, batch) -> (mean grad, metrics); for tests and tools
-    eval: Callable  # (params, batch) -> dict of sums (loss, correct, count)
-    # The train step in two halves, for the wall clock: `local` leaves each device's sums on
-    # its device (so each device's completion can be timed), `finish` reduces and updates.
-    local: Callable  # (params, batch) -> Sums stacked over devices [D, ...]
-    finish: Callable  # (state, stacked sums) -> (state, metrics)
+    zero = jax.eval_shape(lambda: masked_sums(apply, params, x[:chunk], y[:chunk], mask[:chunk]))
+    zero = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), zero)
+    return jax.lax.scan(body, zero, (split(x), split(y), split(mask)))[0]
 
 
 def _sleep_for(seconds) -> np.ndarray:
@@ -111,11 +114,10 @@ def injected_delay(x, delay):
     return x + zero.astype(x.dtype)
 
 
-def _device_batch(batch):
-    x = batch["x"]
-    if "delay" in batch:
-        x = injected_delay(x, batch["delay"])
-    return x, batch["y"], batch["mask"], batch["trips"]
+def _means(sums: Sums):
+    """Divides last: the mean gradient and metrics over all valid rows of all devices."""
+    grad = jax.tree.map(lambda g: g / sums.count, sums.grad)
+    return grad, {"loss": sums.loss / sums.count, "accuracy": sums.correct / sums.count}
 
 
 def _update(tx: optax.GradientTransformation, state: TrainState, sums: Sums):
@@ -125,89 +127,159 @@ def _update(tx: optax.GradientTransformation, state: TrainState, sums: Sums):
     return TrainState(state.step + 1, params, opt_state), metrics
 
 
-def _build(
-    reduce: Callable, local: Callable, tx: optax.GradientTransformation, compile_: Callable
-) -> Steps:
-    """The steps from a backend's `reduce(params, batch, with_grad) -> Sums` (summed over
-    devices) and `local(params, batch) -> Sums` (stacked per device)."""
-
-    def train(state, batch):
-        return _update(tx, state, reduce(state.params, batch, True))
-
-    def finish(state, stacked: Sums):
-        return _update(tx, state, jax.tree.map(lambda a: a.sum(axis=0), stacked))
-
-    def grad(params, batch):
-        return _means(reduce(params, batch, True))
-
-    def evaluate(params, batch):
-        sums = reduce(params, batch, False)
-        return {"loss": sums.loss, "correct": sums.correct, "count": sums.count}
-
-    return Steps(
-        compile_(train, donate=True),
-        compile_(grad),
-        compile_(evaluate),
-        local,
-        jax.jit(finish, donate_argnums=0),
-    )
+def on_devices(tree, devices: Sequence) -> list:
+    """Each device's own copy of a replicated tree (its shards: no copy, no transfer)."""
+    leaves, treedef = jax.tree.flatten(tree)
+    by_device = [{s.device: s.data for s in leaf.addressable_shards} for leaf in leaves]
+    return [treedef.unflatten([m[d] for m in by_device]) for d in devices]
 
 
-def shard_map_steps(apply: ApplyFn, tx: optax.GradientTransformation, mesh) -> Steps:
-    """`jax.shard_map` backend: state replicated (P()), batch sharded on the leading axis."""
-    from jax.sharding import PartitionSpec as P
+class Steps:
+    """A backend's compiled steps over the devices of `placement`.
 
-    def vary(tree):
-        return jax.lax.pcast(tree, AXIS, to="varying")
-
-    def per_device(params, batch, with_grad):
-        # Params marked device-varying keep their gradient per-device inside the loop;
-        # otherwise shard_map would insert an implicit psum into every loop iteration.
-        params = vary(params) if with_grad else params
-        x, y, mask, trips = _device_batch(jax.tree.map(lambda a: a[0], batch))
-        return device_sums(apply, params, x, y, mask, trips, with_grad, vary)
-
-    def mapped(fn, out_specs):
-        return jax.shard_map(fn, mesh=mesh, in_specs=(P(), P(AXIS)), out_specs=out_specs)
-
-    def reduce(params, batch, with_grad):
-        fn = mapped(lambda p, b: jax.lax.psum(per_device(p, b, with_grad), AXIS), P())
-        return fn(params, batch)
-
-    def local(params, batch):
-        stack = mapped(
-            lambda p, b: jax.tree.map(lambda a: a[None], per_device(p, b, True)), P(AXIS)
-        )
-        return stack(params, batch)
-
-    def compile_(fn, donate=False):
-        return jax.jit(fn, donate_argnums=0 if donate else ())
-
-    return _build(reduce, compile_(local), tx, compile_)
-
-
-def pmap_steps(apply: ApplyFn, tx: optax.GradientTransformation, devices=None) -> Steps:
-    """`jax.pmap` backend: arguments broadcast (in_axes None), results replicated.
-
-    pmap neither marks values varying nor sums gradients for us, so the one explicit psum
-    after the loop is right here.
+    `train(state, blocks)`, `grad(params, blocks)` (mean gradient and metrics, for tests and
+    tools), `local(params, blocks)` (per-device sums stacked over the data axis, [D, ...]),
+    `dispatch` (the same, unstacked, with each device's launch time, for the wall clock),
+    `finish(state, stacked)` and `eval(params, batch)` (sums over a uniform [D, rows] batch).
     """
 
-    def per_device(params, batch, with_grad):
-        return device_sums(apply, params, *_device_batch(batch), with_grad)
+    def __init__(self, apply: ApplyFn, tx, placement, chunk: int, inject: bool = False):
+        self.placement = placement
+        self._positions = [int(p) for p in placement.local_positions]
+        self.devices = [placement.devices[p] for p in self._positions]
+        self.inject = inject
+        self.portable = True  # compile a bucket once, load it on each device (portable.py)
+        self.variants: dict[tuple[int, int], Any] = {}  # (position, rows) -> compiled
 
-    def reduce(params, batch, with_grad):
-        return jax.lax.psum(per_device(params, batch, with_grad), AXIS)
+        def local(params, x, y, mask, delay=None):
+            if delay is not None:
+                x = injected_delay(x, delay)
+            sums = block_sums(apply, chunk, params, x, y, mask)
+            return jax.tree.map(lambda a: a[None], sums)  # a leading device axis of 1
 
-    def compile_(fn, donate=False, out_axes=None):
-        return jax.pmap(
-            fn,
-            axis_name=AXIS,
-            in_axes=(None, 0),
-            out_axes=out_axes,
-            devices=devices,
-            donate_argnums=0 if donate else (),
-        )
+        self._local = jax.jit(local)
+        self._zeros: dict[int, Sums] = {}
+        self._stacked = NamedSharding(placement.mesh, P(AXIS))
+        self.finish, self.eval, self._reduce = _backend(placement, apply, tx)
 
-    local = compile_(lambda p, b: per_device(p, b, True), out_axes=0)
-    return _build(reduce, local, tx, compile_)
+    # -- compilation ---------------------------------------------------------------------
+    def compile(self, params, example_x: np.ndarray, buckets: Sequence[int]) -> int:
+        """Compiles the local program of every bucket once and loads it onto every local
+        device (portable.py); returns how many (device, bucket)
+        programs were added."""
+        template = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
+        todo = [r for r in buckets if any((p, r) not in self.variants for p in self._positions)]
+
+        def build(rows):
+            def args_for(device):
+                where = SingleDeviceSharding(device)
+
+                def spec(shape, dtype):
+                    return jax.ShapeDtypeStruct(shape, dtype, sharding=where)
+
+                args = [
+                    jax.tree.map(lambda t: spec(t.shape, t.dtype), template),
+                    spec((rows, *example_x.shape[1:]), example_x.dtype),
+                    spec((rows,), np.int32),
+                    spec((rows,), np.bool_),
+                ]
+                return tuple(args) + ((spec((), np.float32),) if self.inject else ())
+
+            by_device = portable.compile_for(self._local, args_for, self.devices, self.portable)
+            return {
+                (p, rows): by_device[d] for p, d in zip(self._positions, self.devices, strict=True)
+            }
+
+        for rows in todo:  # (not in threads: x64 and other JAX settings are per thread)
+            self.variants.update(build(rows))
+        return len(todo) * len(self.devices)
+
+    # -- the local part ------------------------------------------------------------------
+    def zeros(self, position: int, like: Sums) -> Sums:
+        """The sums of a device with no rows: zeros on that device, made once and reused."""
+        if position not in self._zeros:
+            host = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), like)
+            self._zeros[position] = jax.device_put(host, self.placement.devices[position])
+        return self._zeros[position]
+
+    def dispatch(self, params, blocks: Sequence[DeviceBlock]) -> list[tuple[Sums | None, float]]:
+        """Starts every device's program; returns (sums or None for an empty device, launch
+        time) in block order. Nothing waits for a device here."""
+        mine = on_devices(params, [self.placement.devices[b.position] for b in blocks])
+        out = []
+        for block, p in zip(blocks, mine, strict=True):
+            if block.rows == 0:
+                out.append((None, time.perf_counter()))
+                continue
+            args = (p, block.x, block.y, block.mask)
+            args += (block.delay,) if self.inject else ()
+            start = time.perf_counter()
+            out.append((self.variants[(block.position, block.rows)](*args), start))
+        return out
+
+    def stack(self, blocks: Sequence[DeviceBlock], results: Sequence[Sums | None]):
+        """Per-device sums as one array per leaf [D, ...], sharded over the data axis."""
+        like = next(r for r in results if r is not None)
+        results = [
+            r if r is not None else self.zeros(b.position, like)
+            for b, r in zip(blocks, results, strict=True)
+        ]
+        d = len(self.placement.devices)
+
+        def assemble(*leaves):
+            return jax.make_array_from_single_device_arrays(
+                (d, *leaves[0].shape[1:]), self._stacked, list(leaves)
+            )
+
+        return jax.tree.map(assemble, *results)
+
+    def local(self, params, blocks: Sequence[DeviceBlock]) -> Sums:
+        return self.stack(blocks, [s for s, _ in self.dispatch(params, blocks)])
+
+    # -- whole steps ---------------------------------------------------------------------
+    def train(self, state: TrainState, blocks: Sequence[DeviceBlock]):
+        return self.finish(state, self.local(state.params, blocks))
+
+    def grad(self, params, blocks: Sequence[DeviceBlock]):
+        return _means(self._reduce(self.local(params, blocks)))
+
+
+def _backend(placement, apply: ApplyFn, tx) -> tuple[Callable, Callable, Callable]:
+    """(finish, eval, reduce) for the placement's backend."""
+
+    def eval_sums(params, x, y, mask):
+        sums = masked_sums(apply, params, x, y, mask, with_grad=False)
+        return {"loss": sums.loss, "correct": sums.correct, "count": sums.count}
+
+    if placement.backend == "pmap":
+        # pmap neither marks values varying nor sums for us: one explicit psum is right.
+        def pmapped(fn, in_axes, donate=()):
+            return jax.pmap(
+                fn, AXIS, in_axes=in_axes, out_axes=None, devices=placement.devices,
+                donate_argnums=donate,
+            )  # fmt: skip
+
+        # pmap takes the stacked sums' device axis away: each device sees its own sums.
+        reduce = pmapped(lambda s: jax.lax.psum(s, AXIS), 0)
+        finish = pmapped(lambda state, s: _update(tx, state, jax.lax.psum(s, AXIS)), (None, 0), 0)
+        ev = pmapped(lambda p, b: jax.lax.psum(eval_sums(p, *b), AXIS), (None, 0))
+        return finish, lambda p, b: ev(p, (b["x"], b["y"], b["mask"])), reduce
+
+    mesh = placement.mesh
+
+    def summed(s: Sums) -> Sums:
+        per = jax.shard_map(
+            lambda t: jax.lax.psum(jax.tree.map(lambda a: a[0], t), AXIS),
+            mesh=mesh, in_specs=P(AXIS), out_specs=P(),
+        )  # fmt: skip
+        return per(s)
+
+    def evaluate(params, batch):
+        fn = jax.shard_map(
+            lambda p, x, y, m: jax.lax.psum(eval_sums(p, x[0], y[0], m[0]), AXIS),
+            mesh=mesh, in_specs=(P(), P(AXIS), P(AXIS), P(AXIS)), out_specs=P(),
+        )  # fmt: skip
+        return fn(params, batch["x"], batch["y"], batch["mask"])
+
+    finish = jax.jit(lambda state, s: _update(tx, state, summed(s)), donate_argnums=0)
+    return finish, jax.jit(evaluate), jax.jit(summed)

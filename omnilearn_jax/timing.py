@@ -4,9 +4,11 @@ Virtual (`clock=virtual`): the cluster model gives each worker's compute time fr
 size and its speed at that step; the BSP step takes the slowest worker plus a ring
 all-reduce. Deterministic, so the same config and seed give byte-identical run stores.
 
-Wall (`clock=wall`): the step runs in two halves; the first leaves each device's sums on the
-device, and the host polls each device's shard until it is ready, so every device's compute
-time is measured with the device synchronised, never the time of an asynchronous dispatch.
+Wall (`clock=wall`): the step runs in two halves; the first runs each device's own program
+on its own block (step.py) and leaves its sums on the device, and the host polls each
+device's sums until they are ready, so every device's compute time is measured from its own
+launch with the device synchronised, never the time of an asynchronous dispatch, and the
+host-to-device transfer (finished before any clock starts) is not in it.
 With several workers on one device, each gets the device's time in proportion to its rows.
 `hetero.inject > 0` makes a worker sleep `inject * b / speed` seconds before it computes,
 so one machine shows real heterogeneity; on real mixed hardware nothing is injected.
@@ -66,7 +68,9 @@ class Timer:
         return {}
 
     def warm_up(self, steps, state_copy, batch) -> None:
-        """Nothing to do: virtual times do not depend on when compilation happens."""
+        """Runs a whole step on a throwaway state, so nothing compiles in a counted or
+        timed step."""
+        jax.block_until_ready(steps.train(state_copy, batch))
 
     @property
     def time(self) -> float:
@@ -109,20 +113,19 @@ class WallTimer(Timer):
         delay = per_worker.reshape(-1, self.workers_per_device).sum(axis=1)
         return {"delay": delay.astype(np.float32)}
 
-    def warm_up(self, steps, state_copy, batch) -> None:
-        """Compiles both halves on a throwaway state, so no compile lands in a timed step."""
-        state, metrics = steps.finish(state_copy, steps.local(state_copy.params, batch))
-        jax.block_until_ready(metrics)
-
     def train_step(self, steps, state, batch, step: int, sizes, speeds):
+        # Each device's blocks are on it before any clock starts: the transfer is not
+        # compute. Each device's time runs from its own launch to its own sums being ready,
+        # so neither the transfer nor the launch order of the devices is in it.
+        jax.block_until_ready([(b.x, b.y, b.mask) for b in batch])
         start = time.perf_counter()
-        stacked = steps.local(state.params, batch)
-        device_times = device_ready_times(stacked.count, start)
+        launched = steps.dispatch(state.params, batch)
+        device_times = launch_ready_times(launched)
         if jax.process_count() > 1:  # every process must see every worker's time
             from jax.experimental import multihost_utils
 
             device_times = np.asarray(multihost_utils.process_allgather(device_times)).ravel()
-        state, metrics = steps.finish(state, stacked)
+        state, metrics = steps.finish(state, steps.stack(batch, [s for s, _ in launched]))
         jax.block_until_ready(state.step)
         wall = time.perf_counter() - start
         rows = np.asarray(sizes, np.float64).reshape(len(device_times), -1)
@@ -132,6 +135,19 @@ class WallTimer(Timer):
         comm = max(wall - float(times.max()), 0.0)  # reduce + update + host overhead
         record = self.clock.step(times, comm, batch_sizes=sizes)
         return state, metrics, record
+
+
+def launch_ready_times(launched) -> np.ndarray:
+    """Seconds from each device's launch until its sums are ready (0 for a device that
+    computed nothing), in the order given."""
+    done = np.array([0.0 if sums is None else np.nan for sums, _ in launched])
+    while np.isnan(done).any():
+        now = time.perf_counter()
+        for i, (sums, started) in enumerate(launched):
+            if np.isnan(done[i]) and sums.count.is_ready():
+                done[i] = now - started
+        time.sleep(_POLL_SECONDS)
+    return done
 
 
 def calibrate_per_sample_cost(steps, make_batch, state, rows: int, repeats: int = 5) -> float:

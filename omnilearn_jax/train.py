@@ -57,27 +57,27 @@ class Trainer:
         self.faults = PlantedFaults(config.faults)
         self.placement = Placement(config.backend, devices)
         self.layout = masking.make_layout(
-            config.layout,
             num_workers=w,
             num_devices=len(devices),
             capacity=capacity,
-            micro_batch=config.micro_batch_size,
+            ratio=config.bucket_ratio,
+            memory_rows=config.memory_rows,
         )
-        # Ascending capacities a step may use; the last is `layout` (see capacity_buckets).
-        self.layouts = masking.bucket_layouts(self.layout, b, config.capacity_buckets)
         apply, params = models.create(
             config.model, self.dataset.input_shape, self.dataset.num_classes, config.seed
         )
         skip = config.train.max_skipped if config.train.nan_policy == "skip" else 0
         tx = optim.create(config.optimizer, config.train.num_steps, skip_nonfinite=skip)
         self.tx = tx
-        self.steps = self.placement.steps(apply, tx)
+        inject = config.clock == "wall" and float(config.hetero.get("inject", 0.0)) > 0
+        self.steps = self.placement.steps(apply, tx, chunk=self.layout.chunk, inject=inject)
         self.state = self.placement.replicate(
             step.TrainState(np.zeros((), np.int32), params, tx.init(params))
         )
         self.param_count = models.param_count(params)
         self.calibrated_cost = None
         if config.cost.per_sample_cost == 0:  # 0 = measure the real model on this machine
+            self.compile_variants()
             uniform = controllers.allocate(np.ones(w), b, *self.bounds)
             copy = self.placement.replicate(jax.tree.map(np.array, self.state))
             self.calibrated_cost = calibrate_per_sample_cost(
@@ -109,12 +109,8 @@ class Trainer:
         cpus = jax.local_devices(backend="cpu")
         free = [d for d in cpus if d not in set(devices)]
         self.host = (free or cpus)[-1 if free else 0]
-        self.eval_layout = masking.make_layout(
-            "padded",
-            num_workers=len(devices),
-            num_devices=len(devices),
-            capacity=-(-config.train.eval_batch_size // len(devices)),
-            micro_batch=0,
+        self.eval_layout = masking.Layout(
+            len(devices), 1, -(-config.train.eval_batch_size // len(devices)), (), 0
         )
 
     # -- pieces of a step ----------------------------------------------------------------
@@ -122,56 +118,50 @@ class Trainer:
         """This process's devices' part of the global batch of `step_index`, placed."""
         return self.batch_of(self.sampler.indices(step_index), sizes, extras, step_index)
 
-    def batch_of(self, rows, sizes: np.ndarray, extras: dict | None, step_index: int) -> dict:
-        """Lays training rows `rows` (sum(sizes) of them, in worker order) on the devices."""
-        local = self.placement.local_positions
+    def batch_of(self, rows, sizes: np.ndarray, extras: dict | None, step_index: int) -> list:
+        """Lays training rows `rows` (sum(sizes) of them, in worker order) on the devices:
+        each device receives only its own block (its bucket's rows)."""
         sizes = np.asarray(sizes)
 
         def pack():
-            packed = masking.pack_indices(sizes, masking.pick_layout(self.layouts, sizes), local)
-            for a in packed:  # shared by every step with this split: never written
-                a.flags.writeable = False
-            return packed, self.placement.batch({"mask": packed.mask, "trips": packed.trips})
+            blocks = masking.pack(sizes, self.layout, self.placement.local_positions)
+            where = [self.placement.devices[b.position] for b in blocks]
+            return blocks, jax.device_put([b.mask for b in blocks], where)
 
         # The same split as the last step (the common case: controllers hold a split until
-        # it is worth changing) reuses its layout and its mask already on the devices.
-        packed, placed = self._packed.get(_key(sizes), pack)
-        # One gather straight from the data set: slot j takes data row rows[index[j]].
-        at = packed._replace(index=np.asarray(rows)[packed.index])
-        x, y = masking.gather(self.dataset.x_train, self.dataset.y_train, at)
-        x = self.faults.inputs(step_index, x)
-        extras = {k: v[local] for k, v in (extras or {}).items()}  # per-device entries
-        return {**self.placement.batch({"x": x, "y": y, **extras}), **placed}
+        # it is worth changing) reuses its blocks and their masks already on the devices.
+        blocks, masks = self._packed.get(_key(sizes), pack)
+        rows = np.asarray(rows)
+        xs, ys = [], []
+        for b in blocks:  # one gather straight from the data set: slot j takes rows[index[j]]
+            at = b._replace(index=rows[b.index]) if b.rows else b
+            x, y = masking.gather(self.dataset.x_train, self.dataset.y_train, at)
+            xs.append(self.faults.inputs(step_index, x))
+            ys.append(y)
+        return self.placement.blocks(blocks, xs, ys, masks, (extras or {}).get("delay"))
+
+    def compile_variants(self) -> int:
+        """Compiles every (device, bucket) local program not compiled yet; returns how many."""
+        example = self.dataset.x_train[:1]
+        return self.steps.compile(self.state.params, example, self.layout.buckets)
 
     def warm_up(self, step_index: int, sizes: np.ndarray, speeds: np.ndarray) -> int:
-        """Compiles what the loop will run before its first step; returns the number of
-        batch shapes compiled.
+        """Compiles everything the loop will run before its first step: every (device,
+        bucket) local program, the reduction and update (on a throwaway copy of the state)
+        and the evaluation step. Returns the number of local programs compiled."""
+        compiled = self.compile_variants()
+        batch = self.batch(step_index, sizes, self.timer.batch_extras(sizes, speeds))
+        copy = self.placement.replicate(jax.tree.map(np.array, self.state))
+        self.timer.warm_up(self.steps, copy, batch)
+        lay = self.eval_layout
+        index, mask = masking.uniform_blocks(0, lay.num_devices, lay.capacity)
+        x, y = self.dataset.x_test[index], self.dataset.y_test[index]
+        jax.block_until_ready(self.steps.eval(self.state.params, self._eval_batch(x, y, mask)))
+        return compiled
 
-        With one capacity this is the timer's warm-up on the first batch (the wall clock
-        compiles both halves; the virtual clock compiles in its first step). With capacity
-        buckets, every bucket runs once on a throwaway copy of the state with a split that
-        fills it, so no split a controller picks later compiles.
-        """
-        buckets = len(self.layouts) > 1
-        splits = [self.filling_split(lay) for lay in self.layouts] if buckets else [sizes]
-        for split in splits:
-            batch = self.batch(step_index, split, self.timer.batch_extras(split, speeds))
-            copy = self.placement.replicate(jax.tree.map(np.array, self.state))
-            if buckets and self.config.clock != "wall":
-                jax.block_until_ready(self.steps.train(copy, batch))
-            else:
-                self.timer.warm_up(self.steps, copy, batch)
-        return len(splits)
-
-    def filling_split(self, layout: masking.Layout) -> np.ndarray:
-        """A split of B whose busiest device holds exactly `layout.capacity` rows (or all of
-        B on device 0 when that is fewer), workers of a device sharing its rows evenly."""
-        r, d, b = layout.workers_per_device, layout.num_devices, self.config.global_batch_size
-        before = layout.capacity * np.arange(d)  # rows the devices ahead of each one hold
-        rows = np.clip(b - before, 0, layout.capacity)
-        sizes = np.repeat(rows // r, r)
-        sizes.reshape(d, r)[:, 0] += rows % r
-        return sizes.astype(np.int32)
+    def _eval_batch(self, x, y, mask) -> dict:
+        local = self.placement.local_positions
+        return self.placement.batch({"x": x[local], "y": y[local], "mask": mask[local]})
 
     def evaluate(self) -> dict[str, float]:
         ds, lay = self.dataset, self.eval_layout
@@ -179,16 +169,9 @@ class Trainer:
         totals = np.zeros(3)
         for start in range(0, len(ds.y_test), chunk):
             n = min(chunk, len(ds.y_test) - start)
-            sizes = np.full(lay.num_devices, n // lay.num_devices)
-            sizes[: n % lay.num_devices] += 1
-            packed = masking.pack_indices(sizes, lay, self.placement.local_positions)
-            x, y = masking.gather(
-                ds.x_test[start : start + n], ds.y_test[start : start + n], packed
-            )
-            batch = self.placement.batch(
-                {"x": x, "y": y, "mask": packed.mask, "trips": packed.trips}
-            )
-            sums = self.steps.eval(self.state.params, batch)
+            index, mask = masking.uniform_blocks(n, lay.num_devices, lay.capacity)
+            x, y = ds.x_test[start:][index], ds.y_test[start:][index]
+            sums = self.steps.eval(self.state.params, self._eval_batch(x, y, mask))
             totals += [float(sums["loss"]), float(sums["correct"]), float(sums["count"])]
         return {"eval_loss": totals[0] / totals[2], "eval_accuracy": totals[1] / totals[2]}
 
@@ -280,9 +263,14 @@ class Trainer:
         resolved["resolved"] = {
             "num_devices": self.layout.num_devices,
             "capacity": self.layout.capacity,
-            "capacities": [lay.capacity for lay in self.layouts],
-            "micro_batch_size": self.layout.micro_batch,
-            "num_micro": self.layout.num_micro,
+            "buckets": list(self.layout.buckets),
+            "rows_at_once": self.layout.chunk,
+            # One local program per (device, bucket), all compiled at warm-up.
+            "variants": [
+                [int(p), rows]
+                for p in self.placement.local_positions
+                for rows in self.layout.buckets
+            ],
             "steps_per_epoch": self.sampler.steps_per_epoch,
             "param_count": self.param_count,
             "platform": jax.devices()[0].platform,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ml_collections
 
 from omnilearn_jax import data, mesh, models, optim
-from omnilearn_jax.masking import LAYOUTS
 
 CLOCKS = ("virtual", "wall")
 MODES = ("bsp", "asp")
@@ -23,20 +22,18 @@ def check_config(config: ml_collections.ConfigDict, num_available_devices: int) 
     models.check_name(config.model.name)
     mesh.check_backend(config.backend)
     optim.check(config.optimizer)
-    _choice("layout", config.layout, LAYOUTS)
     _choice("clock", config.clock, CLOCKS)
     _choice("mode", config.mode, MODES)
     _choice("wandb.mode", config.wandb.mode, WANDB_MODES)
     if config.mode == "asp":
         _check_asp(config, num_available_devices)
-    if config.capacity_buckets < 1:
-        raise ValueError(f"capacity_buckets must be >= 1, got {config.capacity_buckets}")
-    if config.capacity_buckets > 1 and (config.layout != "padded" or config.mode != "bsp"):
+    if config.bucket_ratio <= 1:
         raise ValueError(
-            f"capacity_buckets={config.capacity_buckets} needs layout=padded and mode=bsp "
-            f"(got layout={config.layout}, mode={config.mode}); the micro layout already "
-            f"computes only the micro-batches it uses: set capacity_buckets=1"
+            f"bucket_ratio must be > 1 (each bucket about that many times the last), got "
+            f"{config.bucket_ratio}"
         )
+    if config.memory_rows < 0:
+        raise ValueError(f"memory_rows must be >= 0 (0 = no limit), got {config.memory_rows}")
     _choice("train.nan_policy", config.train.nan_policy, ("stop", "skip"))
     num_workers, batch = config.num_workers, config.global_batch_size
     if num_workers < 1:

@@ -1,16 +1,14 @@
-"""Capacity buckets: a padded step sized to the busiest device, with no compile after warm-up
-and the same gradients as one fixed capacity."""
+"""Per-device buckets: the block sizes, which block each device computes, how many rows are
+computed for a split, and a trainer that runs its blocks with no compile after warm-up."""
 
 import os
 import sys
 
-import jax
 import numpy as np
 import pytest
 
 from omnilearn_jax import masking
 from omnilearn_jax.compiles import CompileCounter
-from omnilearn_jax.runstore import read_metrics
 from omnilearn_jax.train import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -27,81 +25,83 @@ def smoke_config(**overrides):
     return config
 
 
-def _layout(capacity=96, workers=4, devices=4):
-    return masking.make_layout(
-        "padded", num_workers=workers, num_devices=devices, capacity=capacity, micro_batch=0
-    )
+def test_bucket_sizes_are_multiples_of_8_about_the_ratio_apart():
+    assert masking.bucket_sizes(128) == (8, 16, 24, 32, 40, 56, 72, 96, 120, 128)
+    assert masking.bucket_sizes(64, ratio=2.0) == (8, 16, 32, 64)
+    assert masking.bucket_sizes(100) == (8, 16, 24, 32, 40, 56, 72, 96, 104)
+    assert masking.bucket_sizes(5) == (8,)
+    for ratio in (1.1, 1.25, 1.5):
+        sizes = np.array(masking.bucket_sizes(1000, ratio))
+        assert (sizes % 8 == 0).all() and (np.diff(sizes) > 0).all()
+        # each bucket is the last times the ratio rounded up to 8 (the last: the capacity)
+        np.testing.assert_array_equal(sizes[1:-1], np.ceil(sizes[:-2] * ratio / 8) * 8)
+    # a memory budget: blocks above it are whole numbers of chunks
+    assert masking.bucket_sizes(128, memory_rows=30) == (8, 16, 24, 32, 64, 96, 128)
+    with pytest.raises(ValueError, match="bucket_ratio must be > 1"):
+        masking.bucket_sizes(64, ratio=1.0)
+    with pytest.raises(ValueError, match="memory_rows must be >= 0"):
+        masking.bucket_sizes(64, memory_rows=-8)
 
 
-def test_bucket_capacities_span_the_uniform_share_to_the_full_capacity():
-    caps = {
-        n: [lay.capacity for lay in masking.bucket_layouts(_layout(), 128, n)] for n in (1, 2, 3, 4)
-    }
-    assert caps == {1: [96], 2: [32, 96], 3: [32, 64, 96], 4: [32, 56, 80, 96]}
-    buckets = masking.bucket_layouts(_layout(), 128, 3)
-    assert masking.pick_layout(buckets, np.array([32, 32, 32, 32])).capacity == 32
-    assert masking.pick_layout(buckets, np.array([31, 31, 33, 33])).capacity == 64
-    assert masking.pick_layout(buckets, np.array([10, 10, 20, 88])).capacity == 96
-    # Two workers a device: the device's rows decide, not one worker's.
-    two = masking.bucket_layouts(_layout(capacity=96, workers=8), 128, 3)
-    assert masking.pick_layout(two, np.array([16, 17, 16, 15, 16, 16, 16, 16])).capacity == 64
-    # A capacity over B: no device can hold more than B rows, so no bucket above B.
-    over = masking.bucket_layouts(_layout(capacity=200), 128, 3)
-    assert [lay.capacity for lay in over] == [32, 80, 128]
-    assert masking.bucket_layouts(_layout(capacity=200), 128, 1)[0].capacity == 200
-    with pytest.raises(ValueError, match="needs layout=padded"):
-        lay = masking.make_layout("micro", num_workers=4, num_devices=4, capacity=96, micro_batch=8)
-        masking.bucket_layouts(lay, 128, 2)
+def test_each_device_gets_the_smallest_bucket_holding_its_rows():
+    layout = masking.make_layout(num_workers=16, num_devices=8, capacity=128)
+    sizes = np.array([2, 2, 0, 0, 8, 9, 20, 30, 1, 0, 16, 16, 33, 34, 0, 1])
+    counts = masking.device_counts(sizes, layout)
+    assert counts.tolist() == [4, 0, 17, 50, 1, 32, 67, 1]
+    assert masking.device_buckets(counts, layout).tolist() == [8, 0, 24, 56, 8, 32, 72, 8]
+    blocks = masking.pack(sizes, layout)
+    assert [b.rows for b in blocks] == [8, 0, 24, 56, 8, 32, 72, 8]
+    assert [int(b.mask.sum()) for b in blocks] == counts.tolist()
+    # the valid slots of all blocks, in device order, are the global batch in order
+    rows = np.concatenate([b.index[b.mask] for b in blocks])
+    assert rows.tolist() == list(range(int(sizes.sum())))
 
 
-def test_buckets_give_the_gradient_of_one_capacity_and_never_compile_after_warm_up(tmp_path):
-    one = Trainer(smoke_config(), str(tmp_path / "one"))
-    many = Trainer(smoke_config(capacity_buckets=3), str(tmp_path / "many"))
-    assert [lay.capacity for lay in many.layouts] == [8, 40, 64]
-    speeds = many.timer.speeds(0)
+@pytest.mark.parametrize(
+    "sizes, computed",
+    [
+        ([16] * 8, 128),  # uniform: exactly the valid rows
+        ([15, 17, 16, 16, 16, 16, 14, 18], 144),  # near uniform: 17 and 18 rows -> 24
+        ([4, 4, 4, 4, 4, 4, 4, 100], 7 * 8 + 120),  # one device holds 25 times another's rows
+    ],
+)
+def test_rows_computed_follow_the_rows_held(sizes, computed):
+    layout = masking.make_layout(num_workers=8, num_devices=8, capacity=128)
+    counts = masking.device_counts(np.array(sizes), layout)
+    assert int(masking.device_buckets(counts, layout).sum()) == computed
+
+
+def test_a_trainer_runs_each_block_at_its_bucket_with_no_compile_after_warm_up(tmp_path):
+    t = Trainer(smoke_config(bucket_ratio=2.0), str(tmp_path))
+    assert t.layout.buckets == (8, 16, 32, 64)
+    speeds = t.timer.speeds(0)
     uniform = np.full(8, 8, np.int32)
-    assert many.warm_up(0, uniform, speeds) == 3
+    assert t.warm_up(0, uniform, speeds) == 4 * 8  # every (device, bucket) program
+    assert len(t.steps.variants) == 32
     rng = np.random.default_rng(3)
     splits = [rng.multinomial(64, rng.dirichlet(np.ones(8) * a)) for a in (50.0, 2.0, 0.3)]
     splits += [uniform, np.eye(8, dtype=np.int64)[5] * 64]
-    one.state, _ = one.steps.train(  # compiles the single-capacity trainer's step
-        one.placement.replicate(jax.tree.map(np.array, one.state)), one.batch(0, uniform)
-    )
-    one.state = one.placement.replicate(jax.tree.map(np.array, many.state))
-    used = set()
     with CompileCounter() as compiles:
         for step, sizes in enumerate(splits):
             sizes = np.asarray(sizes, np.int32)
-            batch = many.batch(step, sizes)
-            used.add(batch["x"].shape[2])
-            many.state, m_many = many.steps.train(many.state, batch)
-            one.state, m_one = one.steps.train(one.state, one.batch(step, sizes))
-            diff = max(
-                float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
-                for a, b in zip(
-                    jax.tree.leaves(many.state.params),
-                    jax.tree.leaves(one.state.params),
-                    strict=True,
-                )
-            )
-            assert diff <= 1e-6, (sizes, diff)  # the same update, up to float rounding
-            assert abs(float(m_many["loss"]) - float(m_one["loss"])) <= 1e-6
+            batch = t.batch(step, sizes)
+            assert [b.rows for b in batch] == [
+                0 if n == 0 else min(r for r in (8, 16, 32, 64) if r >= n) for n in sizes
+            ]
+            # each device received only its bucket's rows, and its valid rows are its
+            # workers' rows of the step's global batch
+            rows = t.sampler.indices(step)
+            start = 0
+            for b, n in zip(batch, sizes, strict=True):
+                if n:
+                    assert b.x.shape[0] == b.rows
+                    np.testing.assert_array_equal(
+                        np.asarray(b.x)[:n], t.dataset.x_train[rows[start : start + n]]
+                    )
+                    assert not np.asarray(b.x)[n:].any()  # padded rows are zeros
+                else:
+                    assert b.x is None
+                start += n
+            t.state, metrics = t.steps.train(t.state, batch)
+            assert np.isfinite(float(metrics["loss"]))
     assert compiles.count == 0
-    assert used == {8, 40, 64}  # each bucket was used, and only the buckets
-
-
-def test_a_bucketed_run_follows_the_same_loss_curve(tmp_path):
-    base = {
-        "controller__name": "proportional",
-        "hetero__name": "hl",
-        "hetero__level": 8,
-        "train__num_steps": 12,
-        "train__eval_every": 12,
-    }
-    Trainer(smoke_config(**base), str(tmp_path / "one")).run()
-    Trainer(smoke_config(capacity_buckets=4, **base), str(tmp_path / "many")).run()
-    a = [r for r in read_metrics(tmp_path / "one") if "loss" in r]
-    b = [r for r in read_metrics(tmp_path / "many") if "loss" in r]
-    assert [r["batch_sizes"] for r in a] == [r["batch_sizes"] for r in b]
-    assert len({tuple(r["batch_sizes"]) for r in a}) > 1  # the split did move
-    np.testing.assert_allclose([r["loss"] for r in b], [r["loss"] for r in a], atol=1e-5)

@@ -189,11 +189,11 @@ def test_a_key_the_stored_config_lacks_is_unchanged_at_its_default(tmp_path):
     config.train.num_steps = 4
     Trainer(config, str(tmp_path)).run()
     stored = json.loads((tmp_path / "config.json").read_text())
-    del stored["capacity_buckets"]
+    del stored["memory_rows"]
     (tmp_path / "config.json").write_text(json.dumps(stored))
     assert Trainer(config, str(tmp_path)).run()["status"] == "complete"
-    config.capacity_buckets = 2
-    with pytest.raises(ValueError, match="capacity_buckets: None -> 2"):
+    config.memory_rows = 16
+    with pytest.raises(ValueError, match="memory_rows: None -> 16"):
         Trainer(config, str(tmp_path)).run()
 
 

@@ -1,4 +1,5 @@
-"""Uneven batches give the gradient of the homogeneous global batch, on both backends."""
+"""Per-device blocks give the gradient of the homogeneous global batch, on both backends;
+each device computes the smallest bucket that holds its rows; nothing recompiles."""
 
 import jax
 import jax.numpy as jnp
@@ -6,12 +7,13 @@ import numpy as np
 import optax
 import pytest
 
-from omnilearn_jax import data, masking, models
+from omnilearn_jax import data, masking, models, portable
 from omnilearn_jax.compiles import CompileCounter
 from omnilearn_jax.mesh import Placement
 from omnilearn_jax.step import TrainState
 
 B = 64
+BACKENDS = ("shard_map", "pmap")
 
 
 @pytest.fixture(scope="module")
@@ -23,11 +25,7 @@ def _splits(num_workers: int, rng: np.random.Generator) -> list[np.ndarray]:
     """Uniform, one worker holding everything, and random splits with zeros."""
     out = [np.full(num_workers, B // num_workers), np.eye(num_workers, dtype=int)[1] * B]
     for _ in range(2):
-        shares = rng.dirichlet(np.full(num_workers, 0.3))
-        sizes = np.floor(shares * B).astype(int)
-        sizes[np.argmax(sizes)] += B - sizes.sum()
-        sizes[rng.integers(num_workers)] += 0  # zeros come from the sparse Dirichlet
-        out.append(sizes)
+        out.append(rng.multinomial(B, rng.dirichlet(np.full(num_workers, 0.3))))
     assert any((s == 0).any() for s in out[2:])
     return out
 
@@ -50,13 +48,26 @@ def _max_diff(a, b) -> float:
     )
 
 
-def _layout(kind, num_workers, devices):
-    return masking.make_layout(
-        kind, num_workers=num_workers, num_devices=len(devices), capacity=B, micro_batch=5
-    )
+def place(placement, layout, sizes, x, y, fill=0.0):
+    """The split's blocks of x [B, ...], y [B], each on its own device."""
+    blocks = masking.pack(np.asarray(sizes), layout)
+    xs, ys = zip(*(masking.gather(x, y, b, fill) for b in blocks), strict=True)
+    return placement.blocks(blocks, list(xs), list(ys), [b.mask for b in blocks])
 
 
-def _run_cases(digits, dtype, tol):
+def _steps(backend, apply, tx, layout, example, params, **kwargs):
+    placement = Placement(backend, jax.devices())
+    steps = placement.steps(apply, tx, chunk=layout.chunk, **kwargs)
+    steps.compile(params, example, layout.buckets)
+    return placement, steps
+
+
+def _fresh_state(placement, params, tx):
+    fresh = jax.tree.map(jnp.array, params)  # the step donates its state
+    return placement.replicate(TrainState(jnp.zeros((), jnp.int32), fresh, tx.init(fresh)))
+
+
+def _run_cases(digits, dtype, tol, memory_rows=0):
     apply, params = models.create({"name": "mlp", "hidden": 16}, digits.input_shape, 10, 0)
     params = jax.tree.map(lambda p: p.astype(dtype), params)
     x_all = digits.x_train[:B].astype(dtype)
@@ -64,35 +75,26 @@ def _run_cases(digits, dtype, tol):
     tx = optax.sgd(0.1, momentum=0.9)
     ref_grad, ref_params = _reference(apply, params, x_all, y_all, tx)
     rng = np.random.default_rng(0)
-    devices = jax.devices()
+    d = len(jax.devices())
     worst = 0.0
-    for backend in ("shard_map", "pmap"):
-        placement = Placement(backend, devices)
-        steps = placement.steps(apply, tx)
-        for kind in ("micro", "padded"):
-            for num_workers in (len(devices), 4 * len(devices)):
-                layout = _layout(kind, num_workers, devices)
-                for sizes in _splits(num_workers, rng):
-                    packed = masking.pack_indices(sizes, layout)
-                    x, y = masking.gather(x_all, y_all, packed)
-                    batch = placement.batch(
-                        {"x": x, "y": y, "mask": packed.mask, "trips": packed.trips}
-                    )
-                    grad, _ = steps.grad(placement.replicate(params), batch)
-                    fresh = jax.tree.map(jnp.array, params)  # the step donates its state
-                    state = placement.replicate(
-                        TrainState(jnp.zeros((), jnp.int32), fresh, tx.init(fresh))
-                    )
-                    new_state, _ = steps.train(state, batch)
-                    diff = max(_max_diff(grad, ref_grad), _max_diff(new_state.params, ref_params))
-                    assert diff <= tol, (backend, kind, num_workers, sizes.tolist(), diff)
-                    worst = max(worst, diff)
+    for backend in BACKENDS:
+        for num_workers in (d, 4 * d):
+            layout = masking.make_layout(
+                num_workers=num_workers, num_devices=d, capacity=B, memory_rows=memory_rows
+            )
+            placement, steps = _steps(backend, apply, tx, layout, x_all[:1], params)
+            for sizes in _splits(num_workers, rng):
+                blocks = place(placement, layout, sizes, x_all, y_all)
+                grad, _ = steps.grad(placement.replicate(params), blocks)
+                new_state, _ = steps.train(_fresh_state(placement, params, tx), blocks)
+                diff = max(_max_diff(grad, ref_grad), _max_diff(new_state.params, ref_params))
+                assert diff <= tol, (backend, num_workers, sizes.tolist(), diff)
+                worst = max(worst, diff)
     return worst
 
 
 def test_uneven_gradients_match_single_device_float32(digits):
-    worst = _run_cases(digits, np.float32, 1e-5)
-    assert worst > 0.0  # summation order differs, so float32 cannot be bit-identical
+    _run_cases(digits, np.float32, 1e-5)
 
 
 def test_uneven_gradients_match_single_device_float64(digits):
@@ -100,58 +102,88 @@ def test_uneven_gradients_match_single_device_float64(digits):
         _run_cases(digits, np.float64, 1e-10)
 
 
-@pytest.mark.parametrize("backend", ["shard_map", "pmap"])
+def test_blocks_over_the_memory_budget_accumulate_to_the_same_gradient(digits):
+    """memory_rows=16: blocks of 24 to 64 rows run as 16-row chunks (buckets become
+    multiples of 16 above it), and the gradient is still that of the whole batch."""
+    layout = masking.make_layout(num_workers=8, num_devices=8, capacity=B, memory_rows=16)
+    assert layout.chunk == 16 and layout.buckets == (8, 16, 32, 48, 64)
+    with jax.enable_x64(True):
+        _run_cases(digits, np.float64, 1e-10, memory_rows=16)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fill", [np.nan, 1e30, -np.inf])
 def test_padded_rows_never_touch_the_result(digits, backend, fill):
     apply, params = models.create(
         {"name": "cnn", "features": (4, 8), "hidden": 8}, digits.input_shape, 10, 0
     )
-    placement = Placement(backend, jax.devices())
-    steps = placement.steps(apply, optax.sgd(0.1))
-    sizes = np.array([0, 13, 2, 0, 29, 1, 19, 0])
-    layout = masking.make_layout("micro", num_workers=8, num_devices=8, capacity=B, micro_batch=8)
-    packed = masking.pack_indices(sizes, layout)
+    sizes = np.array([0, 13, 2, 0, 29, 1, 19, 0])  # buckets 0, 16, 8, 0, 32, 8, 24, 0
+    layout = masking.make_layout(num_workers=8, num_devices=8, capacity=B)
+    placement, steps = _steps(backend, apply, optax.sgd(0.1), layout, digits.x_train[:1], params)
     results = []
     for value in (0.0, fill):
-        x, y = masking.gather(digits.x_train[:B], digits.y_train[:B], packed, fill=value)
-        batch = placement.batch({"x": x, "y": y, "mask": packed.mask, "trips": packed.trips})
-        grad, metrics = steps.grad(placement.replicate(params), batch)
-        sums = steps.eval(placement.replicate(params), batch)
-        results.append((grad, metrics, sums))
-    (g0, m0, s0), (g1, m1, s1) = results
+        blocks = place(placement, layout, sizes, digits.x_train[:B], digits.y_train[:B], value)
+        grad, metrics = steps.grad(placement.replicate(params), blocks)
+        results.append((grad, metrics))
+    (g0, m0), (g1, m1) = results
     assert _max_diff(g0, g1) == 0.0
     assert float(m0["loss"]) == float(m1["loss"]) and np.isfinite(float(m1["loss"]))
     assert float(m0["accuracy"]) == float(m1["accuracy"])
-    assert [float(s0[k]) for k in s0] == [float(s1[k]) for k in s1]
-    assert float(s1["count"]) == B
 
 
-@pytest.mark.parametrize("backend", ["shard_map", "pmap"])
-def test_changing_the_split_never_recompiles(digits, backend):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_device_runs_its_smallest_bucket_and_nothing_recompiles(digits, backend):
     apply, params = models.create({"name": "mlp", "hidden": 16}, digits.input_shape, 10, 0)
     tx = optax.sgd(0.1)
-    placement = Placement(backend, jax.devices())
-    steps = placement.steps(apply, tx)
-    layout = masking.make_layout("micro", num_workers=8, num_devices=8, capacity=B, micro_batch=8)
-    state = placement.replicate(TrainState(jnp.zeros((), jnp.int32), params, tx.init(params)))
-
-    def run(sizes, state):
-        packed = masking.pack_indices(np.asarray(sizes), layout)
-        x, y = masking.gather(digits.x_train[:B], digits.y_train[:B], packed)
-        batch = placement.batch({"x": x, "y": y, "mask": packed.mask, "trips": packed.trips})
-        state, metrics = steps.train(state, batch)
-        jax.block_until_ready(metrics)
-        return state
-
-    state = run(np.full(8, 8), state)  # warm-up: compiles once
+    layout = masking.make_layout(num_workers=8, num_devices=8, capacity=B)
+    assert layout.buckets == (8, 16, 24, 32, 40, 56, 64)
+    placement, steps = _steps(backend, apply, tx, layout, digits.x_train[:1], params)
+    assert len(steps.variants) == 8 * len(layout.buckets)
+    ran = []  # (position, rows) of every program launched
+    for key, program in list(steps.variants.items()):
+        steps.variants[key] = lambda *a, _key=key, _p=program: ran.append(_key) or _p(*a)
+    state = _fresh_state(placement, params, tx)
+    uniform = place(placement, layout, np.full(8, 8), digits.x_train[:B], digits.y_train[:B])
+    state, _ = steps.train(state, uniform)  # warm-up: compiles the reduction and update
     rng = np.random.default_rng(1)
+    splits = [rng.multinomial(B, rng.dirichlet(np.ones(8))) for _ in range(6)]
+    splits += [np.eye(8, dtype=int)[7] * B, np.array([4, 4, 4, 4, 4, 4, 4, 36])]
     with CompileCounter() as counter:
-        for _ in range(6):
-            sizes = rng.multinomial(B, rng.dirichlet(np.ones(8)))
-            state = run(sizes, state)
-        state = run(np.eye(8, dtype=int)[7] * B, state)
+        for sizes in splits:
+            ran.clear()
+            blocks = place(placement, layout, sizes, digits.x_train[:B], digits.y_train[:B])
+            state, metrics = steps.train(state, blocks)
+            jax.block_until_ready(metrics)
+            want = [(d, min(r for r in layout.buckets if r >= n)) for d, n in enumerate(sizes) if n]
+            assert ran == want, (sizes.tolist(), ran)
+            assert float(metrics["loss"]) > 0
     assert counter.count == 0
-    seven = jnp.ones(7)
     with CompileCounter() as sanity:  # the counter does see a compile when one happens
-        jax.jit(lambda a: a * 3)(seven).block_until_ready()
+        jax.jit(lambda a: a * 3)(np.ones(7, np.float32)).block_until_ready()
     assert sanity.count == 1
+
+
+def test_a_program_loaded_on_another_device_equals_one_compiled_there(digits):
+    """Buckets are compiled once and loaded onto the other devices (portable.py); the
+    loaded programs give bit-identical sums to programs compiled on each device."""
+    apply, params = models.create({"name": "mlp", "hidden": 16}, digits.input_shape, 10, 0)
+    layout = masking.make_layout(num_workers=8, num_devices=8, capacity=16)
+    assert layout.buckets == (8, 16)
+    sizes = np.array([3, 8, 16, 0, 9, 5, 11, 12])
+    x, y = digits.x_train[:64], digits.y_train[:64]
+    sums, compiles = [], []
+    portable._memory.clear()
+    for loaded in (True, False):
+        placement = Placement("shard_map", jax.devices())
+        steps = placement.steps(apply, optax.sgd(0.1), chunk=16)
+        steps.portable = loaded
+        with CompileCounter() as counter:
+            steps.compile(params, x[:1], layout.buckets)
+        compiles.append(counter.count)
+        blocks = place(placement, layout, sizes, x, y)
+        sums.append(jax.device_get(steps.local(placement.replicate(params), blocks)))
+    # At most one compile a bucket when loaded (none when its serialised copy is on disk
+    # already), one a device and bucket when not.
+    assert compiles[0] <= 2 and compiles[1] == 2 * 8, compiles
+    assert _max_diff(sums[0], sums[1]) == 0.0
+    assert np.asarray(sums[0].count).tolist() == sizes.tolist()

@@ -64,14 +64,13 @@ def test_uniform_and_skewed_split_give_the_same_loss_curve(tmp_path):
 
 
 def test_many_workers_per_device_and_pmap_match_shard_map(tmp_path):
-    """32 workers on 8 devices, pmap backend, padded layout: same curve as the default."""
+    """32 workers on 8 devices, pmap backend, skewed static split: same curve as the default."""
     config = smoke_config()
     config.train.num_steps = 6
     config.train.eval_every = 6
     ref = Trainer(config, str(tmp_path / "ref")).run()
     config.num_workers = 32
     config.backend = "pmap"
-    config.layout = "padded"
     config.controller.capacities = tuple(float(k % 5 + 1) for k in range(32))
     other = Trainer(config, str(tmp_path / "other")).run()
     a, b = read_metrics(tmp_path / "ref"), read_metrics(tmp_path / "other")
@@ -116,7 +115,7 @@ def test_an_unimportable_controller_plugin_is_named_before_anything_runs(tmp_pat
 
 
 def test_per_step_caches_follow_the_split_and_the_speeds(tmp_path):
-    """The layout, the checked split and the oracle's time table are kept from the last
+    """The blocks, the checked split and the oracle's time table are kept from the last
     step; a new split or new speeds must rebuild them, never reuse a stale one."""
     import numpy as np
 
@@ -127,12 +126,16 @@ def test_per_step_caches_follow_the_split_and_the_speeds(tmp_path):
     uniform, skewed = np.full(8, 8, np.int32), np.array([0, 1, 2, 3, 4, 5, 6, 43], np.int32)
     for step, sizes in enumerate([uniform, skewed, skewed, uniform]):
         batch = t.batch(step, sizes)
-        want = masking.pack_indices(sizes, t.layout)
-        np.testing.assert_array_equal(np.asarray(batch["mask"]), want.mask)
-        np.testing.assert_array_equal(np.asarray(batch["trips"]), want.trips)
+        want = masking.pack(sizes, t.layout)
+        assert [b.rows for b in batch] == [b.rows for b in want]
+        for got, block in zip(batch, want, strict=True):
+            if block.rows:
+                np.testing.assert_array_equal(np.asarray(got.mask), block.mask)
         rows = t.sampler.indices(step)
-        x = np.asarray(batch["x"])[want.mask]  # valid slots, in global-batch order
-        np.testing.assert_array_equal(x, t.dataset.x_train[rows])
+        x = np.concatenate(
+            [np.asarray(b.x)[w.mask] for b, w in zip(batch, want, strict=True) if w.rows]
+        )
+        np.testing.assert_array_equal(x, t.dataset.x_train[rows])  # global-batch order
         assert t.checked(sizes).tolist() == sizes.tolist()
     with pytest.raises(ValueError, match="sum to 63"):
         t.checked(np.array([8] * 7 + [7]))  # a bad split is still caught after good ones
