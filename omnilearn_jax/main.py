@@ -82,8 +82,9 @@ def main(argv):
     print(
         f"starting {config.model.name} on {config.dataset.name}: {config.num_workers} workers, "
         f"B={config.global_batch_size}, {config.train.num_steps} steps, controller "
-        f"{config.controller.name}, cluster {config.hetero.name}, {config.clock} clock; "
-        f"loading data and building the model in {_WORKDIR.value}",
+        f"{config.controller.name}, cluster {config.hetero.name}, {config.clock} clock, "
+        f"workdir {_WORKDIR.value}; loading the data, then compiling the model's init, train "
+        f"and eval steps (which takes longer than the steps themselves)",
         flush=True,
     )
     logging.set_verbosity(logging.WARNING)  # keep JAX's backend-probing INFO lines quiet

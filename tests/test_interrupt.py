@@ -64,6 +64,7 @@ def test_ctrl_c_on_the_command_line_is_one_line_and_status_130(tmp_path):
         lines.append(proc.stdout.readline().decode())
         if lines[-1].startswith("step "):
             break
+    assert lines[0].startswith("starting mlp on digits: 8 workers")  # at once, before compiling
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err.decode()[-2000:]

@@ -1,0 +1,30 @@
+"""Start-up lines come before the slow parts, and the ETA leaves the first step's compiles out."""
+
+import re
+import time
+
+from omnilearn_jax.loop import Loop
+from omnilearn_jax.train import Trainer
+from tests.test_train import smoke_config
+
+
+def test_eta_starts_after_the_first_step(tmp_path, monkeypatch, capsys):
+    config = smoke_config()
+    config.train.num_steps, config.train.log_every, config.train.eval_every = 40, 10, 40
+    step = Loop.step
+
+    def slow_first(self, index, cstate, sizes):
+        if index == 0:
+            time.sleep(4.0)  # a compile of 4 s in the first step
+        return step(self, index, cstate, sizes)
+
+    monkeypatch.setattr(Loop, "step", slow_first)
+    Trainer(config, str(tmp_path)).run()
+    out = capsys.readouterr().out.splitlines()
+    compiling = next(i for i, line in enumerate(out) if line.startswith("compiling the mlp"))
+    training = next(i for i, line in enumerate(out) if line.startswith("training mlp"))
+    assert compiling < training
+    first = next(line for line in out if line.startswith("step 10/40"))
+    eta = re.search(r"ETA (\d+)m(\d+)s", first)
+    # Counting the 4 s compile would give 4 s / 10 steps * 30 steps = 12 s.
+    assert eta and int(eta[1]) * 60 + int(eta[2]) <= 3, first
