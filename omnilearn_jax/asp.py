@@ -35,6 +35,7 @@ import optax
 import controllers
 from omnilearn_jax.checkpoint import Checkpointer
 from omnilearn_jax.cluster import time_to_target
+from omnilearn_jax.interrupt import deferred, stop_message
 from omnilearn_jax.loop import resume_point
 from omnilearn_jax.runlog import RunLog
 from omnilearn_jax.runstore import truncate_metrics
@@ -119,6 +120,7 @@ class AsyncLoop:
     def restore(self, ckpt: Checkpointer, step: int, cstate, sizes) -> tuple[Any, Any, str]:
         meta = ckpt.restore_meta(step)
         # Gradients in flight are restored into arrays shaped like a real local step's.
+        self.t.compile_variants()
         template = self.t.steps.local(
             self.t.state.params,
             self.t.batch_of(
@@ -239,44 +241,45 @@ class AsyncLoop:
         if latest is None:
             log.summary({"status": "running", "steps": 0})
         speeds = t.timer.speeds(0)
-        t.timer.warm_up(
-            t.steps,
-            t.placement.replicate(jax.tree.map(np.array, t.state)),
-            t.batch(0, sizes, t.timer.batch_extras(sizes, speeds)),
-        )
+        t.warm_up(0, sizes, speeds)
         budget = float(cfg.asp.time_budget)
         pending, start = [], time.perf_counter()
         log.say(
             f"asynchronous training: {self.w} workers, B={self.b}, staleness bound "
             f"{self.bound}, controller {cfg.controller.name}"
         )
+        saved, message = latest, ""  # the last checkpoint; the line said on a stop
         try:
-            while self.version < cfg.train.num_steps and not (budget and self.now >= budget):
-                t.faults.crash(self.version)
-                self.start_ready(sizes)
-                record = self.apply_next()
-                record.update(batch_sizes=sizes, worker_times=self.last_time.tolist())
-                pending.append(record)
-                done = self.version
-                if done % self.every == 0:
-                    obs = t.observe(
-                        done // self.w,
-                        sizes,
-                        self.last_time,
-                        t.timer.speeds(min(done // self.w, cfg.train.num_steps - 1)),
-                    )
-                    sizes, cstate = t.next_sizes(cstate, obs)
-                if done % cfg.train.log_every == 0:
-                    self.flush(log, pending)
-                    log.say(
-                        f"update {done} time {self.now:.2f}s sizes {sizes.tolist()} "
-                        f"staleness {self.staleness_summary()['staleness_mean']:.2f}"
-                    )
-                if done % cfg.train.eval_every == 0:
-                    self.evaluate(log, pending)
-                if cfg.train.checkpoint_every and done % cfg.train.checkpoint_every == 0:
-                    self.flush(log, pending)
-                    ckpt.save(done, self.arrays(cstate, sizes), self.meta(tracker.run_id))
+            # A signal stops the loop after a whole update (see omnilearn_jax/interrupt.py).
+            with deferred(enabled=jax.process_count() == 1) as stop:
+                while self.version < cfg.train.num_steps and not (budget and self.now >= budget):
+                    t.faults.crash(self.version)
+                    self.start_ready(sizes)
+                    record = self.apply_next()
+                    record.update(batch_sizes=sizes, worker_times=self.last_time.tolist())
+                    pending.append(record)
+                    done = self.version
+                    if done % self.every == 0:
+                        obs = t.observe(
+                            done // self.w,
+                            sizes,
+                            self.last_time,
+                            t.timer.speeds(min(done // self.w, cfg.train.num_steps - 1)),
+                        )
+                        sizes, cstate = t.next_sizes(cstate, obs)
+                    if done % cfg.train.log_every == 0:
+                        self.flush(log, pending)
+                        log.say(
+                            f"update {done} time {self.now:.2f}s sizes {sizes.tolist()} "
+                            f"staleness {self.staleness_summary()['staleness_mean']:.2f}"
+                        )
+                    if done % cfg.train.eval_every == 0:
+                        self.evaluate(log, pending)
+                    if cfg.train.checkpoint_every and done % cfg.train.checkpoint_every == 0:
+                        self.flush(log, pending)
+                        ckpt.save(done, self.arrays(cstate, sizes), self.meta(tracker.run_id))
+                        saved = done
+                    stop.check()
             self.flush(log, pending)
             if not self.evals or self.evals[-1]["step"] != self.version:
                 self.evaluate(log, pending)
@@ -287,6 +290,22 @@ class AsyncLoop:
                 from omnilearn_jax.loop import save_params
 
                 save_params(t.state.params, f"{t.workdir}/final_params.npz")
+        except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM: save what is whole, say so
+            if getattr(error, "at_boundary", False) and saved != self.version:
+                self.flush(log, pending)
+                ckpt.save(self.version, self.arrays(cstate, sizes), self.meta(tracker.run_id))
+                saved = self.version
+            log.summary(
+                {
+                    "status": "interrupted",
+                    "error": f"{type(error).__name__}: {error}",
+                    "steps": self.version,
+                    "last_checkpoint": saved,
+                    "resume_step": saved or 0,
+                }
+            )
+            message = stop_message(self.version, cfg.train.num_steps, saved, unit="update")
+            raise
         except BaseException as error:
             log.summary(
                 {
@@ -299,6 +318,8 @@ class AsyncLoop:
         finally:
             log.close()
             ckpt.close()
+            if message:
+                log.say(message)
         log.say(
             f"done: {self.version} updates, final eval accuracy "
             f"{summary['final_eval_accuracy']:.4f} at {self.now:.2f}s; results in {t.workdir}"
