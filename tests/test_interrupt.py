@@ -96,3 +96,28 @@ def test_an_interrupted_ablation_says_how_many_cells_are_left(tmp_path, monkeypa
         "[ablate] interrupted: 0 of 8 cells complete; run the same command again to run the "
         "other 8 (an unfinished cell starts afresh)"
     ]
+
+
+def test_an_async_run_stops_at_an_update_and_resumes_there(tmp_path, monkeypatch, capsys):
+    from omnilearn_jax.asp import AsyncLoop
+
+    config = smoke_config()
+    config.mode, config.num_workers, config.num_devices = "asp", 4, 4
+    config.train.num_steps, config.train.checkpoint_every = 12, 0
+    apply_next = AsyncLoop.apply_next
+
+    def apply_then_signal(self):
+        record = apply_next(self)
+        if self.version == 5:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return record
+
+    monkeypatch.setattr(AsyncLoop, "apply_next", apply_then_signal)
+    with pytest.raises(Interrupted):
+        Trainer(config, str(tmp_path)).run()
+    summary = _summary(tmp_path)
+    assert (summary["status"], summary["steps"], summary["resume_step"]) == ("interrupted", 5, 5)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == "interrupted at update 5/12; run the same command again to resume from update 5"
+    monkeypatch.setattr(AsyncLoop, "apply_next", apply_next)
+    assert Trainer(config, str(tmp_path)).run()["steps"] == 12
