@@ -96,3 +96,11 @@ def test_the_batch_size_figure_says_why_its_run_was_picked():
     title = fig.axes[0].get_title()
     assert title.startswith("proportional-0\n(picked: the first run of a controller that measures")
     assert plots.pick_run(runs) == "proportional-0"
+
+
+def test_the_analysis_table_headers_carry_units():
+    runs = _runs({"static": 4.0, "proportional": 2.0})
+    text = analysis.to_markdown(analysis.speedup_table(runs.summaries))
+    header = text.splitlines()[0]
+    assert "| total_time_mean (s, run clock) |" in header
+    assert "| speedup_vs_static (x) |" in header and "| seeds |" in header

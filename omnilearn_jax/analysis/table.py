@@ -89,10 +89,27 @@ def _text(value: object, digits: int = 4) -> str:
     return "" if value is None or value is pd.NA else str(value)
 
 
+# Units shown after a column's name in the Markdown table (the CSV keeps bare names).
+_UNITS = (
+    ("total_time", " (s, run clock)"),
+    ("time_to_target", " (s, run clock)"),
+    ("speedup_vs_static", " (x)"),
+    ("efficiency_vs_oracle", " (oracle time / own)"),
+)
+
+
+def header(column: str) -> str:
+    """`column` with its unit, e.g. 'total_time_mean (s, run clock)'."""
+    unit = next((u for prefix, u in _UNITS if column.startswith(prefix)), "")
+    return column + unit
+
+
 def to_markdown(table: pd.DataFrame, columns: Sequence[str] | None = None) -> str:
-    """A GitHub table (4 significant digits, blanks for NaN); no `tabulate` needed."""
+    """A GitHub table (4 significant digits, blanks for NaN, units in the headers); no
+    `tabulate` needed."""
     columns = list(columns) if columns is not None else list(table.columns)
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    names = [header(c) for c in columns]
+    lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(columns)]
     for _, row in table.iterrows():
         lines.append("| " + " | ".join(_text(row[c]) for c in columns) + " |")
     return "\n".join(lines) + "\n"
