@@ -7,9 +7,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import controllers
-from controllers import sim
+from controllers import oracle, sim
 from controllers.metrics import imbalance
 
 B = 128
@@ -175,3 +177,30 @@ def test_oracle_matches_brute_force(seed):
     )
     assert int(np.sum(sizes)) == total
     assert max(table[k, b] for k, b in enumerate(np.asarray(sizes))) == pytest.approx(best)
+
+
+_solve = jax.jit(oracle.solve_min_max)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_solve_min_max_is_exact_within_bounds_on_random_tables(seed):
+    """Nondecreasing tables with ties and bounds that bind: the split stays in [lo, hi],
+    sums to B, and its slowest time is the brute-force optimum."""
+    rng = np.random.default_rng(seed)
+    workers, total = 3, 10
+    while True:
+        lo = rng.integers(0, 4, workers)
+        hi = lo + rng.integers(0, 7, workers)
+        if lo.sum() <= total <= hi.sum():
+            break
+    steps = rng.integers(0, 3, (workers, total)) * rng.choice([0.5, 1.0, 2.0], (workers, 1))
+    table = np.concatenate([np.zeros((workers, 1)), 0.25 + np.cumsum(steps, 1)], 1)
+    sizes = np.asarray(_solve(jnp.asarray(table), jnp.asarray(lo), jnp.asarray(hi)))
+    best = min(
+        max(table[k, b] for k, b in enumerate(split))
+        for split in itertools.product(*(range(lo[k], hi[k] + 1) for k in range(workers)))
+        if sum(split) == total
+    )
+    assert sizes.sum() == total and np.all(sizes >= lo) and np.all(sizes <= hi), (sizes, lo, hi)
+    assert max(table[k, b] for k, b in enumerate(sizes)) == best, (seed, table, lo, hi, sizes)
