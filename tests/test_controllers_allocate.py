@@ -87,6 +87,23 @@ def test_check_bounds_messages():
         check_bounds(2, 20, 20, 10)
 
 
+def test_check_bounds_accepts_its_edges_and_rejects_one_past_them():
+    # Tight but feasible: b_min = b_max, the b_min sum or the b_max sum exactly B, one
+    # worker, an empty batch.
+    for args in ((4, 128, 32, 32), (4, 128, 32, 96), (4, 128, 0, 32), (1, 7, 0, 0), (3, 0)):
+        assert check_bounds(*args) is None, args
+    with pytest.raises(ValueError, match=r"^worker 2: b_min 9 exceeds b_max 8$"):
+        check_bounds(3, 24, (8, 8, 9), (8, 8, 8))
+    with pytest.raises(ValueError, match=r"b_min sum to 132 > global batch 128; lower b_min"):
+        check_bounds(4, 128, 33, 96)
+    with pytest.raises(ValueError, match=r"b_max sum to 124 < global batch 128; raise b_max"):
+        check_bounds(4, 128, 0, 31)
+    for w, b in ((0, 8), (2, -1)):
+        message = rf"^need num_workers >= 1 and global_batch >= 0, got {w} and {b}$"
+        with pytest.raises(ValueError, match=message):
+            check_bounds(w, b)
+
+
 def test_literal_bounds_take_zero_as_a_real_upper_bound():
     import numpy as np
 
