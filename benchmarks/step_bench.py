@@ -1,12 +1,14 @@
-"""Masked uneven steps against a plain homogeneous step, and step time against trip count.
+"""The per-device block step against a plain homogeneous step, and each device's time
+against the rows it holds.
 
-    python -m benchmarks.step_bench [--model cnn] [--batch 256] [--repeats 30]
+    python -m benchmarks.step_bench [--model cnn] [--batch 128] [--repeats 20]
 
 Prints, measured side by side in one run (interleaved, medians):
-1. speed ratio = homogeneous unmasked step time / masked step time, for the same global
-   batch, when the layout's capacity equals the largest per-device batch (goal >= 0.95);
-2. step time against the number of micro-batches one device runs: it must grow with the
-   trip count, which is what lets a device with fewer samples finish sooner.
+1. speed ratio = plain homogeneous step time / block step time, for the same global batch
+   on the same devices, with a uniform split (goal >= 0.95), and the same for a split where
+   one device holds most of the batch (its block is bigger, so the step takes longer);
+2. each device's compute time (from its own launch until its sums are ready) for a split
+   where one device holds 25 times the rows of each other one, beside the ideal ratio.
 """
 
 from __future__ import annotations
@@ -28,15 +30,6 @@ from omnilearn_jax.mesh import Placement
 from omnilearn_jax.step import TrainState
 
 
-def _timed(fn, repeats: int) -> list[float]:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return times
-
-
 def homogeneous_step(apply, tx, mesh):
     """The plain data-parallel step: jit over a batch sharded on the data axis, no masks."""
 
@@ -53,118 +46,121 @@ def homogeneous_step(apply, tx, mesh):
     return jax.jit(train, donate_argnums=0), NamedSharding(mesh, P("data"))
 
 
-def masked_runner(placement, steps, layout, x, y, sizes, state):
-    packed = masking.pack_indices(np.asarray(sizes), layout)
-    xs, ys = masking.gather(x, y, packed)
-    batch = placement.batch({"x": xs, "y": ys, "mask": packed.mask, "trips": packed.trips})
-    holder = [state]
-
-    def run():
-        holder[0], metrics = steps.train(holder[0], batch)
-        return metrics
-
-    return run
-
-
 def fresh_state(placement, params, tx):
     params = jax.tree.map(jnp.array, params)
     return placement.replicate(TrainState(jnp.zeros((), jnp.int32), params, tx.init(params)))
 
 
+def block_steps(apply, params, tx, x, batch: int, placement=None):
+    """The trainer's steps with every bucket compiled, and its layout for `batch` rows."""
+    devices = jax.devices()
+    placement = placement or Placement("shard_map", devices)
+    layout = masking.make_layout(num_workers=len(devices), num_devices=len(devices), capacity=batch)
+    steps = placement.steps(apply, tx, chunk=layout.chunk)
+    state = fresh_state(placement, params, tx)
+    steps.compile(state, x[:1], layout.buckets, masking.uniform_bucket(batch, layout))
+    return placement, steps, layout
+
+
+def place(placement, layout, sizes, x, y):
+    return placement.split(layout, sizes, x, y)
+
+
+def skewed_split(batch: int, d: int) -> np.ndarray:
+    """One device holds 25 times the rows of each other one (when the batch allows)."""
+    small = max(batch // (d - 1 + 25), 1)
+    sizes = np.full(d, small)
+    sizes[-1] = batch - small * (d - 1)
+    return sizes
+
+
 def compare_homogeneous(args, apply, params, tx, x, y) -> dict[str, float]:
     """Prints the comparison; returns the median step time (s) of each variant."""
-    devices = jax.devices()
-    d, b = len(devices), args.batch
-    placement = Placement("shard_map", devices)
+    d, b = len(jax.devices()), args.batch
+    placement, steps, layout = block_steps(apply, params, tx, x, b)
     homo, sharding = homogeneous_step(apply, tx, placement.mesh)
     hx, hy = jax.device_put(x[:b], sharding), jax.device_put(y[:b], sharding)
-    hstate = [fresh_state(placement, params, tx)]
+    holders = {}
 
-    def run_homo():
-        hstate[0], loss = homo(hstate[0], hx, hy)
+    def plain():
+        holders["plain"], loss = homo(holders["plain"], hx, hy)
         return loss
 
-    sizes_uniform = np.full(d, b // d)
-    skew = np.array([b // d + (k % 2) * 2 - 1 for k in range(d)])
-    skew[-1] += b - skew.sum()
-    runners = {"homogeneous (plain jit)": run_homo}
-    for name, sizes in (("uniform", sizes_uniform), ("uneven", skew)):
-        cap = int(sizes.max())
-        for kind in ("padded", "micro"):
-            layout = masking.make_layout(
-                kind,
-                num_workers=d,
-                num_devices=d,
-                capacity=cap,
-                micro_batch=cap if kind == "padded" else args.micro,
-            )
-            steps = placement.steps(apply, tx)
-            runners[f"masked {kind:6s} {name} (capacity {cap})"] = masked_runner(
-                placement, steps, layout, x[:b], y[:b], sizes, fresh_state(placement, params, tx)
-            )
-    for run in runners.values():  # compile and warm up
-        for _ in range(3):
-            jax.block_until_ready(run())
-    samples = {k: [] for k in runners}
-    for _ in range(args.repeats):  # interleaved, so machine noise hits every variant alike
-        for k, run in runners.items():
-            samples[k] += _timed(run, 1)
-    base = np.median(samples["homogeneous (plain jit)"])
-    print(
-        f"\n1. global batch {b} on {d} devices; median step time over {args.repeats} "
-        f"interleaved repeats; ratio = homogeneous / this (goal >= 0.95)"
-    )
-    for k, v in samples.items():
-        med = np.median(v)
-        print(f"   {k:42s} {med * 1e3:8.2f} ms   ratio {base / med:5.3f}")
-    return {k: float(np.median(v)) for k, v in samples.items()}
+    def ours(name, blocks):
+        def run():
+            holders[name], metrics = steps.train(holders[name], blocks)
+            return metrics["loss"]
 
+        return run
 
-def trip_count_scan(args, apply, params, tx, x, y) -> dict[int, float]:
-    """Prints the scan; returns the median step time (s) for each micro-batch trip count."""
-    device = jax.devices()[:1]
-    placement = Placement("shard_map", device)
-    m, kmax = args.micro, args.max_trips
-    layout = masking.make_layout(
-        "micro", num_workers=1, num_devices=1, capacity=m * kmax, micro_batch=m
-    )
-    steps = placement.steps(apply, tx)
+    uniform = np.full(d, b // d)
+    uniform[: b % d] += 1
     runners = {
-        k: masked_runner(
-            placement,
-            steps,
-            layout,
-            x[: k * m],
-            y[: k * m],
-            [k * m],
-            fresh_state(placement, params, tx),
-        )
-        for k in range(1, kmax + 1)
+        "homogeneous (plain jit)": plain,
+        "blocks, uniform split": ours("uniform", place(placement, layout, uniform, x[:b], y[:b])),
+        "blocks, skewed split": ours(
+            "skewed", place(placement, layout, skewed_split(b, d), x[:b], y[:b])
+        ),
     }
-    for run in runners.values():
+    for name in ("plain", "uniform", "skewed"):
+        holders[name] = fresh_state(placement, params, tx)
+    for run in runners.values():  # compile and warm up
         jax.block_until_ready(run())
     samples = {k: [] for k in runners}
     for _ in range(args.repeats):
         for k, run in runners.items():
-            samples[k] += _timed(run, 1)
-    print(f"\n2. one device, micro-batch {m}, capacity {m * kmax} rows (same compiled step)")
-    t1 = np.median(samples[1])
-    for k, v in samples.items():
-        med = np.median(v)
+            start = time.perf_counter()
+            jax.block_until_ready(run())
+            samples[k].append(time.perf_counter() - start)
+    med = {k: float(np.median(v)) for k, v in samples.items()}
+    base = med["homogeneous (plain jit)"]
+    print(f"\n1. global batch {b} on {d} devices (inputs already placed; medians)")
+    for k, v in med.items():
+        print(f"   {k:26s} {v * 1e3:8.2f} ms   speed ratio {base / v:5.3f}")
+    return med
+
+
+def per_device_times(args, apply, params, tx, x, y) -> dict:
+    """Each device's compute time for the skewed split (median over repeats)."""
+    d, b = len(jax.devices()), args.batch
+    placement, steps, layout = block_steps(apply, params, tx, x, b)
+    sizes = skewed_split(b, d)
+    blocks = place(placement, layout, sizes, x[:b], y[:b])
+    state = fresh_state(placement, params, tx)
+    samples = []
+    for i in range(args.repeats + 2):
+        stacked, times = steps.run_local(state.params, blocks, timed=True)
+        state, metrics = steps.finish(state, stacked)
+        jax.block_until_ready(metrics)
+        if i >= 2:  # the first two warm up (compile the finish)
+            samples.append(times)
+    med = np.median(samples, axis=0)
+    rows = [b.rows for b in blocks]
+    print(f"\n2. per-device compute time, split {sizes.tolist()} (medians of {args.repeats})")
+    for k in range(d):
         print(
-            f"   {k:2d} micro-batches ({k * m:4d} rows): {med * 1e3:8.2f} ms  "
-            f"({med / t1:4.2f}x one micro-batch)"
+            f"   device {k}: {int(sizes[k]):4d} rows, bucket {rows[k]:4d}: "
+            f"{med[k] * 1e3:8.2f} ms ({med[k] / med[0]:5.2f}x device 0)"
         )
-    return {k: float(np.median(v)) for k, v in samples.items()}
+    print(
+        f"   busiest / lightest: {med[-1] / med[0]:.2f}x measured; "
+        f"{sizes[-1] / sizes[0]:.0f}x the rows, {rows[-1] / rows[0]:.0f}x the rows computed"
+    )
+    return {
+        "sizes": sizes.tolist(),
+        "buckets": rows,
+        "device_seconds": med.tolist(),
+        "ratio_busiest_to_lightest": float(med[-1] / med[0]),
+        "ideal_rows_ratio": float(sizes[-1] / sizes[0]),
+        "computed_rows_ratio": float(rows[-1] / rows[0]),
+    }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="cnn")
-    parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--micro", type=int, default=16)
-    parser.add_argument("--max_trips", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--cpu_devices", type=int, default=8)
     return parser.parse_args(argv)
 
@@ -173,9 +169,7 @@ def setup(args: argparse.Namespace):
     """Model, optimiser and random data of the benchmark: (apply, params, tx, x, y, shape)."""
     rng = np.random.default_rng(0)
     shape = (16, 16, 3)
-    x = rng.standard_normal(
-        (max(args.batch, args.micro * args.max_trips), *shape), dtype=np.float32
-    )
+    x = rng.standard_normal((args.batch, *shape), dtype=np.float32)
     y = rng.integers(0, 10, len(x)).astype(np.int32)
     apply, params = models.create(
         {"name": args.model, "features": (16, 32), "hidden": 64}, shape, 10, 0
@@ -194,7 +188,7 @@ def main() -> None:
         f"model {args.model} on inputs {shape}"
     )
     compare_homogeneous(args, apply, params, tx, x, y)
-    trip_count_scan(args, apply, params, tx, x, y)
+    per_device_times(args, apply, params, tx, x, y)
 
 
 if __name__ == "__main__":

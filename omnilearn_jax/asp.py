@@ -40,7 +40,6 @@ from omnilearn_jax.loop import resume_point
 from omnilearn_jax.runlog import RunLog
 from omnilearn_jax.runstore import truncate_metrics
 from omnilearn_jax.step import TrainState
-from omnilearn_jax.timing import device_ready_times
 from omnilearn_jax.tracking import make_tracker
 
 
@@ -174,13 +173,11 @@ class AsyncLoop:
         speeds = self.t.timer.speeds(min(round_index, self.cfg.train.num_steps - 1))
         extras = self.t.timer.batch_extras(group_sizes, speeds)
         batch = self.t.batch_of(rows, group_sizes, extras, round_index)
-        start = time.perf_counter()
-        sums = self.t.steps.local(self.t.state.params, batch)
+        wall = self.cfg.clock == "wall"  # each device's compute, measured synchronised
+        sums, times = self.t.steps.run_local(self.t.state.params, batch, timed=wall)
         gid = len(self.groups) and max(self.groups) + 1
         self.groups[gid] = Group(sums, self.version)
-        if self.cfg.clock == "wall":  # each device's compute, measured with it synchronised
-            times = device_ready_times(sums.count, start)
-        else:
+        if not wall:
             times = self.t.timer.cost.worker_times(round_index, group_sizes, speeds)
         times = self.t.timer.accept(round_index, times, group_sizes)
         for k in ready:

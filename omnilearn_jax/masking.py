@@ -95,6 +95,23 @@ def device_buckets(counts: np.ndarray, layout: Layout) -> np.ndarray:
     return np.where(np.asarray(counts) > 0, picked, 0)
 
 
+def shared_bucket(sizes: np.ndarray, layout: Layout) -> int:
+    """The bucket every device computes when they all compute the same one, else 0.
+
+    All D devices share a bucket c only when D * (bucket before c) < B <= D * c, so for a
+    given B one bucket alone can be shared: that of the uniform share ceil(B / D). Such a
+    step runs as one program over the whole mesh (step.py), as a plain step would.
+    """
+    buckets = device_buckets(device_counts(sizes, layout), layout)
+    return int(buckets[0]) if (buckets == buckets[0]).all() else 0
+
+
+def uniform_bucket(global_batch: int, layout: Layout) -> int:
+    """The only bucket all devices can share for a global batch (see shared_bucket)."""
+    share = -(-global_batch // layout.num_devices)
+    return int(device_buckets(np.array([share]), layout)[0])
+
+
 def check_sizes(sizes, global_batch: int, layout: Layout) -> np.ndarray:
     """Validates a split on the host, before it reaches the device; returns it as int32."""
     sizes = np.asarray(sizes)

@@ -28,6 +28,11 @@ def select_devices(num_devices: int) -> list:
     return devices[: num_devices or len(devices)]
 
 
+def _lead(mask):
+    """A mask with a leading axis of 1 (a placed one already has it)."""
+    return mask if isinstance(mask, jax.Array) else np.asarray(mask)[None]
+
+
 class Placement:
     """Builds a backend's steps and places its inputs: batches split over the data axis,
     train state replicated."""
@@ -59,23 +64,39 @@ class Placement:
         `inject` adds an injected delay input to every local program (hetero.inject)."""
         return step.Steps(apply, tx, self, chunk, inject)
 
-    def blocks(self, blocks, xs: list, ys: list, masks: list, delays=None) -> list:
-        """Places each device's block on its own device (nothing for an empty device);
-        returns `step.DeviceBlock`s in the order of `blocks`."""
+    def blocks(self, blocks, xs: list, ys: list, masks: list, delays=None, shared: int = 0):
+        """Places each device's block on its own device (nothing for an empty device), with
+        a leading axis of 1; returns `step.Blocks` of `step.DeviceBlock`s in the order of
+        `blocks`. `shared`: the bucket every device computes, when they all compute one
+        (masking.shared_bucket), else 0."""
         full = [i for i, b in enumerate(blocks) if b.rows > 0]
-        host = [(xs[i], ys[i], masks[i]) for i in full]
+        host = [(xs[i][None], ys[i][None], _lead(masks[i])) for i in full]
         if delays is not None:
             host = [
-                (*h, np.float32(delays[blocks[i].position]))
+                (*h, np.float32([delays[blocks[i].position]]))
                 for h, i in zip(host, full, strict=True)
             ]
         where = [self.devices[blocks[i].position] for i in full]
         placed = dict(zip(full, jax.device_put(host, where), strict=True))
-        out = []
-        for i, b in enumerate(blocks):
-            x, y, mask, *delay = placed.get(i, (None, None, None))
-            out.append(step.DeviceBlock(b.position, b.rows, x, y, mask, (delay or [None])[0]))
+        out = step.Blocks(
+            step.DeviceBlock(b.position, b.rows, *placed.get(i, (None, None, None)), None)
+            if delays is None
+            else step.DeviceBlock(b.position, b.rows, *placed.get(i, (None,) * 4))
+            for i, b in enumerate(blocks)
+        )
+        out.shared = shared
         return out
+
+    def split(self, layout, sizes, x: np.ndarray, y: np.ndarray, fill: float = 0.0):
+        """The blocks of rows x [B, ...], y [B] under the split `sizes`, placed (for tests
+        and tools; the trainer gathers straight from its data set). Padded slots get
+        `fill` before the step zeroes them (tests use NaN to prove it)."""
+        from omnilearn_jax import masking
+
+        blocks = masking.pack(np.asarray(sizes), layout, self.local_positions)
+        xs, ys = zip(*(masking.gather(x, y, b, fill) for b in blocks), strict=True)
+        shared = masking.shared_bucket(np.asarray(sizes), layout)
+        return self.blocks(blocks, list(xs), list(ys), [b.mask for b in blocks], None, shared)
 
     def batch(self, local: dict[str, np.ndarray]):
         """Places this process's rows [local devices, ...] of a batch on the data axis."""

@@ -19,8 +19,10 @@ never compiles.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import jax
@@ -34,6 +36,7 @@ from omnilearn_jax import portable
 from omnilearn_jax.models import ApplyFn
 
 AXIS = "data"
+_POLL_SECONDS = 2e-4  # polling granularity; well under any step worth timing
 
 
 class Sums(NamedTuple):
@@ -50,7 +53,9 @@ class TrainState(NamedTuple):
 
 
 class DeviceBlock(NamedTuple):
-    """One device's placed inputs (x is None when the device holds no rows)."""
+    """One device's placed inputs, each with a leading axis of 1 (x [1, rows, ...], y and
+    mask [1, rows], delay [1]), so the devices' blocks assemble into one array sharded over
+    the data axis at no cost; x is None when the device holds no rows."""
 
     position: int  # on the data axis
     rows: int  # the bucket
@@ -134,6 +139,13 @@ def on_devices(tree, devices: Sequence) -> list:
     return [treedef.unflatten([m[d] for m in by_device]) for d in devices]
 
 
+class Blocks(tuple):
+    """The `DeviceBlock`s of one step (this process's devices). `shared` is the bucket that
+    every device of the mesh computes when they all compute the same one, else 0."""
+
+    shared: int = 0
+
+
 class Steps:
     """A backend's compiled steps over the devices of `placement`.
 
@@ -153,20 +165,35 @@ class Steps:
 
         def local(params, x, y, mask, delay=None):
             if delay is not None:
-                x = injected_delay(x, delay)
-            sums = block_sums(apply, chunk, params, x, y, mask)
+                x = injected_delay(x, delay[0])
+            sums = block_sums(apply, chunk, params, x[0], y[0], mask[0])
             return jax.tree.map(lambda a: a[None], sums)  # a leading device axis of 1
 
         self._local = jax.jit(local)
+        self._mesh_local, self._mesh_train = _mesh_programs(placement, local, tx, 3 + inject)
+        self._shared_rows = 0  # the bucket the mesh-wide program is compiled for
+        self._finish_ready = False
         self._zeros: dict[int, Sums] = {}
+        # One launching thread a device, except where devices share the host's cores (XLA:CPU
+        # runs a single-device program in the launching thread): there, as many devices
+        # compute at once as there are cores, so a device's time is its own compute and not
+        # its share of a crowd. Blocks are launched largest first.
+        workers = len(self.devices)
+        if self.devices[0].platform == "cpu":
+            workers = min(workers, len(os.sched_getaffinity(0)) or 1)
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="device")
         self._stacked = NamedSharding(placement.mesh, P(AXIS))
         self.finish, self.eval, self._reduce = _backend(placement, apply, tx)
 
     # -- compilation ---------------------------------------------------------------------
-    def compile(self, params, example_x: np.ndarray, buckets: Sequence[int]) -> int:
+    def compile(
+        self, state: TrainState, example_x: np.ndarray, buckets: Sequence[int], shared: int = 0
+    ) -> int:
         """Compiles the local program of every bucket once and loads it onto every local
-        device (portable.py); returns how many (device, bucket)
-        programs were added."""
+        device (portable.py), and the mesh-wide programs of bucket `shared` (0: none; run
+        once on zeros and a copy of `state`); returns how many (device, bucket) programs
+        were added."""
+        params = state.params
         template = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
         todo = [r for r in buckets if any((p, r) not in self.variants for p in self._positions)]
 
@@ -179,11 +206,11 @@ class Steps:
 
                 args = [
                     jax.tree.map(lambda t: spec(t.shape, t.dtype), template),
-                    spec((rows, *example_x.shape[1:]), example_x.dtype),
-                    spec((rows,), np.int32),
-                    spec((rows,), np.bool_),
+                    spec((1, rows, *example_x.shape[1:]), example_x.dtype),
+                    spec((1, rows), np.int32),
+                    spec((1, rows), np.bool_),
                 ]
-                return tuple(args) + ((spec((), np.float32),) if self.inject else ())
+                return tuple(args) + ((spec((1,), np.float32),) if self.inject else ())
 
             by_device = portable.compile_for(self._local, args_for, self.devices, self.portable)
             return {
@@ -192,7 +219,39 @@ class Steps:
 
         for rows in todo:  # (not in threads: x64 and other JAX settings are per thread)
             self.variants.update(build(rows))
+        # The reduction and update, and the mesh-wide programs of the shared bucket, are
+        # compiled by running them once on blocks of zeros and a throwaway copy of the state.
+        if not self._finish_ready:
+            copy = self.placement.replicate(jax.tree.map(np.array, state))
+            zeros = self._zero_blocks(min(buckets), example_x, 0)
+            jax.block_until_ready(self.finish(copy, self.local(copy.params, zeros)))
+            self._finish_ready = True
+        if shared and shared != self._shared_rows:
+            self._shared_rows = shared
+            copy = self.placement.replicate(jax.tree.map(np.array, state))
+            zeros = self._zero_blocks(shared, example_x, shared)
+            jax.block_until_ready((self.local(copy.params, zeros), self.train(copy, zeros)))
         return len(todo) * len(self.devices)
+
+    def _zero_blocks(self, rows: int, example_x: np.ndarray, shared: int) -> Blocks:
+        """Every local device's block of `rows` zero rows, none of them valid."""
+
+        def on(device, shape, dtype):
+            return jax.device_put(np.zeros(shape, dtype), device)
+
+        out = Blocks(
+            DeviceBlock(
+                p,
+                rows,
+                on(d, (1, rows, *example_x.shape[1:]), example_x.dtype),
+                on(d, (1, rows), np.int32),
+                on(d, (1, rows), np.bool_),
+                on(d, (1,), np.float32) if self.inject else None,
+            )
+            for p, d in zip(self._positions, self.devices, strict=True)
+        )
+        out.shared = shared
+        return out
 
     # -- the local part ------------------------------------------------------------------
     def zeros(self, position: int, like: Sums) -> Sums:
@@ -202,20 +261,54 @@ class Steps:
             self._zeros[position] = jax.device_put(host, self.placement.devices[position])
         return self._zeros[position]
 
-    def dispatch(self, params, blocks: Sequence[DeviceBlock]) -> list[tuple[Sums | None, float]]:
-        """Starts every device's program; returns (sums or None for an empty device, launch
-        time) in block order. Nothing waits for a device here."""
+    def run_local(self, params, blocks: Blocks, timed: bool = False):
+        """Every device's sums, stacked over the data axis [D, ...], and with `timed` each
+        device's compute seconds (from its own launch until its sums are ready; 0 for a
+        device with no rows), else None.
+
+        A step whose devices all compute the shared bucket is one launch over the mesh.
+        Otherwise each device's program is launched from a thread of its own: a backend that
+        runs a single-device program in the calling thread (XLA:CPU does) would otherwise run
+        the devices one after the other, and every device's time would include the others'.
+        """
+        if self._is_shared(blocks):
+            start = time.perf_counter()
+            stacked = self._launch_mesh(params, blocks)
+            return stacked, launch_ready_times(_unstack(stacked), start) if timed else None
         mine = on_devices(params, [self.placement.devices[b.position] for b in blocks])
-        out = []
-        for block, p in zip(blocks, mine, strict=True):
+
+        def run(block: DeviceBlock, p) -> tuple[Sums | None, float]:
             if block.rows == 0:
-                out.append((None, time.perf_counter()))
-                continue
+                return None, 0.0
             args = (p, block.x, block.y, block.mask)
             args += (block.delay,) if self.inject else ()
             start = time.perf_counter()
-            out.append((self.variants[(block.position, block.rows)](*args), start))
-        return out
+            sums = self.variants[(block.position, block.rows)](*args)
+            if timed:
+                sums.count.block_until_ready()
+            return sums, time.perf_counter() - start
+
+        order = sorted(range(len(blocks)), key=lambda i: -blocks[i].rows)
+        futures = {i: self._pool.submit(run, blocks[i], mine[i]) for i in order}
+        done = [futures[i].result() for i in range(len(blocks))]
+        stacked = self.stack(blocks, [r for r, _ in done])
+        return stacked, np.array([t for _, t in done]) if timed else None
+
+    def _is_shared(self, blocks) -> bool:
+        return bool(self._shared_rows) and getattr(blocks, "shared", 0) == self._shared_rows
+
+    def _mesh_inputs(self, blocks: Blocks) -> list:
+        fields = (lambda b: b.x, lambda b: b.y, lambda b: b.mask)
+        fields += ((lambda b: b.delay),) if self.inject else ()
+        return [self._assemble([f(b) for b in blocks]) for f in fields]
+
+    def _launch_mesh(self, params, blocks: Blocks) -> Sums:
+        return self._mesh_local(params, *self._mesh_inputs(blocks))
+
+    def _assemble(self, arrays: list):
+        """Per-device arrays [1, ...] as one array [D, ...] sharded over the data axis."""
+        shape = (len(self.placement.devices), *arrays[0].shape[1:])
+        return jax.make_array_from_single_device_arrays(shape, self._stacked, arrays)
 
     def stack(self, blocks: Sequence[DeviceBlock], results: Sequence[Sums | None]):
         """Per-device sums as one array per leaf [D, ...], sharded over the data axis."""
@@ -224,24 +317,83 @@ class Steps:
             r if r is not None else self.zeros(b.position, like)
             for b, r in zip(blocks, results, strict=True)
         ]
-        d = len(self.placement.devices)
+        return jax.tree.map(lambda *leaves: self._assemble(list(leaves)), *results)
 
-        def assemble(*leaves):
-            return jax.make_array_from_single_device_arrays(
-                (d, *leaves[0].shape[1:]), self._stacked, list(leaves)
-            )
-
-        return jax.tree.map(assemble, *results)
-
-    def local(self, params, blocks: Sequence[DeviceBlock]) -> Sums:
-        return self.stack(blocks, [s for s, _ in self.dispatch(params, blocks)])
+    def local(self, params, blocks: Blocks) -> Sums:
+        return self.run_local(params, blocks)[0]
 
     # -- whole steps ---------------------------------------------------------------------
-    def train(self, state: TrainState, blocks: Sequence[DeviceBlock]):
+    def train(self, state: TrainState, blocks: Blocks):
+        if self._is_shared(blocks):  # one program, as a plain data-parallel step
+            return self._mesh_train(state, *self._mesh_inputs(blocks))
         return self.finish(state, self.local(state.params, blocks))
 
     def grad(self, params, blocks: Sequence[DeviceBlock]):
         return _means(self._reduce(self.local(params, blocks)))
+
+
+def launch_ready_times(per_device: Sequence[Sums], start: float) -> np.ndarray:
+    """Seconds from `start` until each device's sums are ready, in the order given."""
+    done = np.full(len(per_device), np.nan)
+    while np.isnan(done).any():
+        now = time.perf_counter()
+        for i, sums in enumerate(per_device):
+            if np.isnan(done[i]) and sums.count.is_ready():
+                done[i] = now - start
+        time.sleep(_POLL_SECONDS)
+    return done
+
+
+def _unstack(stacked: Sums) -> list[Sums]:
+    """Each device's own sums [1, ...] of sums stacked over the data axis (no copies)."""
+    leaves, treedef = jax.tree.flatten(stacked)
+    shards = [sorted(a.addressable_shards, key=lambda s: s.index[0].start or 0) for a in leaves]
+    return [treedef.unflatten([s[i].data for s in shards]) for i in range(len(shards[0]))]
+
+
+def _mesh_programs(placement, local: Callable, tx, num_inputs: int) -> tuple[Callable, Callable]:
+    """`local` run on every device of the mesh at once, over inputs [D, rows, ...] sharded
+    on the data axis: (sums stacked per device [D, ...], with no collective; and the whole
+    train step, `state, *inputs -> state, metrics`, fused into one program as a plain
+    data-parallel step is)."""
+    if placement.backend == "pmap":  # pmap takes the device axis away: put it back for local
+
+        def one(params, *rest):
+            sums = local(params, *(a[None] for a in rest))
+            return jax.tree.map(lambda a: a[0], sums)
+
+        def step(state, *rest):
+            return _update(tx, state, jax.lax.psum(one(state.params, *rest), AXIS))
+
+        in_axes = (None,) + (0,) * num_inputs
+        kwargs = {"devices": placement.devices}
+        return (
+            jax.pmap(one, AXIS, in_axes=in_axes, **kwargs),
+            jax.pmap(step, AXIS, in_axes=in_axes, out_axes=None, donate_argnums=0, **kwargs),
+        )
+
+    def per_device(params, *rest):
+        # Params marked device-varying keep their gradient per device (no implicit psum).
+        return local(jax.lax.pcast(params, AXIS, to="varying"), *rest)
+
+    def run(params, *rest):
+        specs = (P(),) + (P(AXIS),) * len(rest)
+        mapped = jax.shard_map(per_device, mesh=placement.mesh, in_specs=specs, out_specs=P(AXIS))
+        return mapped(params, *rest)
+
+    def step(state, *rest):
+        return _update(tx, state, _summed(placement.mesh, run(state.params, *rest)))
+
+    return jax.jit(run), jax.jit(step, donate_argnums=0)
+
+
+def _summed(mesh, stacked: Sums) -> Sums:
+    """Sums stacked over the data axis [D, ...], summed across devices (one all-reduce)."""
+    per = jax.shard_map(
+        lambda t: jax.lax.psum(jax.tree.map(lambda a: a[0], t), AXIS),
+        mesh=mesh, in_specs=P(AXIS), out_specs=P(),
+    )  # fmt: skip
+    return per(stacked)
 
 
 def _backend(placement, apply: ApplyFn, tx) -> tuple[Callable, Callable, Callable]:
@@ -268,11 +420,7 @@ def _backend(placement, apply: ApplyFn, tx) -> tuple[Callable, Callable, Callabl
     mesh = placement.mesh
 
     def summed(s: Sums) -> Sums:
-        per = jax.shard_map(
-            lambda t: jax.lax.psum(jax.tree.map(lambda a: a[0], t), AXIS),
-            mesh=mesh, in_specs=P(AXIS), out_specs=P(),
-        )  # fmt: skip
-        return per(s)
+        return _summed(mesh, s)
 
     def evaluate(params, batch):
         fn = jax.shard_map(

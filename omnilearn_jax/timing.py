@@ -24,8 +24,6 @@ import numpy as np
 from omnilearn_jax.cluster import CostModel, VirtualClock, make_profile
 from omnilearn_jax.faults import PlantedFaults, TimeGuard
 
-_POLL_SECONDS = 2e-4  # polling granularity; well under any step worth timing
-
 
 class Timer:
     """Shared parts: the speed profile, the cost model (for oracles) and the clock."""
@@ -88,18 +86,6 @@ class VirtualTimer(Timer):
         return state, metrics, record
 
 
-def device_ready_times(stacked, start: float) -> np.ndarray:
-    """Seconds from `start` until each device's shard of `stacked` is ready, by device."""
-    shards = sorted(stacked.addressable_shards, key=lambda s: s.index[0].start or 0)
-    done = np.full(len(shards), np.nan)
-    while np.isnan(done).any():
-        for i, shard in enumerate(shards):
-            if np.isnan(done[i]) and shard.data.is_ready():
-                done[i] = time.perf_counter() - start
-        time.sleep(_POLL_SECONDS)
-    return done
-
-
 class WallTimer(Timer):
     def __init__(self, config, **kwargs):
         super().__init__(config, **kwargs)
@@ -119,13 +105,12 @@ class WallTimer(Timer):
         # so neither the transfer nor the launch order of the devices is in it.
         jax.block_until_ready([(b.x, b.y, b.mask) for b in batch])
         start = time.perf_counter()
-        launched = steps.dispatch(state.params, batch)
-        device_times = launch_ready_times(launched)
+        stacked, device_times = steps.run_local(state.params, batch, timed=True)
         if jax.process_count() > 1:  # every process must see every worker's time
             from jax.experimental import multihost_utils
 
             device_times = np.asarray(multihost_utils.process_allgather(device_times)).ravel()
-        state, metrics = steps.finish(state, steps.stack(batch, [s for s, _ in launched]))
+        state, metrics = steps.finish(state, stacked)
         jax.block_until_ready(state.step)
         wall = time.perf_counter() - start
         rows = np.asarray(sizes, np.float64).reshape(len(device_times), -1)
@@ -135,19 +120,6 @@ class WallTimer(Timer):
         comm = max(wall - float(times.max()), 0.0)  # reduce + update + host overhead
         record = self.clock.step(times, comm, batch_sizes=sizes)
         return state, metrics, record
-
-
-def launch_ready_times(launched) -> np.ndarray:
-    """Seconds from each device's launch until its sums are ready (0 for a device that
-    computed nothing), in the order given."""
-    done = np.array([0.0 if sums is None else np.nan for sums, _ in launched])
-    while np.isnan(done).any():
-        now = time.perf_counter()
-        for i, (sums, started) in enumerate(launched):
-            if np.isnan(done[i]) and sums.count.is_ready():
-                done[i] = now - started
-        time.sleep(_POLL_SECONDS)
-    return done
 
 
 def calibrate_per_sample_cost(steps, make_batch, state, rows: int, repeats: int = 5) -> float:

@@ -126,11 +126,12 @@ class Trainer:
         def pack():
             blocks = masking.pack(sizes, self.layout, self.placement.local_positions)
             where = [self.placement.devices[b.position] for b in blocks]
-            return blocks, jax.device_put([b.mask for b in blocks], where)
+            masks = jax.device_put([b.mask[None] for b in blocks], where)
+            return blocks, masks, masking.shared_bucket(sizes, self.layout)
 
         # The same split as the last step (the common case: controllers hold a split until
         # it is worth changing) reuses its blocks and their masks already on the devices.
-        blocks, masks = self._packed.get(_key(sizes), pack)
+        blocks, masks, shared = self._packed.get(_key(sizes), pack)
         rows = np.asarray(rows)
         xs, ys = [], []
         for b in blocks:  # one gather straight from the data set: slot j takes rows[index[j]]
@@ -138,12 +139,14 @@ class Trainer:
             x, y = masking.gather(self.dataset.x_train, self.dataset.y_train, at)
             xs.append(self.faults.inputs(step_index, x))
             ys.append(y)
-        return self.placement.blocks(blocks, xs, ys, masks, (extras or {}).get("delay"))
+        delays = (extras or {}).get("delay")
+        return self.placement.blocks(blocks, xs, ys, masks, delays, shared)
 
     def compile_variants(self) -> int:
         """Compiles every (device, bucket) local program not compiled yet; returns how many."""
         example = self.dataset.x_train[:1]
-        return self.steps.compile(self.state.params, example, self.layout.buckets)
+        shared = masking.uniform_bucket(self.config.global_batch_size, self.layout)
+        return self.steps.compile(self.state, example, self.layout.buckets, shared)
 
     def warm_up(self, step_index: int, sizes: np.ndarray, speeds: np.ndarray) -> int:
         """Compiles everything the loop will run before its first step: every (device,

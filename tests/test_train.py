@@ -130,10 +130,10 @@ def test_per_step_caches_follow_the_split_and_the_speeds(tmp_path):
         assert [b.rows for b in batch] == [b.rows for b in want]
         for got, block in zip(batch, want, strict=True):
             if block.rows:
-                np.testing.assert_array_equal(np.asarray(got.mask), block.mask)
+                np.testing.assert_array_equal(np.asarray(got.mask)[0], block.mask)
         rows = t.sampler.indices(step)
         x = np.concatenate(
-            [np.asarray(b.x)[w.mask] for b, w in zip(batch, want, strict=True) if w.rows]
+            [np.asarray(b.x)[0][w.mask] for b, w in zip(batch, want, strict=True) if w.rows]
         )
         np.testing.assert_array_equal(x, t.dataset.x_train[rows])  # global-batch order
         assert t.checked(sizes).tolist() == sizes.tolist()
