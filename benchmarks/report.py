@@ -55,31 +55,40 @@ def machine() -> dict:
 
 
 def step_bench(small: bool) -> dict:
-    """Masked uneven step vs plain homogeneous step, and step time vs micro-batch trips."""
+    """Block step vs plain homogeneous step; each device's time against its rows."""
     from benchmarks import step_bench as sb
 
     args = sb.parse_args(["--repeats", "5" if small else "20"])
-    if small:
-        args.max_trips = 4
     apply, params, tx, x, y, shape = sb.setup(args)
     variants = sb.compare_homogeneous(args, apply, params, tx, x, y)
-    trips = sb.trip_count_scan(args, apply, params, tx, x, y)
+    devices = sb.per_device_times(args, apply, params, tx, x, y)
     base = variants["homogeneous (plain jit)"]
     return {
         "model": args.model,
         "input_shape": list(shape),
         "global_batch": args.batch,
         "repeats": args.repeats,
-        "micro_batch": args.micro,
         "step_seconds": variants,
         "ratio_vs_homogeneous": {k: base / v for k, v in variants.items()},
-        "trip_seconds": {str(k): v for k, v in trips.items()},
+        "per_device": devices,
     }
 
 
-def paper_trainer(
-    workdir: str, *, steps: int, controller: str = "static", capacity: int = 0, buckets: int = 1
-):
+def hetero_wall(small: bool) -> dict:
+    """Wall-time reduction of proportional against uniform batches with injected
+    heterogeneity, beside the virtual clock's prediction for the same profile."""
+    from benchmarks import hetero_wall as hw
+
+    levels, steps, inject = ([8], 8, 0.02) if small else ([2, 4, 8], 30, 0.02)
+    return {
+        "job": "configs/paper_bsp.py:runlocal,model=cnn, clock=wall, default layout",
+        "steps": steps,
+        "inject": inject,
+        "levels": hw.measure(levels, steps, inject),
+    }
+
+
+def paper_trainer(workdir: str, *, steps: int, controller: str = "static", capacity: int = 0):
     """The paper's BSP job (CNN on digits, 4 workers, B = 128, HL8) as a built Trainer."""
     from configs import paper_bsp
     from omnilearn_jax.train import Trainer
@@ -90,7 +99,6 @@ def paper_trainer(
     c.num_devices = next(d for d in (4, 2, 1) if d <= len(jax.devices()))
     c.train.num_steps = steps
     c.capacity = capacity  # 0: the trainer's default, min(B, workers a device x b_max)
-    c.capacity_buckets = buckets
     return Trainer(c, workdir)
 
 
@@ -242,25 +250,23 @@ def end_to_end(small: bool) -> dict:
     """Steps per second of the trainer's loop (static uniform split, virtual clock) against
     a plain homogeneous Flax/optax loop on the same model, optimiser and batches.
 
-    `capacity` is the rows a device computes in the padded layout. At 32 (= B / W, the
-    uniform share) both loops compute the same rows; at the paper job's default, 96
-    (= b_max), every device also computes 64 padded rows, the price of room for uneven
-    splits on a virtual clock (docs/trainer.md). With `capacity_buckets=4` the same room costs
-    nothing while the split stays near uniform: each step runs at the smallest bucket that
-    holds its busiest device."""
+    `capacity` is the most rows a device may hold: 96 (= b_max) is the paper job's default.
+    Each device computes only its block (the smallest bucket holding its rows), so room for
+    uneven splits costs nothing while the split is uniform: 32 rows a device either way."""
     n, rounds, warm = (10, 2, 3) if small else (40, 4, 5)
     total = warm + rounds * n + 1
     out: dict = {"steps_per_block": n, "blocks": rounds, "by_capacity": {}}
-    cases = (("32", 32, 1),) if small else (("32", 32, 1), ("96", 96, 1), ("96, 4 buckets", 96, 4))
-    for label, capacity, buckets in cases:
+    cases = (("96", 96),) if small else (("32", 32), ("96", 96))
+    for label, capacity in cases:
         with tempfile.TemporaryDirectory() as tmp:
-            trainer = paper_trainer(tmp, steps=2 * total, capacity=capacity, buckets=buckets)
+            trainer = paper_trainer(tmp, steps=2 * total, capacity=capacity)
             ours, plain = _compare_loops(trainer, tmp, n, rounds, warm)
         out["by_capacity"][label] = {
             "trainer_steps_per_s": ours,
             "plain_steps_per_s": plain,
             "ratio": ours / plain,
             "overhead_ms_per_step": 1e3 * (1 / ours - 1 / plain),
+            "buckets": list(trainer.layout.buckets),
         }
     c = trainer.config
     out.update(
@@ -328,6 +334,7 @@ SMALL = ("compiles", "controller_sim", "end_to_end")
 
 BENCHMARKS = {
     "step": step_bench,
+    "hetero_wall": hetero_wall,
     "compiles": compile_count,
     "controller_cost": controller_cost,
     "controller_sim": controller_sim,

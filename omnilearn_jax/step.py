@@ -177,9 +177,10 @@ class Steps:
         # One launching thread a device, except where devices share the host's cores (XLA:CPU
         # runs a single-device program in the launching thread): there, as many devices
         # compute at once as there are cores, so a device's time is its own compute and not
-        # its share of a crowd. Blocks are launched largest first.
+        # its share of a crowd. Injected slowness is a wait, not compute: with it, every
+        # device waits at once. Blocks are launched largest first.
         workers = len(self.devices)
-        if self.devices[0].platform == "cpu":
+        if self.devices[0].platform == "cpu" and not inject:
             workers = min(workers, len(os.sched_getaffinity(0)) or 1)
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="device")
         self._stacked = NamedSharding(placement.mesh, P(AXIS))
