@@ -203,3 +203,28 @@ def test_config_dict_sections_and_cli_style_overrides():
     assert model.worker_times(0, np.array([10]), np.array([2.0]))[0] == pytest.approx(
         (0.05 + 10 * 0.01) / 2
     )
+
+
+def test_virtual_clock_state_round_trip_continues_exactly():
+    """What a checkpoint stores: a clock restored from `state()` continues as the original."""
+    clock = VirtualClock(3)
+    clock.step(np.array([1.0, 2.5, 0.5]), comm_time=0.25)
+    clock.step(np.array([0.0, 3.0, 1.0]), comm_time=0.5, batch_sizes=[0, 4, 4])
+    state = clock.state()
+    assert {k: np.asarray(v).dtype for k, v in state.items()} == {
+        "time": np.float64,
+        "steps": np.int64,
+        "compute": np.float64,
+        "idle": np.float64,
+        "comm": np.float64,
+        "idle_fraction_sum": np.float64,
+    }
+    restored = VirtualClock(3)
+    restored.load_state({k: np.array(v) for k, v in state.items()})
+    assert restored.totals() == clock.totals()
+    state["compute"][0] = 99.0  # state() hands out copies: the clock is unchanged
+    assert clock.totals()["compute_time"][0] == 1.0
+    times = np.array([2.0, 1.0, 1.5])
+    assert restored.step(times, comm_time=0.1) == clock.step(times, comm_time=0.1)
+    assert restored.totals() == clock.totals()
+    assert clock.totals()["steps"] == 3 and clock.totals()["comm_time"] == pytest.approx(0.85)
