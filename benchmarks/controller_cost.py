@@ -59,6 +59,7 @@ def measure(config, steps: int) -> tuple[float, float]:
     from omnilearn_jax.train import Trainer
 
     trainer = Trainer(config, "/tmp/omnilearn_controller_cost_unused")
+    trainer.compile_variants()  # every bucket program, as the loop does at warm-up
     w, b = config.num_workers, config.global_batch_size
     cstate = trainer.controller.init(w, b)
     speeds = trainer.timer.speeds(0)

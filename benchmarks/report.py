@@ -88,7 +88,9 @@ def hetero_wall(small: bool) -> dict:
     }
 
 
-def paper_trainer(workdir: str, *, steps: int, controller: str = "static", capacity: int = 0):
+def paper_trainer(
+    workdir: str, *, steps: int, controller: str = "static", capacity: int = 0, warm: bool = True
+):
     """The paper's BSP job (CNN on digits, 4 workers, B = 128, HL8) as a built Trainer."""
     from configs import paper_bsp
     from omnilearn_jax.train import Trainer
@@ -99,16 +101,20 @@ def paper_trainer(workdir: str, *, steps: int, controller: str = "static", capac
     c.num_devices = next(d for d in (4, 2, 1) if d <= len(jax.devices()))
     c.train.num_steps = steps
     c.capacity = capacity  # 0: the trainer's default, min(B, workers a device x b_max)
-    return Trainer(c, workdir)
+    trainer = Trainer(c, workdir)
+    if warm:
+        trainer.compile_variants()  # every bucket program, as the loop does at warm-up
+    return trainer
 
 
 def compile_count(small: bool) -> dict:
-    """XLA compilations while the split changes every step, after one warm-up step."""
+    """XLA compilations while the split changes every step, after the warm-up (every
+    bucket program compiled, then one step)."""
     from omnilearn_jax.compiles import CompileCounter
 
     steps = 10 if small else 40
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = paper_trainer(tmp, steps=steps + 1)
+        trainer = paper_trainer(tmp, steps=steps + 1, warm=False)
         w, b = trainer.config.num_workers, trainer.config.global_batch_size
         rng = np.random.default_rng(0)
         speeds = trainer.timer.speeds(0)
@@ -120,7 +126,8 @@ def compile_count(small: bool) -> dict:
             )
             jax.block_until_ready(metrics)
 
-        with CompileCounter() as warm:
+        with CompileCounter() as warm:  # the loop's warm-up: every program, then a step
+            trainer.compile_variants()
             one_step(0, np.asarray(trainer.safe_sizes(np.ones(w), speeds, 0)))
         splits = set()
         with CompileCounter() as after:

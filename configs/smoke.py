@@ -7,6 +7,7 @@ def get_config(arg: str = ""):
     c = base_config()
     c.num_workers = 8
     c.global_batch_size = 64
+    c.bucket_ratio = 2.0  # buckets 8, 16, 32, 64: fewer programs to compile in tests
     c.dataset.name = "digits"
     c.model.name = "mlp"
     c.model.hidden = 32

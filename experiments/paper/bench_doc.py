@@ -187,13 +187,13 @@ def _multiprocess(r: dict) -> str:
 
 SECTIONS: tuple[tuple[str, str, Callable[[dict], str]], ...] = (
     ("step", "Block step vs homogeneous step; per-device time against rows", _step),
-    ("hetero_wall", "Wall-clock saving with injected heterogeneity vs prediction", _hetero_wall),
     ("compiles", "Compilations across split changes", _compiles),
     ("controller_cost", "Controller decision cost in the training loop", _controller_cost),
     ("controller_sim", "Controller-only simulation", _controller_sim),
     ("end_to_end", "End to end: trainer loop vs a plain Flax/optax loop", _end_to_end),
     ("async", "Asynchronous update vs BSP step", _async),
     ("multiprocess", "Multi-process overhead", _multiprocess),
+    ("hetero_wall", "Wall-clock saving with injected heterogeneity vs prediction", _hetero_wall),
 )
 
 
