@@ -28,7 +28,8 @@ def job(level: int, controller: str, clock: str, steps: int, inject: float):
     from configs import paper_bsp
 
     c = paper_bsp.get_config(f"runlocal,model=cnn,hetero=hl{level},controller={controller}")
-    c.num_devices = 4
+    # One device a worker where there are enough (CPU: 8 fake devices), else share them.
+    c.num_devices = next(d for d in (4, 2, 1) if d <= len(jax.devices()))
     c.clock = clock
     c.train.num_steps = steps
     c.train.eval_every = steps
