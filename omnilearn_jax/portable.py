@@ -54,8 +54,12 @@ def compile_for(
 def _portable(lowered, devices: Sequence) -> dict:
     from jax.experimental import serialize_executable
 
-    key = _fingerprint(lowered, devices[0])
-    stored = _memory.get(key) or _read(key)
+    text = lowered.as_text()
+    key = _fingerprint(text, devices[0])
+    # A program with a host callback (hetero.inject) refers to Python objects of this
+    # process: it is kept in memory only, never on disk (JAX's own cache skips them too).
+    disk = "callback" not in text
+    stored = _memory.get(key) or (_read(key) if disk else None)
     if stored is None:
         hits = []
         listener = lambda event, **kw: hits.append(event) if event == _HIT_EVENT else None  # noqa: E731
@@ -67,13 +71,13 @@ def _portable(lowered, devices: Sequence) -> dict:
         if hits:  # read back from JAX's cache: cannot be serialised again
             raise NotImplementedError("no serialisable copy of a cached executable")
         stored = serialize_executable.serialize(first)
-        _write(key, stored)
+        if disk:
+            _write(key, stored)
     _memory[key] = stored
     return {device: _load(*stored, device) for device in devices}
 
 
-def _fingerprint(lowered, device) -> str:
-    text = lowered.as_text()
+def _fingerprint(text: str, device) -> str:
     where = f"{jax.__version__}|{device.platform}|{device.client.platform_version}"
     return hashlib.sha256((where + "\n" + text).encode()).hexdigest()
 
