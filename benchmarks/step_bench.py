@@ -62,10 +62,6 @@ def block_steps(apply, params, tx, x, batch: int, placement=None):
     return placement, steps, layout
 
 
-def place(placement, layout, sizes, x, y):
-    return placement.split(layout, sizes, x, y)
-
-
 def skewed_split(batch: int, d: int) -> np.ndarray:
     """One device holds 25 times the rows of each other one (when the batch allows)."""
     small = max(batch // (d - 1 + 25), 1)
@@ -97,9 +93,9 @@ def compare_homogeneous(args, apply, params, tx, x, y) -> dict[str, float]:
     uniform[: b % d] += 1
     runners = {
         "homogeneous (plain jit)": plain,
-        "blocks, uniform split": ours("uniform", place(placement, layout, uniform, x[:b], y[:b])),
+        "blocks, uniform split": ours("uniform", placement.split(layout, uniform, x[:b], y[:b])),
         "blocks, skewed split": ours(
-            "skewed", place(placement, layout, skewed_split(b, d), x[:b], y[:b])
+            "skewed", placement.split(layout, skewed_split(b, d), x[:b], y[:b])
         ),
     }
     for name in ("plain", "uniform", "skewed"):
@@ -125,7 +121,7 @@ def per_device_times(args, apply, params, tx, x, y) -> dict:
     d, b = len(jax.devices()), args.batch
     placement, steps, layout = block_steps(apply, params, tx, x, b)
     sizes = skewed_split(b, d)
-    blocks = place(placement, layout, sizes, x[:b], y[:b])
+    blocks = placement.split(layout, sizes, x[:b], y[:b])
     state = fresh_state(placement, params, tx)
     samples = []
     for i in range(args.repeats + 2):

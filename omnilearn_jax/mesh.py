@@ -78,10 +78,9 @@ class Placement:
             ]
         where = [self.devices[blocks[i].position] for i in full]
         placed = dict(zip(full, jax.device_put(host, where), strict=True))
+        empty = (None, None, None, None)  # a device with no rows: nothing placed
         out = step.Blocks(
-            step.DeviceBlock(b.position, b.rows, *placed.get(i, (None, None, None)), None)
-            if delays is None
-            else step.DeviceBlock(b.position, b.rows, *placed.get(i, (None,) * 4))
+            step.DeviceBlock(b.position, b.rows, *(tuple(placed.get(i, empty)) + (None,))[:4])
             for i, b in enumerate(blocks)
         )
         out.shared = shared

@@ -235,24 +235,16 @@ class Steps:
         return len(todo) * len(self.devices)
 
     def _zero_blocks(self, rows: int, example_x: np.ndarray, shared: int) -> Blocks:
-        """Every local device's block of `rows` zero rows, none of them valid."""
+        """Every local device's block of `rows` zero rows, none of them valid, placed as
+        the trainer places a step's blocks."""
+        from omnilearn_jax.masking import Block
 
-        def on(device, shape, dtype):
-            return jax.device_put(np.zeros(shape, dtype), device)
-
-        out = Blocks(
-            DeviceBlock(
-                p,
-                rows,
-                on(d, (1, rows, *example_x.shape[1:]), example_x.dtype),
-                on(d, (1, rows), np.int32),
-                on(d, (1, rows), np.bool_),
-                on(d, (1,), np.float32) if self.inject else None,
-            )
-            for p, d in zip(self._positions, self.devices, strict=True)
-        )
-        out.shared = shared
-        return out
+        empty = np.zeros(rows, np.int64), np.zeros(rows, np.bool_)
+        blocks = [Block(p, rows, *empty) for p in self._positions]
+        xs = [np.zeros((rows, *example_x.shape[1:]), example_x.dtype)] * len(blocks)
+        ys = [np.zeros(rows, np.int32)] * len(blocks)
+        delays = np.zeros(len(self.placement.devices), np.float32) if self.inject else None
+        return self.placement.blocks(blocks, xs, ys, [b.mask for b in blocks], delays, shared)
 
     # -- the local part ------------------------------------------------------------------
     def zeros(self, position: int, like: Sums) -> Sums:

@@ -48,10 +48,6 @@ def _max_diff(a, b) -> float:
     )
 
 
-def place(placement, layout, sizes, x, y, fill=0.0):
-    return placement.split(layout, sizes, x, y, fill)
-
-
 def _steps(backend, apply, tx, layout, example, params, **kwargs):
     placement = Placement(backend, jax.devices())
     steps = placement.steps(apply, tx, chunk=layout.chunk, **kwargs)
@@ -82,7 +78,7 @@ def _run_cases(digits, dtype, tol, memory_rows=0):
             )
             placement, steps = _steps(backend, apply, tx, layout, x_all[:1], params)
             for sizes in _splits(num_workers, rng):
-                blocks = place(placement, layout, sizes, x_all, y_all)
+                blocks = placement.split(layout, sizes, x_all, y_all)
                 grad, _ = steps.grad(placement.replicate(params), blocks)
                 new_state, _ = steps.train(_fresh_state(placement, params, tx), blocks)
                 diff = max(_max_diff(grad, ref_grad), _max_diff(new_state.params, ref_params))
@@ -120,7 +116,7 @@ def test_padded_rows_never_touch_the_result(digits, backend, fill):
     placement, steps = _steps(backend, apply, optax.sgd(0.1), layout, digits.x_train[:1], params)
     results = []
     for value in (0.0, fill):
-        blocks = place(placement, layout, sizes, digits.x_train[:B], digits.y_train[:B], value)
+        blocks = placement.split(layout, sizes, digits.x_train[:B], digits.y_train[:B], value)
         grad, metrics = steps.grad(placement.replicate(params), blocks)
         results.append((grad, metrics))
     (g0, m0), (g1, m1) = results
@@ -141,7 +137,7 @@ def test_each_device_runs_its_smallest_bucket_and_nothing_recompiles(digits, bac
     for key, program in list(steps.variants.items()):
         steps.variants[key] = lambda *a, _key=key, _p=program: ran.append(_key) or _p(*a)
     state = _fresh_state(placement, params, tx)
-    uniform = place(placement, layout, np.full(8, 8), digits.x_train[:B], digits.y_train[:B])
+    uniform = placement.split(layout, np.full(8, 8), digits.x_train[:B], digits.y_train[:B])
     state, _ = steps.train(state, uniform)  # warm-up: compiles the reduction and update
     rng = np.random.default_rng(1)
     splits = [rng.multinomial(B, rng.dirichlet(np.ones(8))) for _ in range(6)]
@@ -150,7 +146,7 @@ def test_each_device_runs_its_smallest_bucket_and_nothing_recompiles(digits, bac
     with CompileCounter() as counter:
         for sizes in splits:
             ran.clear()
-            blocks = place(placement, layout, sizes, digits.x_train[:B], digits.y_train[:B])
+            blocks = placement.split(layout, sizes, digits.x_train[:B], digits.y_train[:B])
             state, metrics = steps.train(state, blocks)
             jax.block_until_ready(metrics)
             want = [(d, min(r for r in layout.buckets if r >= n)) for d, n in enumerate(sizes) if n]
@@ -184,7 +180,7 @@ def test_a_program_loaded_on_another_device_equals_one_compiled_there(digits):
         with CompileCounter() as counter:
             steps.compile(_fresh_state(placement, params, tx), x[:1], layout.buckets)
         compiles.append(counter.count)
-        blocks = place(placement, layout, sizes, x, y)
+        blocks = placement.split(layout, sizes, x, y)
         sums.append(jax.device_get(steps.local(placement.replicate(params), blocks)))
     # At most one compile a bucket when loaded (none when its serialised copy is on disk
     # already), one a device and bucket when not; and the reduction and update, once.
