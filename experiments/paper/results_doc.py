@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 
+from experiments.paper import fragments
 from experiments.paper import groups as G
 from experiments.paper import paper_facts as paper
 from experiments.paper.discussion import discussion, pct_range
@@ -109,7 +110,11 @@ def summary_table(doc: Doc, bsp: dict, asy: dict, res: dict) -> None:
 
 
 def build(
-    workdir: str, figures: list[tuple[str, str]], bench_dir: str, timings: dict
+    workdir: str,
+    figures: list[tuple[str, str]],
+    bench_dir: str,
+    timings: dict,
+    studies: list[str] = (),
 ) -> tuple[str, list[dict]]:
     """(markdown, traced numbers) for the run directories under `workdir`."""
     runs = {name: G.load(os.path.join(workdir, name)) for name in ABLATIONS}
@@ -123,6 +128,7 @@ def build(
     )
     scale = scaleout_section(body, runs["scaleout"]) if runs["scaleout"] else {}
     res = resnet_section(body, runs["resnet"]) if runs["resnet"] else {}
+    body.add(fragments.block(list(studies)))
     discussion(body, bsp, dyn, asy, scale, res, _cost(workdir))
     if figures:
         body.add("## Figures", "")
@@ -164,7 +170,8 @@ def write(
     workdir: str, doc_path: str, figures: list[tuple[str, str]], bench_dir: str, timings: dict
 ) -> list[dict]:
     """Writes the document and WORKDIR/results.json (each number with its cells)."""
-    text, traced = build(workdir, figures, bench_dir, timings)
+    studies = fragments.collect(os.path.dirname(doc_path) or ".")
+    text, traced = build(workdir, figures, bench_dir, timings, studies)
     with open(doc_path, "w") as f:
         f.write(text)
     with open(os.path.join(workdir, "results.json"), "w") as f:
