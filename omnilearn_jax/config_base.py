@@ -51,22 +51,25 @@ def base_config() -> ml_collections.ConfigDict:
     c.asp.controller_every = 0  # updates between controller decisions; 0 = W
 
     c.dataset = ml_collections.ConfigDict()
-    c.dataset.name = "digits"  # digits | mnist1d | synthetic | npz
+    c.dataset.name = "digits"  # digits | mnist1d | synthetic | npz | text
     c.dataset.data_dir = "data_cache"  # where generated data sets are cached
-    c.dataset.path = ""  # npz: a local file with x_train, y_train, x_test, y_test
+    c.dataset.path = ""  # npz: a local file with x_train, y_train, x_test, y_test; text: a file
+    c.dataset.seq_len = 64  # text: tokens (bytes) per sequence, the model's context
     c.dataset.input_shape = (32, 32, 3)  # synthetic
     c.dataset.num_classes = 10  # synthetic
-    c.dataset.num_train = 4096  # synthetic
-    c.dataset.num_test = 1024  # synthetic
+    c.dataset.num_train = 4096  # synthetic, text (sequences)
+    c.dataset.num_test = 1024  # synthetic, text (sequences)
     c.dataset.data_seed = 0  # synthetic
     c.dataset.test_fraction = 0.2  # digits
 
     c.model = ml_collections.ConfigDict()
-    c.model.name = "cnn"  # mlp | cnn | resnet18
+    c.model.name = "cnn"  # mlp | cnn | resnet18 | transformer
     c.model.hidden = 128  # mlp: width of each hidden layer; cnn: dense width before the head
-    c.model.depth = 1  # mlp: hidden layers
+    c.model.depth = 1  # mlp: hidden layers; transformer: blocks
     c.model.features = (32, 64)  # cnn: conv channels
-    c.model.width = 64  # resnet18: stem channels
+    c.model.width = 64  # resnet18: stem channels; transformer: model width
+    c.model.num_heads = 4  # transformer: attention heads (width must be a multiple)
+    c.model.mlp_ratio = 4  # transformer: MLP hidden width / model width
     c.model.norm = True  # cnn: GroupNorm after each conv
 
     c.optimizer = ml_collections.ConfigDict()
@@ -84,6 +87,8 @@ def base_config() -> ml_collections.ConfigDict:
     c.train.log_every = 20  # steps between progress lines
     c.train.eval_batch_size = 512
     c.train.target_accuracy = 0.0  # time_to_target is reported when > 0
+    # Lower is better: time_to_target is the first eval at or under it, when > 0 (text only).
+    c.train.target_perplexity = 0.0
     c.train.save_params = False  # write WORKDIR/final_params.npz at the end
     c.train.checkpoint_every = 50  # steps between checkpoints (and one at the end); 0 = end only
     c.train.keep_checkpoints = 2

@@ -15,8 +15,8 @@ import numpy as np
 
 
 class Dataset(NamedTuple):
-    x_train: np.ndarray  # [N, *input_shape] float32
-    y_train: np.ndarray  # [N] int32
+    x_train: np.ndarray  # [N, *input_shape] float32 (text: int32 tokens [N, L])
+    y_train: np.ndarray  # [N] int32 (text: the next tokens [N, L])
     x_test: np.ndarray
     y_test: np.ndarray
     num_classes: int
@@ -127,6 +127,15 @@ def _synthetic(section: Mapping[str, Any]) -> Dataset:
     teacher = rng.standard_normal((int(np.prod(shape)), num_classes), dtype=np.float32)
     y = np.argmax(x.reshape(len(x), -1) @ teacher, axis=1)
     return _finish(x[:n_train], y[:n_train], x[n_train:], y[n_train:], num_classes)
+
+
+@_loader("text")
+def _text(section: Mapping[str, Any]) -> Dataset:
+    """Byte-level sequences of the Python standard library's source (omnilearn_jax/text.py):
+    inputs [N, seq_len] int32 tokens, targets the next token at every position."""
+    from omnilearn_jax import text
+
+    return Dataset(*text.load(section), text.VOCAB)
 
 
 _NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")

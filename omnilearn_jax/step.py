@@ -73,13 +73,18 @@ def masked_sums(apply: ApplyFn, params, x, y, mask, with_grad: bool = True) -> S
     """
     valid = mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim))
     x = jnp.where(valid, x, jnp.zeros((), x.dtype))
-    y = jnp.where(mask, y, 0)
+    y = jnp.where(mask.reshape(mask.shape + (1,) * (y.ndim - mask.ndim)), y, 0)
 
     def loss_fn(p):
         logits = apply(p, x)
         losses = optax.softmax_cross_entropy_with_integer_labels(logits, y)
-        correct = jnp.sum(mask & (jnp.argmax(logits, axis=-1) == y))
-        return jnp.sum(jnp.where(mask, losses, 0.0)), correct
+        hits = jnp.argmax(logits, axis=-1) == y
+        if y.ndim == 2:  # sequence targets [rows, L]: a row scores its tokens' mean, so with
+            # every sequence of one length the mean over rows is the mean over all tokens
+            losses, hits = losses.mean(axis=-1), jnp.where(mask, hits.mean(axis=-1), 0.0)
+        else:
+            hits = mask & hits
+        return jnp.sum(jnp.where(mask, losses, 0.0)), jnp.sum(hits)
 
     if with_grad:
         (loss, correct), grad = jax.value_and_grad(loss_fn, has_aux=True)(params)
@@ -174,6 +179,7 @@ class Steps:
         self._shared_rows = 0  # the bucket the mesh-wide program is compiled for
         self._finish_ready = False
         self._zeros: dict[int, Sums] = {}
+        self._label_shape: tuple[int, ...] = ()  # labels past the row axis (see compile)
         # One launching thread a device, except where devices share the host's cores (XLA:CPU
         # runs a single-device program in the launching thread): there, as many devices
         # compute at once as there are cores, so a device's time is its own compute and not
@@ -188,12 +194,20 @@ class Steps:
 
     # -- compilation ---------------------------------------------------------------------
     def compile(
-        self, state: TrainState, example_x: np.ndarray, buckets: Sequence[int], shared: int = 0
+        self,
+        state: TrainState,
+        example_x: np.ndarray,
+        buckets: Sequence[int],
+        shared: int = 0,
+        example_y: np.ndarray | None = None,
     ) -> int:
         """Compiles the local program of every bucket once and loads it onto every local
         device (portable.py), and the mesh-wide programs of bucket `shared` (0: none; run
         once on zeros and a copy of `state`); returns how many (device, bucket) programs
-        were added."""
+        were added. `example_y` gives the labels' shape past the row axis (sequence targets
+        [1, L]; None: one label a row)."""
+        if example_y is not None:
+            self._label_shape = tuple(example_y.shape[1:])
         params = state.params
         template = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
         todo = [r for r in buckets if any((p, r) not in self.variants for p in self._positions)]
@@ -208,7 +222,7 @@ class Steps:
                 args = [
                     jax.tree.map(lambda t: spec(t.shape, t.dtype), template),
                     spec((1, rows, *example_x.shape[1:]), example_x.dtype),
-                    spec((1, rows), np.int32),
+                    spec((1, rows, *self._label_shape), np.int32),
                     spec((1, rows), np.bool_),
                 ]
                 return tuple(args) + ((spec((1,), np.float32),) if self.inject else ())
@@ -242,7 +256,7 @@ class Steps:
         empty = np.zeros(rows, np.int64), np.zeros(rows, np.bool_)
         blocks = [Block(p, rows, *empty) for p in self._positions]
         xs = [np.zeros((rows, *example_x.shape[1:]), example_x.dtype)] * len(blocks)
-        ys = [np.zeros(rows, np.int32)] * len(blocks)
+        ys = [np.zeros((rows, *self._label_shape), np.int32)] * len(blocks)
         delays = np.zeros(len(self.placement.devices), np.float32) if self.inject else None
         return self.placement.blocks(blocks, xs, ys, [b.mask for b in blocks], delays, shared)
 

@@ -7,6 +7,7 @@ each worker's time, and the controller picks the next split from what it observe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,7 @@ import ml_collections
 import numpy as np
 
 import controllers
-from omnilearn_jax import config_check, data, masking, models, optim, step, validate
+from omnilearn_jax import config_check, data, masking, metrics, models, optim, step, validate
 from omnilearn_jax.faults import PlantedFaults
 from omnilearn_jax.mesh import Placement, select_devices
 from omnilearn_jax.timing import calibrate_per_sample_cost, check_cluster, make_timer
@@ -144,9 +145,11 @@ class Trainer:
 
     def compile_variants(self) -> int:
         """Compiles every (device, bucket) local program not compiled yet; returns how many."""
-        example = self.dataset.x_train[:1]
+        ds = self.dataset
         shared = masking.uniform_bucket(self.config.global_batch_size, self.layout)
-        return self.steps.compile(self.state, example, self.layout.buckets, shared)
+        return self.steps.compile(
+            self.state, ds.x_train[:1], self.layout.buckets, shared, example_y=ds.y_train[:1]
+        )
 
     def warm_up(self, step_index: int, sizes: np.ndarray, speeds: np.ndarray) -> int:
         """Compiles everything the loop will run before its first step: every (device,
@@ -176,7 +179,23 @@ class Trainer:
             x, y = ds.x_test[start:][index], ds.y_test[start:][index]
             sums = self.steps.eval(self.state.params, self._eval_batch(x, y, mask))
             totals += [float(sums["loss"]), float(sums["correct"]), float(sums["count"])]
-        return {"eval_loss": totals[0] / totals[2], "eval_accuracy": totals[1] / totals[2]}
+        out = {"eval_loss": totals[0] / totals[2], "eval_accuracy": totals[1] / totals[2]}
+        if ds.y_test.ndim > 1:  # sequences: the loss is a mean over tokens, in nats
+            out["eval_perplexity"] = float(np.exp(out["eval_loss"]))
+        return out
+
+    def metric_summary(self, evals: list[dict]) -> dict[str, Any]:
+        """Summary keys a loop adds for the data set's own metric. Text: the final perplexity
+        and, with train.target_perplexity > 0, time_to_target for it (lower is better; it
+        replaces the accuracy target's)."""
+        if self.dataset.y_test.ndim < 2:
+            return {}
+        out = {"final_eval_perplexity": evals[-1]["eval_perplexity"] if evals else math.nan}
+        target = float(self.config.train.target_perplexity)
+        if target > 0:
+            out["target_perplexity"] = target
+            out["time_to_target"] = metrics.time_to_target(evals, target, "eval_perplexity")
+        return out
 
     def observe(self, step_index: int, sizes, worker_times, speeds) -> controllers.Observation:
         """What the controller sees after step `step_index`; `speeds` are the true speeds

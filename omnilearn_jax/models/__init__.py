@@ -1,8 +1,9 @@
 """Models by name (Flax NNX), turned into a pure `apply(params, x) -> logits` pair.
 
-No model keeps batch statistics: normalisation is GroupNorm, which normalises each example
-on its own, so padded rows cannot leak into valid ones and the result is the same under any
-split of the global batch (docs/models.md explains the choice).
+No model keeps batch statistics: normalisation is GroupNorm (or, in the transformer,
+LayerNorm), which normalises each example on its own, so padded rows cannot leak into valid
+ones and the result is the same under any split of the global batch (docs/models.md explains
+the choice).
 """
 
 from __future__ import annotations
@@ -16,8 +17,14 @@ from flax import nnx
 from omnilearn_jax.models.cnn import CNN
 from omnilearn_jax.models.mlp import MLP
 from omnilearn_jax.models.resnet import ResNet18
+from omnilearn_jax.models.transformer import Transformer
 
-_MODELS: dict[str, Callable[..., nnx.Module]] = {"mlp": MLP, "cnn": CNN, "resnet18": ResNet18}
+_MODELS: dict[str, Callable[..., nnx.Module]] = {
+    "mlp": MLP,
+    "cnn": CNN,
+    "resnet18": ResNet18,
+    "transformer": Transformer,
+}
 
 ApplyFn = Callable[[Any, jax.Array], jax.Array]
 
@@ -37,7 +44,8 @@ def create(
     """Builds the model named in the config's `model` section.
 
     Returns `(apply, params)`: `apply(params, x)` maps a batch [n, *input_shape] to logits
-    [n, num_classes] and is a pure function, so the train step can differentiate it and run
+    [n, num_classes] (the transformer: token ids [n, L] to logits [n, L, num_classes], the
+    vocabulary) and is a pure function, so the train step can differentiate it and run
     it inside `shard_map`, `pmap` and `lax.while_loop`.
     """
     check_name(section["name"])
