@@ -13,9 +13,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from controllers.base import linear_time_table, resolve_bounds
+from controllers.base import resolve_bounds
 from controllers.oracle import solve_min_max
-from controllers.sim import Plant, Trace
+from controllers.sim import Plant, Trace, plant_table
 
 
 class ControlMetrics(NamedTuple):
@@ -33,7 +33,7 @@ def optimal_step_times(
     lo, hi = resolve_bounds(num_workers, global_batch, b_min, b_max)
 
     def best(speeds: jax.Array) -> jax.Array:
-        table = linear_time_table(speeds, global_batch, plant.overhead)
+        table = plant_table(plant, speeds, global_batch)
         sizes = solve_min_max(table, lo, hi)
         return table[jnp.arange(num_workers), sizes].max()
 

@@ -1,19 +1,23 @@
 """A controller-only simulation: any controller against an emulated cluster, inside lax.scan.
 
-Worker k at batch b takes overhead + b / speed_k seconds (0 when idle), times a seeded
-log-normal noise factor; speeds change at given steps. Everything is a pytree of arrays, so a
+Worker k at batch b takes overhead + curve(b) * jump_k(b) / speed_k seconds (0 when idle),
+times a seeded log-normal noise factor; speeds change at given steps. curve(b) is the time at
+speed 1, piecewise linear through knots (b = 1 by default: t = b), extended past the last knot
+with the last slope; jump_k(b) is `limit_factor` for b above worker k's memory limit
+(`limits`, 0 = none) and 1 below. Everything is a pytree of arrays, so a
 run can be vmapped over seeds (the key) or over gains (build the controller inside the
 vmapped function; gain checks skip traced values).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from controllers.base import Controller, Observation, initial_sizes, linear_time_table
+from controllers.base import Controller, Observation, initial_sizes
 
 # The paper's heterogeneity levels (CPU cores per worker, BSP runs).
 PAPER_CORES = {
@@ -31,6 +35,10 @@ class Plant(NamedTuple):
     change_steps: jax.Array  # int32 [K], increasing
     overhead: jax.Array  # float scalar or [W]: seconds per step of a busy worker
     noise: jax.Array  # float scalar: sigma of the log-normal time factor (0.1 ~ 10 %)
+    curve_b: jax.Array  # float [G]: knots of the time curve at speed 1, increasing, from 0
+    curve_t: jax.Array  # float [G]: its times at those knots
+    limits: jax.Array  # int32 [W]: memory limit of each worker (0 = none)
+    limit_factor: jax.Array  # float scalar: time multiplier above the limit
 
 
 class Trace(NamedTuple):
@@ -46,17 +54,30 @@ def make_plant(
     changes: tuple[tuple[int, Any], ...] = (),
     overhead: Any = 0.0,
     noise: float = 0.0,
+    curve: tuple[Any, Any] = ((0.0, 1.0), (0.0, 1.0)),
+    limits: Any = 0,
+    limit_factor: float = 1.0,
 ) -> Plant:
-    """A plant with initial `speeds` and `(step, new_speeds)` changes, e.g. `((200, s2),)`."""
+    """A plant with initial `speeds` and `(step, new_speeds)` changes, e.g. `((200, s2),)`.
+
+    `curve` = (knot batch sizes, times at speed 1); the default is t = b.
+    """
     rows = [jnp.asarray(speeds, jnp.float32)] + [jnp.asarray(s, jnp.float32) for _, s in changes]
     steps = [0] + [int(step) for step, _ in changes]
     if steps != sorted(steps):
         raise ValueError(f"speed changes must come in step order, got steps {steps}")
+    knots_b, knots_t = (jnp.asarray(k, jnp.float32) for k in curve)
+    if knots_b.ndim != 1 or knots_b.shape != knots_t.shape or knots_b.shape[0] < 2:
+        raise ValueError(f"curve needs two equal-length knot lists (>= 2), got {curve}")
     return Plant(
         speeds=jnp.stack(rows),
         change_steps=jnp.asarray(steps, jnp.int32),
         overhead=jnp.asarray(overhead, jnp.float32),
         noise=jnp.asarray(noise, jnp.float32),
+        curve_b=knots_b,
+        curve_t=knots_t,
+        limits=jnp.broadcast_to(jnp.asarray(limits, jnp.int32), rows[0].shape),
+        limit_factor=jnp.asarray(limit_factor, jnp.float32),
     )
 
 
@@ -70,6 +91,22 @@ def speeds_at(plant: Plant, step: jax.Array) -> jax.Array:
     return plant.speeds[index]
 
 
+def curve_at(knots_b: jax.Array, knots_t: jax.Array, b: jax.Array) -> jax.Array:
+    """The piecewise-linear curve at b, continued past the last knot with the last slope."""
+    inside = jnp.interp(b, knots_b, knots_t)
+    slope = (knots_t[-1] - knots_t[-2]) / (knots_b[-1] - knots_b[-2])
+    return jnp.where(b > knots_b[-1], knots_t[-1] + slope * (b - knots_b[-1]), inside)
+
+
+def plant_table(plant: Plant, speeds: jax.Array, global_batch: int) -> jax.Array:
+    """True (noise-free) time [W, B + 1] of each worker at b = 0..B; 0 for b = 0."""
+    b = jnp.arange(global_batch + 1, dtype=jnp.float32)
+    base = curve_at(plant.curve_b, plant.curve_t, b)[None, :]
+    over = (plant.limits[:, None] > 0) & (b[None, :] > plant.limits[:, None])
+    work = base * jnp.where(over, plant.limit_factor, 1.0) / speeds[:, None]
+    return jnp.where(b[None, :] > 0, plant.overhead + work, 0.0)
+
+
 def simulate(
     controller: Controller,
     plant: Plant,
@@ -79,10 +116,12 @@ def simulate(
     key: jax.Array | None = None,
     epoch_length: int = 0,
     sizes: jax.Array | None = None,
-) -> Trace:
+    record: Callable[[Any], Any] | None = None,
+) -> Any:
     """Runs `num_steps` steps; `epoch_length` > 0 sets obs.epoch_end every that many steps.
 
-    The first step uses `sizes`, else the controller's `initial_sizes`.
+    The first step uses `sizes`, else the controller's `initial_sizes`. With `record` (a
+    function of the controller state after each step) it returns (Trace, stacked records).
     """
     num_workers = plant.speeds.shape[1]
     key = jax.random.key(0) if key is None else key
@@ -94,7 +133,7 @@ def simulate(
     def step(carry: tuple[Any, jax.Array], t: jax.Array) -> tuple[Any, tuple[jax.Array, ...]]:
         state, sizes = carry
         speeds = speeds_at(plant, t)
-        table = linear_time_table(speeds, global_batch, plant.overhead)
+        table = plant_table(plant, speeds, global_batch)
         model = table[rows, sizes]
         normal = jax.random.normal(jax.random.fold_in(key, t), (num_workers,))
         # Log-normal with unit mean: noise never makes a time negative or biases it.
@@ -102,9 +141,12 @@ def simulate(
         epoch_end = (t + 1) % epoch_length == 0 if epoch_length > 0 else jnp.bool_(False)
         obs = Observation(t, sizes, times, speeds, table, jnp.asarray(epoch_end))
         new_sizes, state = controller.update(state, obs)
-        return (state, new_sizes.astype(jnp.int32)), (sizes, times, model, speeds)
+        extra = () if record is None else (record(state),)
+        return (state, new_sizes.astype(jnp.int32)), (sizes, times, model, speeds, *extra)
 
     _, outputs = jax.lax.scan(
         step, (state, jnp.asarray(sizes, jnp.int32)), jnp.arange(num_steps, dtype=jnp.int32)
     )
-    return Trace(*outputs)
+    if record is None:
+        return Trace(*outputs)
+    return Trace(*outputs[:4]), outputs[4]

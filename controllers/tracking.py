@@ -177,15 +177,7 @@ def _detect_jumps(
     check = valid & known & (s.jump > 0)
     up = check & (ratio > 1.0 + s.jump)
     down = check & (ratio < 1.0 / (1.0 + s.jump))
-    # Idle steps (no sample) keep the count; a sample inside the band clears it.
-    suspect = jnp.where(
-        up,
-        jnp.maximum(tr.suspect, 0) + 1,
-        jnp.where(down, jnp.minimum(tr.suspect, 0) - 1, jnp.where(valid, 0, tr.suspect)),
-    )
-    same_run = (up & (tr.suspect > 0)) | (down & (tr.suspect < 0))
-    suspect_sum = jnp.where(up | down, jnp.where(same_run, tr.suspect_sum, 0.0) + sample, 0.0)
-    suspect_sum = jnp.where(valid, suspect_sum, tr.suspect_sum)
+    suspect, suspect_sum = streak(tr.suspect, tr.suspect_sum, up, down, valid, sample)
     restart = jnp.abs(suspect) >= s.confirm
     # Weight as if the run's samples were the only ones ever seen.
     fresh_weight = 1.0 - (1.0 - s.smoothing) ** s.confirm
@@ -195,6 +187,28 @@ def _detect_jumps(
     suspect = jnp.where(restart, 0, suspect)
     suspect_sum = jnp.where(restart, 0.0, suspect_sum)
     return ewma_sum, ewma_weight, suspect, suspect_sum, restart
+
+
+def streak(
+    suspect: jax.Array,
+    suspect_sum: jax.Array,
+    up: jax.Array,
+    down: jax.Array,
+    valid: jax.Array,
+    value: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """Counts consecutive outliers per worker (+ above, - below) and sums their `value`s.
+
+    Idle steps (no sample) keep the count; a sample inside the band clears it.
+    """
+    count = jnp.where(
+        up,
+        jnp.maximum(suspect, 0) + 1,
+        jnp.where(down, jnp.minimum(suspect, 0) - 1, jnp.where(valid, 0, suspect)),
+    )
+    same_run = (up & (suspect > 0)) | (down & (suspect < 0))
+    total = jnp.where(up | down, jnp.where(same_run, suspect_sum, 0.0) + value, 0.0)
+    return count, jnp.where(valid, total, suspect_sum)
 
 
 def commit(tr: Tracker, old: jax.Array, new: jax.Array, rates: jax.Array) -> Tracker:

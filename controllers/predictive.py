@@ -1,0 +1,258 @@
+"""Predictive: learn each worker's time curve t_k(b) online, then solve the min-max split.
+
+OmniLearn's rule b' = b * mean(t) / t is exact only when time is proportional to the batch.
+This policy keeps, per worker, the smoothed time it measured at every batch size it ran
+(a [W, B + 1] table) and predicts the whole curve from it:
+
+- between measured sizes, linear interpolation (so a saturating curve or a memory cliff is
+  followed where it was seen; two measurements either side of a cliff bracket it, and the
+  next split probes inside the bracket, which halves it);
+- outside them, a line with the slope of a weighted affine fit a_k + c_k b over the measured
+  points (ridge-pulled towards a = 0, so one measured size gives the proportional guess
+  c = t / b, and two give the exact affine curve);
+- then made nondecreasing in b (cumulative max), as a real step time is.
+
+On the predicted table it solves the integer min-max split under the bounds exactly (the
+oracle's solver, `solve_min_max`). Noise is kept out by three things: a measurement at a
+size already seen that lies beyond `jump` of its smoothed value is held back (an outlier)
+until `confirm` in a row on the same side show a speed change, which then rescales that
+worker's whole curve by their mean ratio (the curve's shape stays); a new split is taken
+only when its predicted step time is at least `min_gain` below the current split's; and a
+decision waits until every busy worker has `settle` measurements at its current size.
+Cannikin (Middleware'23) and OptPerf fit per-worker time models similarly; the formulas here
+are our own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from controllers import tracking
+from controllers.allocate import allocate
+from controllers.base import PAPER_BOUND, Controller, Observation, is_concrete, resolve_bounds
+from controllers.oracle import solve_min_max
+from controllers.registry import register
+
+# Ridge weight on the intercept, relative to the data weight: small enough that two distinct
+# sizes give the affine curve to 0.1 %, large enough that one size gives t / b.
+RIDGE = 1e-3
+# Slope floor for extrapolation, as a fraction of the mean time per sample: a flat stretch
+# (a saturating curve below its knee) must not promise free samples beyond what was seen.
+MIN_SLOPE = 0.05
+# Residuals within SHRINK standard errors of the fit are taken for noise (soft threshold).
+SHRINK = 2.0
+# Second fit pass: a point further than this fraction (beyond SHRINK standard errors) from
+# the first line has its weight cut in proportion.
+HUBER = 0.05
+# A size's weight in the fit stops growing here, so one long-held size cannot pin the line.
+MAX_WEIGHT = 20.0
+
+
+class PredictiveState(NamedTuple):
+    sizes: jax.Array  # int32 [W]
+    mean: jax.Array  # float [W, B + 1]: smoothed measured time at each batch size
+    count: jax.Array  # float [W, B + 1]: measurements behind it (0 = never run there)
+    suspect: jax.Array  # int32 [W]: consecutive outliers (+ above, - below)
+    suspect_sum: jax.Array  # float [W]: sum of their ratios to the smoothed value
+    settled: jax.Array  # int32 [W]: measurements at the current size since it last moved
+    noise_sum: jax.Array  # float: discounted sum of squared log-ratios of repeat measurements
+    noise_weight: jax.Array  # float: matching discounted count (0 = no repeat yet)
+    decisions: jax.Array  # int32: steps on which a decision was due
+    num_adjustments: jax.Array  # int32: steps on which the sizes changed
+
+
+@register("predictive")
+def predictive(
+    *,
+    b_min: Any = PAPER_BOUND,
+    b_max: Any = PAPER_BOUND,
+    min_gain: float = 0.03,
+    settle: int = 3,
+    smoothing: float = 0.05,
+    jump: float = 0.25,
+    confirm: int = 3,
+) -> Controller:
+    """Model-predictive split.
+
+    b_min, b_max: bounds as for `proportional`. min_gain: take a new split only if its
+    predicted step time is this fraction below the current one's. settle: measurements each
+    busy worker needs at its current size before the next decision. smoothing: floor of the
+    weight of the newest measurement at a size (its first measurements are averaged evenly).
+    jump: relative distance from the smoothed time beyond which a measurement is an outlier
+    (0 disables outlier handling and speed-change detection); confirm: outliers in a row on
+    the same side that are taken as a speed change.
+    """
+    if is_concrete(min_gain) and not 0 <= float(min_gain) < 1:
+        raise ValueError(f"predictive: min_gain must be in [0, 1), got {min_gain!r}")
+    if is_concrete(smoothing) and not 0 < float(smoothing) <= 1:
+        raise ValueError(f"predictive: smoothing must be in (0, 1], got {smoothing!r}")
+    if is_concrete(jump) and float(jump) < 0:
+        raise ValueError(f"predictive: jump must be >= 0, got {jump!r}")
+    for name, value in (("settle", settle), ("confirm", confirm)):
+        if int(value) != value or value < 1:
+            raise ValueError(f"predictive: {name} must be an int >= 1, got {value!r}")
+
+    def init(num_workers: int, global_batch: int) -> PredictiveState:
+        lo, hi = resolve_bounds(num_workers, global_batch, b_min, b_max)
+        table = jnp.zeros((num_workers, global_batch + 1), jnp.float32)
+        zeros = jnp.zeros(num_workers, jnp.int32)
+        return PredictiveState(
+            sizes=allocate(jnp.ones(num_workers), global_batch, lo, hi),
+            mean=table,
+            count=table,
+            suspect=zeros,
+            suspect_sum=jnp.zeros(num_workers, jnp.float32),
+            settled=zeros,
+            noise_sum=jnp.zeros((), jnp.float32),
+            noise_weight=jnp.zeros((), jnp.float32),
+            decisions=jnp.zeros((), jnp.int32),
+            num_adjustments=jnp.zeros((), jnp.int32),
+        )
+
+    def update(state: PredictiveState, obs: Observation) -> tuple[jax.Array, PredictiveState]:
+        b = obs.batch_sizes
+        w, n = state.mean.shape
+        lo, hi = resolve_bounds(w, n - 1, b_min, b_max)
+        mean, count, suspect, suspect_sum, restart, noise_sum, noise_weight = _measure(
+            state, obs, smoothing, jump, confirm
+        )
+        noise = jnp.sqrt(noise_sum / jnp.where(noise_weight > 0, noise_weight, 1.0))
+        table = predict(mean, count, noise)
+        wanted = solve_min_max(table, lo, hi)
+        rows = jnp.arange(w)
+        current = jnp.clip(b, 0, n - 1)
+        now = jnp.max(jnp.where(b > 0, table[rows, current], 0.0))
+        then = jnp.max(jnp.where(wanted > 0, table[rows, wanted], 0.0))
+        valid = (b > 0) & (obs.worker_times > 0)
+        settled = state.settled + valid.astype(jnp.int32)
+        due = jnp.all((settled >= settle) | (b == 0)) | jnp.any(restart)
+        adopt = due & (then < (1.0 - min_gain) * now)
+        sizes = allocate(jnp.where(adopt, wanted, b), n - 1, lo, hi)
+        moved = jnp.any(sizes != b)
+        new_state = PredictiveState(
+            sizes=sizes,
+            mean=mean,
+            count=count,
+            suspect=suspect,
+            suspect_sum=suspect_sum,
+            settled=jnp.where(sizes != b, 0, settled),
+            noise_sum=noise_sum,
+            noise_weight=noise_weight,
+            decisions=state.decisions + due.astype(jnp.int32),
+            num_adjustments=state.num_adjustments + moved.astype(jnp.int32),
+        )
+        return sizes, new_state
+
+    return Controller(init, update)
+
+
+def _measure(
+    state: PredictiveState, obs: Observation, smoothing: Any, jump: Any, confirm: int
+) -> tuple[jax.Array, ...]:
+    """Folds this step's times into the table and the noise estimate.
+
+    Returns (mean, count, suspect, suspect_sum, restart, noise_sum, noise_weight).
+    """
+    b, t = obs.batch_sizes, obs.worker_times
+    w, n = state.mean.shape
+    rows = jnp.arange(w)
+    at = jnp.clip(b, 0, n - 1)
+    valid = (b > 0) & (t > 0) & jnp.isfinite(t)
+    old, seen = state.mean[rows, at], state.count[rows, at]
+    known = valid & (seen > 0)
+    ratio = t / jnp.where(known, old, 1.0)
+    check = known & (jump > 0)
+    up, down = check & (ratio > 1.0 + jump), check & (ratio < 1.0 / (1.0 + jump))
+    suspect, suspect_sum = tracking.streak(state.suspect, state.suspect_sum, up, down, valid, ratio)
+    restart = jnp.abs(suspect) >= confirm
+    # A confirmed speed change rescales the worker's whole curve and keeps one measurement's
+    # worth of confidence, so the new level is learnt quickly at every size.
+    scale = jnp.where(restart, suspect_sum / jnp.maximum(jnp.abs(suspect), 1), 1.0)
+    mean = state.mean * scale[:, None]
+    count = jnp.where(restart[:, None], jnp.minimum(state.count, 1.0), state.count)
+    # An outlier not (yet) confirmed leaves the table alone.
+    use = valid & ~up & ~down & ~restart
+    seen = count[rows, at]
+    weight = jnp.maximum(1.0 / (seen + 1.0), smoothing)
+    point = mean[rows, at] + weight * (t - mean[rows, at])
+    mean = mean.at[rows, at].set(jnp.where(use, point, mean[rows, at]))
+    count = count.at[rows, at].set(jnp.where(use, seen + 1.0, seen))
+    suspect = jnp.where(restart, 0, suspect)
+    suspect_sum = jnp.where(restart, 0.0, suspect_sum)
+    # Noise: a repeat measurement's log-ratio to the mean of `seen` earlier ones has variance
+    # sigma^2 (1 + 1 / seen); pooled over workers, smoothed like the times.
+    repeat = use & known
+    squared = jnp.log(jnp.where(repeat, ratio, 1.0)) ** 2 * seen / (seen + 1.0)
+    fresh = jnp.sum(jnp.where(repeat, squared, 0.0)) / jnp.maximum(repeat.sum(), 1)
+    keep = jnp.where(jnp.any(repeat), 1.0 - smoothing, 1.0)
+    add = jnp.where(jnp.any(repeat), smoothing, 0.0)
+    noise_sum = keep * state.noise_sum + add * fresh
+    noise_weight = keep * state.noise_weight + add
+    return mean, count, suspect, suspect_sum, restart, noise_sum, noise_weight
+
+
+def predict(mean: jax.Array, count: jax.Array, noise: Any = 0.0) -> jax.Array:
+    """Predicted time [W, B + 1] of each worker at every size, from its measured points.
+
+    `noise` is the relative standard deviation of one measurement. The prediction is the
+    affine fit plus each measured point's residual from it, shrunk towards 0 by `SHRINK`
+    standard errors (soft threshold), interpolated linearly between measured sizes and held
+    at the edge value beyond them. With no noise the measured points are reproduced exactly;
+    with noise, a size measured a few times leans on the fit over all sizes (pooling), while
+    a residual far beyond the noise (a cliff, a knee) is kept.
+    """
+    w, n = mean.shape
+    b = jnp.arange(n, dtype=jnp.float32)
+    seen = count > 0
+    weight = jnp.minimum(count, MAX_WEIGHT)
+    intercept, slope = _fit(mean, weight, b)
+    # Huber-style second pass: points far off the first fit (a cliff) weigh less in the line.
+    line = intercept[:, None] + slope[:, None] * b
+    scale = jnp.abs(line) * noise / jnp.sqrt(jnp.maximum(count, 1.0))
+    off = jnp.abs(mean - line)
+    limit = SHRINK * scale + HUBER * jnp.abs(line)
+    intercept, slope = _fit(mean, weight * jnp.minimum(1.0, limit / jnp.maximum(off, 1e-30)), b)
+    line = intercept[:, None] + slope[:, None] * b
+    residual = mean - line
+    residual = jnp.sign(residual) * jnp.maximum(jnp.abs(residual) - SHRINK * scale, 0.0)
+    residual = jnp.where(seen, residual, 0.0)
+    index = jnp.arange(n)
+    left = jax.lax.cummax(jnp.where(seen, index, -1), axis=1)
+    right = jax.lax.cummin(jnp.where(seen, index, n), axis=1, reverse=True)
+    rows = jnp.arange(w)[:, None]
+    left_r = residual[rows, jnp.clip(left, 0, n - 1)]
+    right_r = residual[rows, jnp.clip(right, 0, n - 1)]
+    has_left, has_right = left >= 0, right < n
+    span = jnp.maximum(right - left, 1).astype(jnp.float32)
+    between = left_r + (right_r - left_r) * (b - left) / span
+    correction = jnp.where(
+        has_left & has_right, between, jnp.where(has_left, left_r, jnp.where(has_right, right_r, 0))
+    )
+    # A worker never measured borrows the others' mean slope (all unmeasured: t = b).
+    measured = jnp.any(seen, axis=1)
+    shared = jnp.sum(jnp.where(measured, slope, 0.0)) / jnp.maximum(measured.sum(), 1)
+    shared = jnp.where(measured.any(), shared, 1.0)
+    table = jnp.where(measured[:, None], line + correction, shared * b)
+    table = jax.lax.cummax(jnp.maximum(table, 0.0), axis=1)
+    return jnp.where(b > 0, table, 0.0)
+
+
+def _fit(mean: jax.Array, weight: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Weighted affine fit a_k + c_k b over each worker's measured sizes (weight > 0)."""
+    wt = jnp.where(weight > 0, weight, 0.0)
+    s0, s1, s2 = wt.sum(1), (wt * b).sum(1), (wt * b * b).sum(1)
+    sy, sby = (wt * mean).sum(1), (wt * b * mean).sum(1)
+    # Normal equations with a ridge RIDGE * s0 on the intercept, written around the mean size
+    # mb so the float32 sums stay accurate:
+    # c = (cov + r mb sy / (1 + r)) / (var + r mb^2 s0 / (1 + r)), a = (sy - c s1) / (s0 (1 + r)).
+    mb = s1 / jnp.maximum(s0, 1e-30)
+    var = s2 - s1 * mb  # sum w (b - mb)^2
+    cov = sby - sy * mb
+    r = RIDGE
+    c = (cov + r * mb * sy / (1.0 + r)) / jnp.maximum(var + r * mb * mb * s0 / (1.0 + r), 1e-30)
+    c = jnp.maximum(c, MIN_SLOPE * sy / jnp.maximum(s1, 1e-30))
+    a = (sy - c * s1) / jnp.maximum(s0 * (1.0 + r), 1e-30)
+    return jnp.where(s0 > 0, a, 0.0), jnp.where(s0 > 0, c, 0.0)

@@ -1,0 +1,93 @@
+"""The predictive controller against nonlinear plants: settling, noise, speed changes, cliffs.
+
+One compiled simulation serves every case: the plants share shapes (three curve knots, one
+speed change each, per-worker memory limits) and are stacked and vmapped with their keys.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import controllers
+from controllers import metrics, sim
+
+B, STEPS, CHANGE = 128, 400, 200
+NEVER = 10**6
+OPEN = {"b_min": 1, "b_max": 0}
+FIXED_COST = ((0.0, 64.0, 128.0), (0.08, 0.72, 1.36))  # t = 0.08 + 0.01 b at speed 1
+SLOW_FAST = (6.0, 6.0, 32.0, 4.0)  # HL8 with the fast and the slow worker swapped
+
+# name: (plant keyword arguments, speed change or None)
+CASES = {
+    "affine": ({}, None),
+    "affine_noise": ({"noise": 0.1}, None),
+    "change": ({}, SLOW_FAST),
+    "change_noise": ({"noise": 0.1}, SLOW_FAST),
+    "cliff": ({"limits": (0, 0, 0, 64), "limit_factor": 3.0}, None),
+}
+
+
+def _plant(kwargs, change):
+    step, speeds = (CHANGE, change) if change else (NEVER, sim.PAPER_CORES[8])
+    return sim.paper_plant(8, curve=FIXED_COST, changes=((step, speeds),), **kwargs)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Per case: sizes [T, W], balance [T] (slowest time / the oracle's), decisions [T]."""
+    controller = controllers.make("predictive", **OPEN)
+    plants = jax.tree.map(lambda *x: jnp.stack(x), *(_plant(*c) for c in CASES.values()))
+    keys = jax.random.split(jax.random.key(0), len(CASES))
+
+    def one(plant, key):
+        trace, decisions = sim.simulate(
+            controller, plant, global_batch=B, num_steps=STEPS, key=key, record=_decisions
+        )
+        best = metrics.optimal_step_times(trace, plant, global_batch=B, **OPEN)
+        return trace.batch_sizes, trace.model_times.max(-1) / best, decisions
+
+    out = [np.asarray(a) for a in jax.jit(jax.vmap(one))(plants, keys)]
+    return {name: [a[i] for a in out] for i, name in enumerate(CASES)}
+
+
+def _decisions(state):
+    return state.decisions
+
+
+def _settled_from(balance, start, tolerance):
+    """First step >= start from which balance stays within 1 + tolerance (None: never)."""
+    bad = np.flatnonzero(balance[start:] > 1.0 + tolerance)
+    at = start + (bad[-1] + 1 if bad.size else 0)
+    return at if at < len(balance) else None
+
+
+def test_noiseless_affine_plant_settles_within_three_decisions(runs):
+    sizes, balance, decisions = runs["affine"]
+    assert balance[0] > 1.9  # the uniform start: the 32-core worker idles half the step
+    at = _settled_from(balance, 0, 1e-5)  # the integer optimum itself, not just near it
+    # Sizes decided at step s are used from step s + 1: count the decisions made before `at`.
+    assert at is not None and decisions[at - 1] <= 3
+    assert np.all(sizes[at:] == sizes[-1])  # and it stays there: no move afterwards
+
+
+def test_noise_changes_the_split_on_at_most_two_percent_of_steps(runs):
+    sizes, balance, _ = runs["affine_noise"]
+    changes = np.any(sizes[1:] != sizes[:-1], axis=-1).sum()
+    assert changes <= 0.02 * STEPS  # 10 % log-normal noise on every time
+    assert balance[-100:].mean() < 1.02  # quiet, yet at the optimum
+
+
+@pytest.mark.parametrize("name", ["change", "change_noise"])
+def test_within_five_percent_five_decisions_after_a_speed_change(name, runs):
+    _, balance, decisions = runs[name]
+    assert balance[CHANGE] > 2.0  # the old split is far off once the speeds swap
+    at = _settled_from(balance, CHANGE, 0.05)
+    assert at is not None and decisions[at - 1] - decisions[CHANGE - 1] <= 5
+
+
+def test_memory_cliff_is_found_and_respected(runs):
+    sizes, balance, _ = runs["cliff"]
+    # The fast worker would take ~93 samples on this curve; past 64 its time doubles.
+    assert sizes[-1][3] == 64
+    assert balance[-100:].mean() < 1.02
