@@ -1,22 +1,33 @@
-"""Asynchronous training with parameter-server semantics, on the virtual clock.
+"""Asynchronous training with parameter-server semantics (docs/async.md).
 
 Each worker pulls the current parameters (server version v), computes the gradient of its
-own batch in the time the cluster model gives, and pushes it; the server applies updates in
-completion order (ties: lower worker index first); the worker then pulls again. The
-staleness of an update is the server version when it is applied minus v.
+own batch in the time the cluster model gives (or the time measured, with `clock=wall`),
+and pushes it; the server applies updates in completion order (ties: lower worker index
+first); the worker then pulls again. The staleness of an update is the server version when
+it is applied minus v.
 
 Bounded staleness follows Stale Synchronous Parallel (Ho et al., NIPS 2013): a worker may
-start iteration c only while c - min_j c_j <= s (`asp.staleness_bound`; -1 = unbounded ASP).
-With s = 0 every worker finishes iteration c before any starts c + 1.
+start iteration c only while c - min_j c_j <= s over the workers that hold rows
+(`asp.staleness_bound`; -1 = unbounded ASP).
 
-Workers take their batches from the sample stream (the BSP global batches laid end to end)
-in the order they start. Workers that start from the same version are computed together in
-one uneven-batch step on the device mesh (one worker per device), and each worker's gradient
-stays on its device until the server applies it.
+A worker the controller gives no rows (or whose speed is 0: lost) computes nothing, pushes
+nothing and bumps no version; it is parked and out of the SSP minimum. When it is given rows
+again it rejoins at the clock of the slowest active worker (never behind it, so it blocks no
+one) and pulls the current version.
 
-Equivalence (tested): with sgd without momentum, `weighting=share`, s = 0 and equal speeds,
-W async updates apply sum_k (b_k / B) g_k at the same parameters, which is exactly one BSP
-step; so n * W async updates equal n BSP steps.
+An update is a share of one BSP step's work (optim.py, `weighted`): with `weighting=share`
+worker k pushes (sum of its per-example gradients) / B + (b_k / B) * L2 * (its pulled
+parameters), and adamw's decoupled decay is scaled by b_k / B; so with staleness bound 0
+and equal speeds, the W updates of a round are exactly one BSP step (plain SGD, weight decay
+included). `weighting=lr` pushes the worker's mean gradient and scales the update by b_k / B
+(a step size by share, which Adam does not normalise away); `mean` pushes the mean gradient.
+
+Execution: the server state lives on one device (worker 0's), each worker computes on its
+own device from its own copy of the version it pulled, in a thread of its own, so the
+workers in flight compute at the same time while the server applies updates. On the virtual
+clock the event order does not depend on the computation, so nothing waits for a gradient
+until the server applies it; on the wall clock each started group is computed concurrently
+and its measured times order the events.
 """
 
 from __future__ import annotations
@@ -24,320 +35,317 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 
-import controllers
-from omnilearn_jax.checkpoint import Checkpointer
-from omnilearn_jax.cluster import time_to_target
-from omnilearn_jax.interrupt import deferred, stop_message
-from omnilearn_jax.loop import resume_point
+from omnilearn_jax import optim
+from omnilearn_jax.loop import Runner
 from omnilearn_jax.runlog import RunLog
-from omnilearn_jax.runstore import truncate_metrics
 from omnilearn_jax.step import TrainState
-from omnilearn_jax.tracking import make_tracker
 
 
-class Group(NamedTuple):
-    """Gradients of the workers that started together from one server version."""
+class Flight(NamedTuple):
+    """A worker's gradient in flight: started from server `version` with `rows` samples."""
 
-    sums: Any  # Sums stacked over devices [D, ...]
     version: int
-    loss: np.ndarray | None = None  # filled lazily on the host
+    rows: int
+    push: Any  # Future of (contribution pytree on the worker's device, loss sum) or the pair
 
 
-def make_apply(tx: optax.GradientTransformation):
-    """state, stacked sums, worker k, scale -> state with worker k's update applied."""
+def update_weights(weighting: str, lr_scaling: str, b_k: int, b: int, w: int):
+    """(gradient coefficient on the worker's gradient sum, weight of its decay terms,
+    step scale) of an update of b_k samples out of a global batch of b over w workers."""
+    share = b_k / b
+    if weighting == "share":
+        return 1.0 / b, share, 1.0
+    if weighting == "lr":
+        return 1.0 / b_k, 1.0, share
+    linear = b_k * w / b if lr_scaling == "linear" else 1.0
+    return 1.0 / b_k, 1.0, linear
 
-    def apply(state: TrainState, grad_sums, k, scale):
-        # A one-hot sum over the device axis picks worker k's gradient: a reduction (an
-        # all-reduce) that is legal on a sharded axis, where indexing by a traced k is not.
-        def pick(g):
-            onehot = (jnp.arange(g.shape[0]) == k).astype(g.dtype) * scale
-            return jnp.tensordot(onehot, g, axes=1)
 
-        grad = jax.tree.map(pick, grad_sums)
-        updates, opt_state = tx.update(grad, state.opt_state, state.params)
+def make_server(tx):
+    """state, contribution (on the server's device), weight, step scale -> state."""
+
+    def apply(state: TrainState, contribution, weight, step_scale):
+        updates, opt_state = tx.update(
+            contribution, state.opt_state, state.params, weight=weight, step_scale=step_scale
+        )
         return TrainState(state.step + 1, optax.apply_updates(state.params, updates), opt_state)
 
-    return jax.jit(apply, donate_argnums=0)
+    return jax.jit(apply)
 
 
-class AsyncLoop:
+def make_contribution(l2: float):
+    """What a worker pushes: coefficient * gradient sum + weight * L2 * pulled parameters
+    (the gradient sum of a local program has a leading device axis of 1)."""
+
+    def contribution(grad_sum, pulled, coefficient, weight):
+        if not l2:
+            return jax.tree.map(lambda g: coefficient * g[0], grad_sum)
+        return jax.tree.map(lambda g, p: coefficient * g[0] + weight * l2 * p, grad_sum, pulled)
+
+    return jax.jit(contribution)
+
+
+class AsyncLoop(Runner):
+    unit = "update"
+    tag = ("mode:asp",)
+
     def __init__(self, trainer):
-        self.t = trainer
-        self.cfg = cfg = trainer.config
+        super().__init__(trainer)
+        t, cfg = trainer, self.cfg
         self.w, self.b = cfg.num_workers, cfg.global_batch_size
-        self.apply = make_apply(trainer.tx)
         self.bound = int(cfg.asp.staleness_bound)
         self.every = int(cfg.asp.controller_every) or self.w
-        self.comm = trainer.timer.comm_time  # push + pull of the parameters
-        self.version = 0
+        self.budget = float(cfg.asp.time_budget)
+        self.comm = t.timer.comm_time  # push + pull of the parameters
+        self.wall = cfg.clock == "wall"
+        self.server_device = t.worker_device(0)
+        self.apply = make_server(t.tx)
+        self.contribute = make_contribution(optim.coupled_decay(cfg.optimizer))
+        self.server: TrainState | None = None  # the server's state, on its device
         self.now = 0.0
         self.stream_pos = 0
         self.iterations = np.zeros(self.w, np.int64)  # pushes per worker (SSP clocks)
         self.busy = np.zeros(self.w, bool)
+        self.parked = np.zeros(self.w, bool)
         self.last_time = np.zeros(self.w)
         self.applied = np.zeros(self.w, np.int64)
         self.staleness: list[list[int]] = [[] for _ in range(self.w)]
-        self.events: list = []  # heap of (finish time, worker, group index, rows)
-        self.groups: dict[int, Group] = {}
-        self.evals: list[dict] = []
+        self.events: list = []  # heap of (finish time, worker, start version, rows)
+        self.flights: dict[int, Flight] = {}  # worker -> its gradient in flight
+        self._pool = ThreadPoolExecutor(self.w, thread_name_prefix="worker")
+        self._last = (0, math.nan, np.zeros(self.w))
 
-    # -- checkpoints: the server, every worker, and the gradients still in flight ----------
-    def arrays(self, cstate, sizes) -> dict:
+    @property
+    def version(self) -> int:
+        return self.done
+
+    # -- the server's state ------------------------------------------------------------
+    def server_state(self) -> TrainState:
+        if self.server is None:  # through the host: a plain single-device state, not a view
+            # of the mesh's replicated one (whose arrays keep the mesh in their type)
+            host = jax.tree.map(np.asarray, self.t.state)
+            self.server = jax.device_put(host, self.server_device)
+        return self.server
+
+    def sync(self) -> None:
+        if self.server is not None:
+            self.t.state = self.t.placement.replicate(self.server)
+
+    # -- checkpoints: every worker and the gradients still in flight -------------------
+    def _in_flight(self) -> dict:
+        out = {}
+        for k, f in self.flights.items():
+            push, loss = f.push.result() if isinstance(f.push, Future) else f.push
+            out[str(k)] = {"push": jax.tree.map(np.asarray, push), "loss": np.asarray(loss)}
+        return out
+
+    def extra_arrays(self) -> dict:
         return {
-            "train": self.t.state,
-            "controller": jax.tree.map(np.asarray, cstate),
-            "sizes": np.asarray(sizes, np.int32),
-            "groups": {str(g): group.sums for g, group in self.groups.items()},
+            "flights": self._in_flight(),
             "workers": {
                 "iterations": self.iterations.copy(),
                 "applied": self.applied.copy(),
                 "busy": self.busy.astype(np.int32),
+                "parked": self.parked.astype(np.int32),
                 "last_time": self.last_time.copy(),
             },
         }
 
-    def meta(self, run_id: str) -> dict:
+    def extra_meta(self) -> dict:
         return {
-            "version": self.version,
             "now": self.now,
             "stream_pos": self.stream_pos,
             "events": [list(e) for e in self.events],
-            "group_versions": {str(g): group.version for g, group in self.groups.items()},
+            "flights": {str(k): [f.version, f.rows] for k, f in self.flights.items()},
             "staleness": self.staleness,
-            "evals": self.evals,
-            "wandb_run_id": run_id,
         }
 
-    def restore(self, ckpt: Checkpointer, step: int, cstate, sizes) -> tuple[Any, Any, str]:
-        meta = ckpt.restore_meta(step)
-        # Gradients in flight are restored into arrays shaped like a real local step's.
-        self.t.compile_variants()
-        template = self.t.steps.local(
-            self.t.state.params,
-            self.t.batch_of(
-                self.t.sampler.stream(0, self.b),
-                np.full(self.w, self.b // self.w)
-                + np.eye(self.w, dtype=np.int64)[0] * (self.b % self.w),
-                None,
-                0,
-            ),
-        )
-        like = self.arrays(cstate, sizes)
-        like["groups"] = {g: template for g in meta["group_versions"]}
-        arrays, _ = ckpt.restore(step, like)
-        self.t.state = arrays["train"]
-        self.groups = {
-            int(g): Group(arrays["groups"][g], v) for g, v in meta["group_versions"].items()
-        }
+    def restore_like(self, meta: dict) -> dict:
+        params = jax.tree.map(np.asarray, self.t.state.params)
+        like = {"push": params, "loss": np.zeros((1,), np.float32)}
+        extra = self.extra_arrays()
+        extra["flights"] = {k: like for k in meta["flights"]}
+        return extra
+
+    def load(self, arrays: dict, meta: dict) -> None:
         workers = arrays["workers"]
         self.iterations, self.applied = workers["iterations"], workers["applied"]
         self.busy, self.last_time = workers["busy"].astype(bool), workers["last_time"]
-        self.version, self.now, self.stream_pos = meta["version"], meta["now"], meta["stream_pos"]
+        self.parked = workers["parked"].astype(bool)
+        self.now, self.stream_pos = meta["now"], meta["stream_pos"]
         self.events = [tuple(e) for e in meta["events"]]
         heapq.heapify(self.events)
-        self.staleness, self.evals = meta["staleness"], meta["evals"]
-        truncate_metrics(self.t.workdir, self.version)
-        return arrays["controller"], np.asarray(arrays["sizes"]), meta["wandb_run_id"]
+        self.staleness = meta["staleness"]
+        self.flights = {}
+        for k, (version, rows) in meta["flights"].items():
+            got = arrays["flights"][k]
+            device = self.t.worker_device(int(k))
+            push = jax.device_put((got["push"], got["loss"]), device)
+            self.flights[int(k)] = Flight(version, rows, push)
+        self.server = None
 
-    def scale(self, k: int, b_k: int) -> float:
-        """Factor on worker k's gradient sum: b_k / B of its mean (share) or its mean."""
-        asp = self.cfg.asp
-        s = 1.0 / self.b if asp.weighting == "share" else 1.0 / max(b_k, 1)
-        if asp.lr_scaling == "linear":
-            s *= b_k / (self.b / self.w)
-        return s
+    # -- the schedule --------------------------------------------------------------------
+    def finished(self) -> bool:
+        return self.done >= self.cfg.train.num_steps or bool(
+            self.budget and self.now >= self.budget
+        )
 
-    def may_start(self, k: int) -> bool:
-        if self.busy[k]:
+    def clock_time(self) -> float:
+        return self.now
+
+    def describe(self) -> str:
+        return f"; asynchronous, staleness bound {self.bound}"
+
+    def may_start(self, k: int, active: np.ndarray) -> bool:
+        if self.busy[k] or not active[k]:
             return False
-        return self.bound < 0 or self.iterations[k] - self.iterations.min() <= self.bound
+        clocks = self.iterations[active | self.busy]
+        return self.bound < 0 or self.iterations[k] - clocks.min() <= self.bound
 
-    def start_ready(self, sizes: np.ndarray) -> None:
-        """Starts every idle worker that may start, all from the current version."""
-        ready = [k for k in range(self.w) if self.may_start(k)]
-        if not ready:
-            return
-        group_sizes = np.zeros(self.w, np.int64)
-        group_sizes[ready] = sizes[ready]
-        rows = self.t.sampler.stream(self.stream_pos, int(group_sizes.sum()))
-        self.stream_pos += int(group_sizes.sum())
-        round_index = self.version // self.w  # profiles are indexed by BSP-equivalent steps
+    def start_ready(self, sizes: np.ndarray) -> list[int]:
+        """Starts every idle worker with rows that may start, all from the current version;
+        returns them."""
+        round_index = self.done // self.w  # profiles are indexed by BSP-equivalent steps
         speeds = self.t.timer.speeds(min(round_index, self.cfg.train.num_steps - 1))
-        extras = self.t.timer.batch_extras(group_sizes, speeds)
-        batch = self.t.batch_of(rows, group_sizes, extras, round_index)
-        wall = self.cfg.clock == "wall"  # each device's compute, measured synchronised
-        sums, times = self.t.steps.run_local(self.t.state.params, batch, timed=wall)
-        gid = len(self.groups) and max(self.groups) + 1
-        self.groups[gid] = Group(sums, self.version)
-        if not wall:
+        active = (np.asarray(sizes) > 0) & (speeds > 0)
+        rejoin = active & self.parked
+        if rejoin.any():  # back after holding no rows: at the slowest active worker's clock
+            others = active & ~rejoin | self.busy
+            floor = self.iterations[others].min() if others.any() else self.iterations.max()
+            self.iterations[rejoin] = np.maximum(self.iterations[rejoin], floor)
+        self.parked = ~active & ~self.busy
+        ready = [k for k in range(self.w) if self.may_start(k, active)]
+        if not ready:
+            return ready
+        group_sizes = np.zeros(self.w, np.int64)
+        group_sizes[ready] = np.asarray(sizes)[ready]
+        total = int(group_sizes.sum())
+        rows = self.t.sampler.stream(self.stream_pos, total)
+        self.stream_pos += total
+        offsets = np.concatenate([[0], np.cumsum(group_sizes)])
+        params = self.server_state().params
+        futures = {}
+        for k in ready:
+            block = self.t.worker_batch(k, rows[offsets[k] : offsets[k + 1]], round_index, speeds)
+            coefficient, weight, _ = self.weights(int(group_sizes[k]))
+            futures[k] = self._pool.submit(self._compute, k, params, block, coefficient, weight)
+        if self.wall:  # each device's compute, measured from its own launch
+            measured = np.zeros(self.w)
+            for k, future in futures.items():
+                push, loss, seconds = future.result()
+                futures[k], measured[k] = (push, loss), seconds
+            times = measured
+        else:
             times = self.t.timer.cost.worker_times(round_index, group_sizes, speeds)
         times = self.t.timer.accept(round_index, times, group_sizes)
         for k in ready:
             duration = float(times[k]) + self.comm
             self.busy[k] = True
             self.last_time[k] = duration
-            heapq.heappush(self.events, (self.now + duration, k, gid, int(group_sizes[k])))
+            self.flights[k] = Flight(self.done, int(group_sizes[k]), futures[k])
+            heapq.heappush(self.events, (self.now + duration, k, self.done, int(group_sizes[k])))
+        return ready
+
+    def weights(self, b_k: int):
+        asp = self.cfg.asp
+        return update_weights(asp.weighting, asp.lr_scaling, b_k, self.b, self.w)
+
+    def _compute(self, k: int, params, block, coefficient: float, weight: float):
+        """On worker k's thread: pull, compute, and form what it pushes (on its device)."""
+        pulled = jax.device_put(params, self.t.worker_device(k))
+        if self.wall:
+            jax.block_until_ready(pulled)
+        start = time.perf_counter()
+        sums = self.t.worker_sums(pulled, block)
+        if self.wall:
+            sums.count.block_until_ready()
+        seconds = time.perf_counter() - start
+        push = self.contribute(sums.grad, pulled, np.float32(coefficient), np.float32(weight))
+        return (push, sums.loss, seconds) if self.wall else (push, sums.loss)
 
     def apply_next(self) -> dict[str, Any]:
-        finish, k, gid, b_k = heapq.heappop(self.events)
-        group = self.groups[gid]
-        self.t.state = self.apply(self.t.state, group.sums.grad, k, self.scale(k, b_k))
-        staleness = self.version - group.version
+        if not self.events:
+            raise RuntimeError(
+                f"no worker can start at update {self.done}: every worker holds no rows or "
+                f"is unavailable"
+            )
+        finish, k, version, b_k = heapq.heappop(self.events)
+        flight = self.flights.pop(k)
+        push, loss = flight.push.result() if isinstance(flight.push, Future) else flight.push
+        _, weight, step_scale = self.weights(b_k)
+        self.server = self.apply(
+            self.server_state(),
+            jax.device_put(push, self.server_device),
+            np.float32(weight),
+            np.float32(step_scale),
+        )
+        staleness = self.done - version
         record = {
-            "step": self.version + 1,
+            "step": self.done + 1,
             "time": finish,
             "step_time": finish - self.now,
             "worker": k,
             "staleness": staleness,
-            "_group": group,
-            "_b": b_k,
+            "worker_batch": b_k,
+            "_loss": loss,
         }
-        self.version += 1
+        self.done += 1
         self.now = finish
         self.busy[k] = False
         self.iterations[k] += 1
         self.applied[k] += 1
         self.staleness[k].append(staleness)
-        if not any(gid == e[2] for e in self.events):
-            del self.groups[gid]  # every member applied: free its gradients
         return record
 
-    def run(self) -> dict[str, Any]:
+    def advance(self, cstate, sizes):
         t, cfg = self.t, self.cfg
-        ckpt = Checkpointer(t.workdir, keep=cfg.train.keep_checkpoints)
-        latest, previous = resume_point(ckpt, t.workdir, cfg)
-        if previous is not None:
-            return previous
-        cstate = jax.jit(t.controller.init, static_argnums=(0, 1))(self.w, self.b)
-        sizes = t.safe_sizes(
-            controllers.initial_sizes(cstate, self.w, self.b), t.timer.speeds(0), 0
-        )
-        run_id = ""
-        if latest is not None:
-            cstate, sizes, run_id = self.restore(ckpt, latest, cstate, sizes)
-        resolved = t.resolved_config()
-        tracker = make_tracker(
-            ml_collections.ConfigDict(resolved),
-            t.workdir,
-            process_index=jax.process_index(),
-            tags=(f"controller:{cfg.controller.name}", f"hetero:{cfg.hetero.name}", "mode:asp"),
-            resume_id=run_id,
-        )
-        log = RunLog(
-            t.workdir, is_main=jax.process_index() == 0, tracker=tracker, append=latest is not None
-        )
-        log.config(resolved)
-        if latest is None:
-            log.summary({"status": "running", "steps": 0})
-        speeds = t.timer.speeds(0)
-        t.warm_up(0, sizes, speeds)
-        budget = float(cfg.asp.time_budget)
-        pending, start = [], time.perf_counter()
-        log.say(
-            f"asynchronous training: {self.w} workers, B={self.b}, staleness bound "
-            f"{self.bound}, controller {cfg.controller.name}"
-        )
-        saved, message = latest, ""  # the last checkpoint; the line said on a stop
-        try:
-            # A signal stops the loop after a whole update (see omnilearn_jax/interrupt.py).
-            with deferred(enabled=jax.process_count() == 1) as stop:
-                while self.version < cfg.train.num_steps and not (budget and self.now >= budget):
-                    t.faults.crash(self.version)
-                    self.start_ready(sizes)
-                    record = self.apply_next()
-                    record.update(batch_sizes=sizes, worker_times=self.last_time.tolist())
-                    pending.append(record)
-                    done = self.version
-                    if done % self.every == 0:
-                        obs = t.observe(
-                            done // self.w,
-                            sizes,
-                            self.last_time,
-                            t.timer.speeds(min(done // self.w, cfg.train.num_steps - 1)),
-                        )
-                        sizes, cstate = t.next_sizes(cstate, obs)
-                    if done % cfg.train.log_every == 0:
-                        self.flush(log, pending)
-                        log.say(
-                            f"update {done} time {self.now:.2f}s sizes {sizes.tolist()} "
-                            f"staleness {self.staleness_summary()['staleness_mean']:.2f}"
-                        )
-                    if done % cfg.train.eval_every == 0:
-                        self.evaluate(log, pending)
-                    if cfg.train.checkpoint_every and done % cfg.train.checkpoint_every == 0:
-                        self.flush(log, pending)
-                        ckpt.save(done, self.arrays(cstate, sizes), self.meta(tracker.run_id))
-                        saved = done
-                    stop.check()
-            self.flush(log, pending)
-            if not self.evals or self.evals[-1]["step"] != self.version:
-                self.evaluate(log, pending)
-            ckpt.save(self.version, self.arrays(cstate, sizes), self.meta(tracker.run_id))
-            summary = self.summary(time.perf_counter() - start, tracker.run_id)
-            log.summary(summary)
-            if cfg.train.save_params and log.is_main:
-                from omnilearn_jax.loop import save_params
+        t.faults.crash(self.done)
+        self.start_ready(sizes)
+        record = self.apply_next()
+        record.update(batch_sizes=np.asarray(sizes).tolist(), worker_times=self.last_time.tolist())
+        self.pending.append(record)
+        done = self.done
+        if done % self.every == 0:
+            ahead = t.timer.speeds(min(done // self.w, cfg.train.num_steps - 1))
+            obs = t.observe(done // self.w, sizes, self.last_time, ahead)
+            sizes, cstate = t.next_sizes(cstate, obs)
+        return cstate, sizes
 
-                save_params(t.state.params, f"{t.workdir}/final_params.npz")
-        except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM: save what is whole, say so
-            if getattr(error, "at_boundary", False) and saved != self.version:
-                self.flush(log, pending)
-                ckpt.save(self.version, self.arrays(cstate, sizes), self.meta(tracker.run_id))
-                saved = self.version
-            log.summary(
-                {
-                    "status": "interrupted",
-                    "error": f"{type(error).__name__}: {error}",
-                    "steps": self.version,
-                    "last_checkpoint": saved,
-                    "resume_step": saved or 0,
-                }
-            )
-            message = stop_message(self.version, cfg.train.num_steps, saved, unit="update")
-            raise
-        except BaseException as error:
-            log.summary(
-                {
-                    "status": "failed",
-                    "error": f"{type(error).__name__}: {error}",
-                    "steps": self.version,
-                }
-            )
-            raise
-        finally:
-            log.close()
-            ckpt.close()
-            if message:
-                log.say(message)
-        log.say(
-            f"done: {self.version} updates, final eval accuracy "
-            f"{summary['final_eval_accuracy']:.4f} at {self.now:.2f}s; results in {t.workdir}"
-        )
-        return summary
+    def warm_up(self, sizes: np.ndarray) -> None:
+        """Compiles the trainer's programs, then the server update and each worker's
+        contribution (on a throwaway copy), so that no update compiles."""
+        t = self.t
+        t.warm_up(0, sizes, t.timer.speeds(0))
+        copy = jax.device_put(jax.tree.map(np.array, t.state), self.server_device)
+        zeros = jax.tree.map(jnp.zeros_like, copy.params)
+        for k in range(self.w):  # a local program's sums have a leading device axis of 1
+            pulled = jax.device_put(copy.params, t.worker_device(k))
+            grad = jax.device_put(jax.tree.map(lambda z: z[None], zeros), t.worker_device(k))
+            push = self.contribute(grad, pulled, np.float32(1.0), np.float32(1.0))
+            jax.block_until_ready(push)
+        jax.block_until_ready(self.apply(copy, zeros, np.float32(1.0), np.float32(1.0)))
 
-    def flush(self, log: RunLog, pending: list) -> None:
-        for record in pending:
-            group, k, b_k = record.pop("_group"), record["worker"], record.pop("_b")
-            loss = float(np.asarray(group.sums.loss)[k]) / max(b_k, 1)
-            log.train({**record, "loss": loss, "worker_batch": b_k})
-            if not math.isfinite(loss) and self.cfg.train.nan_policy == "stop":
-                raise FloatingPointError(f"non-finite loss ({loss}) at update {record['step']}")
-        pending.clear()
+    # -- records -------------------------------------------------------------------------
+    def flush(self, log: RunLog) -> None:
+        for record in self.pending:
+            loss = float(np.asarray(record.pop("_loss")).sum()) / max(record["worker_batch"], 1)
+            log.train({**record, "loss": loss})
+            if not math.isfinite(loss):
+                self.nonfinite(log, record["step"], loss)
+            self._last = (record["step"], loss, record["batch_sizes"])
+        self.pending.clear()
 
-    def evaluate(self, log: RunLog, pending: list) -> None:
-        self.flush(log, pending)
-        ev = {"step": self.version, "time": self.now, **self.t.evaluate()}
-        log.eval(ev)
-        self.evals.append(ev)
-        log.say(f"  eval update {self.version}: accuracy {ev['eval_accuracy']:.4f}")
+    def progress(self, log: RunLog, start: float, extra: str = "") -> None:
+        stale = self.staleness_summary()["staleness_mean"]
+        super().progress(log, start, f" staleness {stale:.2f}")
 
     def staleness_summary(self) -> dict[str, Any]:
         every = [s for per in self.staleness for s in per]
@@ -349,20 +357,9 @@ class AsyncLoop:
             "updates_per_worker": self.applied.tolist(),
         }
 
-    def summary(self, wall_time: float, run_id: str) -> dict[str, Any]:
-        target = self.cfg.train.target_accuracy
-        last = self.evals[-1]
+    def summary_extra(self) -> dict[str, Any]:
         return {
-            "final_eval_accuracy": last["eval_accuracy"],
-            "final_eval_loss": last["eval_loss"],
-            "total_time": self.now,
-            "steps": self.version,
-            "time_budget": float(self.cfg.asp.time_budget),
-            "time_to_target": time_to_target(self.evals, target) if target > 0 else None,
-            "target_accuracy": target,
-            "wall_time": wall_time,
-            "wandb_run_id": run_id,
+            "time_budget": self.budget,
             "mode": "asp",
-            "status": "complete",
             **self.staleness_summary(),
         }

@@ -45,8 +45,10 @@ def base_config() -> ml_collections.ConfigDict:
 
     c.asp = ml_collections.ConfigDict()
     c.asp.staleness_bound = -1  # SSP bound s: a worker waits when s iterations ahead; -1 = none
-    c.asp.weighting = "share"  # share: update scaled by b_k / B | mean: each update full size
-    c.asp.lr_scaling = "none"  # none | linear (update scaled by b_k / (B / W))
+    # share: gradient scaled by b_k / B (decay too) | lr: step size scaled by b_k / B (for
+    # adamw) | mean: each update full size
+    c.asp.weighting = "share"
+    c.asp.lr_scaling = "none"  # none | linear (update scaled by b_k / (B / W)): weighting=mean
     c.asp.time_budget = 0.0  # stop when the clock passes this (seconds); 0 = num_steps updates
     c.asp.controller_every = 0  # updates between controller decisions; 0 = W
 

@@ -107,7 +107,19 @@ def read_summary(workdir: str) -> dict | None:
         return json.load(f)
 
 
-class Loop:
+class Runner:
+    """The one loop of a run, whatever advances it: resume, tracker, run log, periodic
+    flush/eval/checkpoint, summary, Ctrl-C and failure handling are written here once.
+
+    A mode (BSP: `Loop`; async: `asp.AsyncLoop`) supplies `advance` (one step or one
+    update, including controller decisions; sets `self.done`), `flush(log)` (its buffered
+    train records), `clock_time()`, `summary_extra()` and, for checkpoints, `extra_arrays`,
+    `extra_meta` and `load`. It reaches the trainer through its public methods only.
+    """
+
+    unit = "step"  # what `done` counts, in messages
+    tag: tuple[str, ...] = ()  # extra tracker tags
+
     def __init__(self, trainer):
         self.t = trainer
         self.cfg = trainer.config
@@ -119,29 +131,68 @@ class Loop:
         self.warm: tuple[float, int] | None = None  # (time, step) when compiling was over
         self.message = ""  # said after the run store and tracker are closed
 
+    # -- what a mode provides --------------------------------------------------------------
+    def advance(self, cstate, sizes) -> tuple[Any, np.ndarray]:
+        raise NotImplementedError
+
+    def flush(self, log: RunLog) -> None:
+        raise NotImplementedError
+
+    def clock_time(self) -> float:
+        raise NotImplementedError
+
+    def finished(self) -> bool:
+        return self.done >= self.cfg.train.num_steps
+
+    def warm_up(self, sizes: np.ndarray) -> None:
+        self.t.warm_up(self.done, sizes, self.t.timer.speeds(self.done))
+
+    def describe(self) -> str:
+        return ""
+
+    def extra_arrays(self) -> dict:
+        return {}
+
+    def extra_meta(self) -> dict:
+        return {}
+
+    def restore_like(self, meta: dict) -> dict:
+        """The extra arrays' structure, from the checkpoint's JSON part."""
+        return self.extra_arrays()
+
+    def load(self, arrays: dict, meta: dict) -> None:
+        pass
+
+    def sync(self) -> None:
+        """Brings `trainer.state` up to date before it is evaluated or saved."""
+
+    def summary_extra(self) -> dict[str, Any]:
+        return {}
+
     # -- checkpoint state ----------------------------------------------------------------
-    def arrays(self, cstate, sizes) -> dict:
+    def arrays(self, cstate, sizes, extra: dict | None = None) -> dict:
+        self.sync()
         return {
             "train": self.t.state,
             # Computed identically on every process; saved as host numpy, since a
             # single-device jax.Array cannot be serialised in a multi-process run.
             "controller": jax.tree.map(np.asarray, cstate),
             "sizes": np.asarray(sizes, np.int32),
-            "clock": self.t.timer.clock.state(),
+            **(self.extra_arrays() if extra is None else extra),
         }
 
     def save(self, cstate, sizes, run_id: str) -> None:
-        self.ckpt.save(
-            self.done, self.arrays(cstate, sizes), {"evals": self.evals, "wandb_run_id": run_id}
-        )
+        meta = {"evals": self.evals, "wandb_run_id": run_id, **self.extra_meta()}
+        self.ckpt.save(self.done, self.arrays(cstate, sizes), meta)
         self.last_saved = self.done
 
     def restore(self, step: int, cstate, sizes) -> tuple[Any, np.ndarray, str]:
-        arrays, meta = self.ckpt.restore(step, self.arrays(cstate, sizes))
+        like = self.arrays(cstate, sizes, self.restore_like(self.ckpt.restore_meta(step)))
+        arrays, meta = self.ckpt.restore(step, like)
         self.t.state = arrays["train"]
-        self.t.timer.clock.load_state(arrays["clock"])
         self.evals = list(meta["evals"])
         self.done = self.last_saved = step
+        self.load(arrays, meta)
         truncate_metrics(self.t.workdir, step)
         return arrays["controller"], np.asarray(arrays["sizes"]), meta.get("wandb_run_id", "")
 
@@ -162,7 +213,7 @@ class Loop:
             ml_collections.ConfigDict(resolved),
             t.workdir,
             process_index=jax.process_index(),
-            tags=(f"controller:{cfg.controller.name}", f"hetero:{cfg.hetero.name}"),
+            tags=(f"controller:{cfg.controller.name}", f"hetero:{cfg.hetero.name}", *self.tag),
             resume_id=run_id,
         )
         log = RunLog(
@@ -174,34 +225,36 @@ class Loop:
         first = self.done
         try:
             log.say(f"compiling the {cfg.model.name} train and eval steps ({cfg.backend})...")
-            t.warm_up(self.done, sizes, t.timer.speeds(self.done))
+            self.warm_up(sizes)
             log.say(
                 f"training {cfg.model.name} ({t.param_count:,} params) on {cfg.dataset.name}: "
                 f"{w} workers on {t.layout.num_devices} {jax.devices()[0].platform} devices "
                 f"({jax.process_count()} process(es)), B={b}, {cfg.backend}, "
                 f"controller {cfg.controller.name}"
-                + (f"; resumed at step {latest}" if latest is not None else "")
+                + self.describe()
+                + (f"; resumed at {self.unit} {latest}" if latest is not None else "")
             )
             start = time.perf_counter()
             # A signal stops the loop after a whole step (one process only: a checkpoint
             # needs every process, and a signal may reach only some of them).
             with deferred(enabled=jax.process_count() == 1) as stop:
-                for step in range(self.done, num_steps):
-                    cstate, sizes = self.step(step, cstate, sizes)
-                    self.done = done = step + 1
+                while not self.finished():
+                    cstate, sizes = self.advance(cstate, sizes)
+                    done, last = self.done, self.finished()
                     if done == first + 1:  # compiles end with the first step: ETA from here
                         self.warm = (time.perf_counter(), done)
-                    if done % cfg.train.log_every == 0 or done == num_steps:
+                    if done % cfg.train.log_every == 0 or last:
                         self.flush(log)
                         self.progress(log, start)
-                    if done % cfg.train.eval_every == 0 or done == num_steps:
+                    if done % cfg.train.eval_every == 0 or last:
                         self.evaluate(log)
                     every = cfg.train.checkpoint_every
-                    if (every and done % every == 0) or done == num_steps:
+                    if (every and done % every == 0) or last:
                         self.flush(log)
                         self.save(cstate, sizes, tracker.run_id)
-                    if done < num_steps:
+                    if not last:
                         stop.check()
+            self.sync()
             summary = self.summary(time.perf_counter() - start, tracker.run_id)
             log.summary(summary)
             if cfg.train.save_params and log.is_main:
@@ -214,7 +267,7 @@ class Loop:
                 self.flush(log)
                 self.save(cstate, sizes, tracker.run_id)
             log.summary(self.stopped("interrupted", error))
-            self.message = stop_message(self.done, num_steps, self.last_saved)
+            self.message = stop_message(self.done, num_steps, self.last_saved, unit=self.unit)
             raise
         except BaseException as error:  # the run store must say that the run failed
             log.summary(self.stopped("failed", error))
@@ -241,6 +294,83 @@ class Loop:
             "resume_step": self.last_saved or 0,
         }
 
+    def evaluate(self, log: RunLog) -> None:
+        self.flush(log)
+        self.sync()
+        ev = {"step": self.done, "time": self.clock_time(), **self.t.evaluate()}
+        log.eval(ev)
+        self.evals.append(ev)
+        log.say(
+            f"  eval {self.unit} {self.done}: loss {ev['eval_loss']:.4f} "
+            f"accuracy {ev['eval_accuracy']:.4f}"
+        )
+
+    def nonfinite(self, log: RunLog, step: int, loss: float) -> None:
+        where = (
+            f"{self.unit} {self.last_saved} in {self.ckpt.directory}"
+            if self.last_saved is not None
+            else "none"
+        )
+        if self.cfg.train.nan_policy == "skip":
+            log.say(
+                f"warning: non-finite loss {loss} at {self.unit} {step}; its update was skipped"
+            )
+            return
+        raise FloatingPointError(
+            f"non-finite loss ({loss}) at {self.unit} {step}; last good checkpoint: {where}. "
+            f"Set train.nan_policy=skip to drop such updates and continue."
+        )
+
+    def progress(self, log: RunLog, start: float, extra: str = "") -> None:
+        now = time.perf_counter()
+        done, loss, sizes = self._last
+        # The rate comes from the steps after the first one of this session, which carries
+        # the compiles; an ETA that included them would overstate the rest several times.
+        warm_at, warm_done = self.warm or (now, done)
+        eta = "--"
+        if done > warm_done:
+            rate = (now - warm_at) / (done - warm_done)
+            eta = format_duration(rate * (self.cfg.train.num_steps - done))
+        log.say(
+            f"{self.unit} {done}/{self.cfg.train.num_steps} loss {loss:.4f} "
+            f"sizes {np.asarray(sizes).tolist()} clock {self.clock_time():.2f}s{extra} | "
+            f"wall {format_duration(now - start)} ETA {eta}"
+        )
+
+    def summary(self, wall_time: float, run_id: str) -> dict[str, Any]:
+        target = self.cfg.train.target_accuracy
+        last = self.evals[-1] if self.evals else {"eval_accuracy": math.nan, "eval_loss": math.nan}
+        return {
+            "final_eval_accuracy": last["eval_accuracy"],
+            "final_eval_loss": last["eval_loss"],
+            "total_time": self.clock_time(),
+            "steps": self.done,
+            "time_to_target": time_to_target(self.evals, target) if target > 0 else None,
+            "target_accuracy": target,
+            "wall_time": wall_time,
+            "wandb_run_id": run_id,
+            "status": "complete",
+            **self.summary_extra(),
+        }
+
+
+class Loop(Runner):
+    """Synchronous (BSP) training: one step of all W workers, one update."""
+
+    def extra_arrays(self) -> dict:
+        return {"clock": self.t.timer.clock.state()}
+
+    def load(self, arrays: dict, meta: dict) -> None:
+        self.t.timer.clock.load_state(arrays["clock"])
+
+    def clock_time(self) -> float:
+        return self.t.timer.time
+
+    def advance(self, cstate, sizes):
+        cstate, sizes = self.step(self.done, cstate, sizes)
+        self.done += 1
+        return cstate, sizes
+
     def step(self, step: int, cstate, sizes):
         t = self.t
         t.faults.crash(step)
@@ -253,16 +383,6 @@ class Loop:
         ahead = t.timer.speeds(min(step + 1, self.cfg.train.num_steps - 1))
         sizes, cstate = t.next_sizes(cstate, t.observe(step, sizes, rec["worker_times"], ahead))
         return cstate, sizes
-
-    def evaluate(self, log: RunLog) -> None:
-        self.flush(log)
-        ev = {"step": self.done, "time": self.t.timer.time, **self.t.evaluate()}
-        log.eval(ev)
-        self.evals.append(ev)
-        log.say(
-            f"  eval step {self.done}: loss {ev['eval_loss']:.4f} "
-            f"accuracy {ev['eval_accuracy']:.4f}"
-        )
 
     def flush(self, log: RunLog) -> None:
         """Writes buffered train records; fetching metrics only here keeps dispatch async."""
@@ -287,49 +407,6 @@ class Loop:
             self._last = (done, loss, sizes)
         self.pending.clear()
 
-    def nonfinite(self, log: RunLog, step: int, loss: float) -> None:
-        where = (
-            f"step {self.last_saved} in {self.ckpt.directory}"
-            if self.last_saved is not None
-            else "none"
-        )
-        if self.cfg.train.nan_policy == "skip":
-            log.say(f"warning: non-finite loss {loss} at step {step}; its update was skipped")
-            return
-        raise FloatingPointError(
-            f"non-finite loss ({loss}) at step {step}; last good checkpoint: {where}. "
-            f"Set train.nan_policy=skip to drop such updates and continue."
-        )
-
-    def progress(self, log: RunLog, start: float) -> None:
-        now = time.perf_counter()
-        done, loss, sizes = self._last
-        # The rate comes from the steps after the first one of this session, which carries
-        # the compiles; an ETA that included them would overstate the rest several times.
-        warm_at, warm_done = self.warm or (now, done)
-        eta = "--"
-        if done > warm_done:
-            rate = (now - warm_at) / (done - warm_done)
-            eta = format_duration(rate * (self.cfg.train.num_steps - done))
-        log.say(
-            f"step {done}/{self.cfg.train.num_steps} loss {loss:.4f} "
-            f"sizes {sizes.tolist()} clock {self.t.timer.time:.2f}s | "
-            f"wall {format_duration(now - start)} ETA {eta}"
-        )
-
-    def summary(self, wall_time: float, run_id: str) -> dict[str, Any]:
+    def summary_extra(self) -> dict[str, Any]:
         totals = self.t.timer.totals()
-        target = self.cfg.train.target_accuracy
-        last = self.evals[-1] if self.evals else {"eval_accuracy": math.nan, "eval_loss": math.nan}
-        return {
-            "final_eval_accuracy": last["eval_accuracy"],
-            "final_eval_loss": last["eval_loss"],
-            "total_time": totals["total_time"],
-            "steps": totals["steps"],
-            "time_to_target": time_to_target(self.evals, target) if target > 0 else None,
-            "target_accuracy": target,
-            "mean_idle_fraction": totals["mean_idle_fraction"],
-            "wall_time": wall_time,
-            "wandb_run_id": run_id,
-            "status": "complete",
-        }
+        return {"steps": totals["steps"], "mean_idle_fraction": totals["mean_idle_fraction"]}

@@ -34,6 +34,7 @@ class Trainer:
         # Per-step host work that only depends on the split or on the speeds, which change
         # rarely, is kept from the last step (see batch_of, checked and time_table).
         self._packed, self._checked, self._table = _Last(), _Last(), _Last()
+        self._worker_blocks: dict[tuple[int, int], tuple] = {}  # (worker, rows) -> packed
         w, b = config.num_workers, config.global_batch_size
         devices = select_devices(config.num_devices)
         r = w // len(devices)
@@ -68,7 +69,13 @@ class Trainer:
             config.model, self.dataset.input_shape, self.dataset.num_classes, config.seed
         )
         skip = config.train.max_skipped if config.train.nan_policy == "skip" else 0
-        tx = optim.create(config.optimizer, config.train.num_steps, skip_nonfinite=skip)
+        # An async server's optimiser takes each update's share of a BSP step (optim.py).
+        tx = optim.create(
+            config.optimizer,
+            config.train.num_steps,
+            skip_nonfinite=skip,
+            weighted=config.mode == "asp",
+        )
         self.tx = tx
         inject = config.clock == "wall" and float(config.hetero.get("inject", 0.0)) > 0
         self.steps = self.placement.steps(apply, tx, chunk=self.layout.chunk, inject=inject)
@@ -270,6 +277,37 @@ class Trainer:
         with jax.default_device(self.host):
             sizes, cstate = self.decide(cstate, obs, *bounds)
         return self.checked(np.asarray(sizes)), cstate
+
+    # -- what an asynchronous server uses (asp.py): one worker per device ----------------
+    def worker_device(self, k: int):
+        """The device of worker k (async mode has one worker per device)."""
+        return self.placement.devices[k]
+
+    def worker_batch(self, k: int, rows, step_index: int, speeds: np.ndarray):
+        """Worker k's batch of the training rows `rows` (its b_k samples), placed on its
+        device as a `step.DeviceBlock` of its bucket's rows."""
+        rows = np.asarray(rows)
+        sizes = np.zeros(self.config.num_workers, np.int64)
+        sizes[k] = len(rows)
+        key = (k, len(rows))
+        if key not in self._worker_blocks:
+            (block,) = masking.pack(sizes, self.layout, [k])
+            mask = jax.device_put(block.mask[None], self.worker_device(k))
+            self._worker_blocks[key] = block, mask
+        block, mask = self._worker_blocks[key]
+        x, y = masking.gather(
+            self.dataset.x_train, self.dataset.y_train, block._replace(index=rows[block.index])
+        )
+        delays = self.timer.batch_extras(sizes, speeds).get("delay")
+        x = self.faults.inputs(step_index, x)
+        return self.placement.blocks([block], [x], [y], [mask], delays)[0]
+
+    def worker_sums(self, params, block) -> step.Sums:
+        """The sums (gradient, loss, correct, count) of one worker's block, computed on its
+        device from `params` already placed there; compiled at warm-up for every bucket."""
+        args = (params, block.x, block.y, block.mask)
+        args += (block.delay,) if self.steps.inject else ()
+        return self.steps.variants[(block.position, block.rows)](*args)
 
     def run(self) -> dict[str, Any]:
         if self.config.mode == "asp":

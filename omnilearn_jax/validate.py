@@ -89,8 +89,14 @@ def check_static_sizes(config, lo, hi) -> None:
 
 
 def _check_asp(config, num_available_devices: int) -> None:
-    _choice("asp.weighting", config.asp.weighting, ("share", "mean"))
+    _choice("asp.weighting", config.asp.weighting, ("share", "lr", "mean"))
     _choice("asp.lr_scaling", config.asp.lr_scaling, ("none", "linear"))
+    if config.asp.lr_scaling == "linear" and config.asp.weighting != "mean":
+        raise ValueError(
+            f"asp.lr_scaling=linear with asp.weighting={config.asp.weighting} scales an update "
+            f"by the worker's share twice (b_k squared); use weighting=mean with linear "
+            f"scaling, or lr_scaling=none"
+        )
     num_devices = config.num_devices or num_available_devices
     if config.num_workers != num_devices:
         raise ValueError(
