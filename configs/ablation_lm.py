@@ -1,0 +1,41 @@
+"""The LM ablation (docs/lm.md): static, proportional, pi and oracle at HL4 and HL8, three
+seeds, the small GPT of configs/paper_lm.py on byte-level text; BSP or async.
+
+    python -m experiments.ablate --config=configs/ablation_lm.py:mode=bsp \
+        --workdir=runs/abl_lm_bsp --parallel 1
+    python -m experiments.ablate --config=configs/ablation_lm.py:mode=asp \
+        --workdir=runs/abl_lm_asp --parallel 1
+
+Variants: `mode=bsp|asp`, `seeds=N` (default 3), `target=F` (the perplexity for
+time_to_target, default 15), `budget=SECONDS` (async: every run stops at this virtual time,
+default 8). `experiments/lm_results.py` turns the two ablations into docs/results/lm.md.
+"""
+
+import ml_collections
+
+from omnilearn_jax.config_args import check_choice, parse_arg
+
+CONTROLLERS = ("static", "proportional", "pi", "oracle")
+
+
+def get_config(arg: str = "") -> ml_collections.ConfigDict:
+    a = parse_arg(arg, mode="bsp", seeds=3, target=15.0, budget=8.0)
+    mode = check_choice("mode", a.mode, ("bsp", "asp"))
+    if a.seeds < 1:
+        raise ValueError(f"seeds must be >= 1, got {a.seeds}")
+    c = ml_collections.ConfigDict()
+    c.base = f"configs/paper_lm.py:mode={mode},budget={a.budget},target={a.target}"
+    c.group = f"lm_{mode}"
+    c.grid = ml_collections.ConfigDict(
+        {
+            "controller.name": CONTROLLERS,
+            "hetero.level": (4, 8),
+            "seed": tuple(range(a.seeds)),
+        },
+        allow_dotted_keys=True,
+    )
+    every = 100 if mode == "asp" else 20  # async counts updates (W a BSP step)
+    c.overrides = ml_collections.ConfigDict(
+        {"train.eval_every": every, "train.log_every": 5 * every}, allow_dotted_keys=True
+    )
+    return c
