@@ -21,7 +21,7 @@ import time
 import jax
 import numpy as np
 
-from omnilearn_jax.cluster import CostModel, VirtualClock, make_profile
+from omnilearn_jax.cluster import CostCurve, CostModel, VirtualClock, make_profile
 from omnilearn_jax.faults import PlantedFaults, TimeGuard
 
 
@@ -143,12 +143,14 @@ def make_timer(
     param_bytes: int,
     per_sample_cost: float | None = None,
     faults: PlantedFaults | None = None,
+    curve: CostCurve | None = None,
 ) -> Timer:
-    """`per_sample_cost` (when calibrated) replaces `cost.per_sample_cost` of the config."""
+    """`per_sample_cost` (when calibrated) replaces `cost.per_sample_cost` of the config;
+    a measured `curve` replaces the cost formula."""
     values = config.cost.to_dict()
     if per_sample_cost is not None:
         values["per_sample_cost"] = per_sample_cost
-    cost = CostModel.from_config(values, seed=config.seed)
+    cost = CostModel.from_config(values, seed=config.seed, curve=curve)
     cls = WallTimer if config.clock == "wall" else VirtualTimer
     faults = faults if faults is not None else PlantedFaults(config.faults)
     return cls(
@@ -168,4 +170,5 @@ def check_cluster(config, *, steps_per_epoch: int) -> None:
     values = config.cost.to_dict()
     if values.get("per_sample_cost") == 0:  # 0 asks for calibration, checked later
         values["per_sample_cost"] = 1.0
-    CostModel.from_config(values, seed=config.seed)
+    cost = CostModel.from_config(values, seed=config.seed)
+    cost.time_table(np.ones(config.num_workers), 1)  # one memory limit per worker

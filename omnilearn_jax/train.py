@@ -17,6 +17,8 @@ import numpy as np
 
 import controllers
 from omnilearn_jax import config_check, data, masking, metrics, models, optim, step, validate
+from omnilearn_jax.cluster.curve import RUN_FILE
+from omnilearn_jax.cluster.measure import run_curve
 from omnilearn_jax.faults import PlantedFaults
 from omnilearn_jax.mesh import Placement, select_devices
 from omnilearn_jax.timing import calibrate_per_sample_cost, check_cluster, make_timer
@@ -94,12 +96,16 @@ class Trainer:
                 copy,
                 rows=int(np.max(uniform)),
             )
+        # cost.curve: a measured cost curve drives the virtual clock; kept in the run directory
+        # and reused from there on resume (cluster/measure.py).
+        self.cost_curve = run_curve(self)
         self.timer = make_timer(
             config,
             steps_per_epoch=self.sampler.steps_per_epoch,
             param_bytes=models.param_bytes(params),
             per_sample_cost=self.calibrated_cost,
             faults=self.faults,
+            curve=self.cost_curve,
         )
         self.timer.workers_per_device = r
         # Bounds reach `allocate` already resolved (`literal`): 0 is then a real bound.
@@ -336,6 +342,7 @@ class Trainer:
             "platform": jax.devices()[0].platform,
             "per_sample_cost": self.timer.cost.per_sample_cost,
             "per_sample_cost_calibrated": self.calibrated_cost is not None,
+            "cost_curve": RUN_FILE if self.cost_curve is not None else "",
         }
         return resolved
 

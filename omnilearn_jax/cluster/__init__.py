@@ -7,12 +7,14 @@ See docs/cluster.md for every profile, config key and formula.
 from omnilearn_jax.cluster.analytic import uniform_vs_balanced_reduction
 from omnilearn_jax.cluster.clock import VirtualClock, time_to_target
 from omnilearn_jax.cluster.cost import CostModel, ring_allreduce_time, unavailable_workers
+from omnilearn_jax.cluster.curve import CostCurve, load_curve, measure_curve
 from omnilearn_jax.cluster.defaults import cost_defaults, hetero_defaults
 from omnilearn_jax.cluster.profiles import HL_TABLES, Profile, hl_speeds
 from omnilearn_jax.cluster.registry import available_profiles, make_profile
 
 __all__ = [
     "HL_TABLES",
+    "CostCurve",
     "CostModel",
     "Profile",
     "VirtualClock",
@@ -20,7 +22,9 @@ __all__ = [
     "cost_defaults",
     "hetero_defaults",
     "hl_speeds",
+    "load_curve",
     "make_profile",
+    "measure_curve",
     "ring_allreduce_time",
     "time_to_target",
     "unavailable_workers",

@@ -12,6 +12,11 @@ rises with b; past the cliff every sample gets dearer (paging, smaller kernels),
 falls right past the cliff when
 cliff_penalty * cliff_batch * per_sample_cost > fixed_cost + overhead * s_k.
 
+With a measured `curve` (curve.py) the work term is curve(b_k) instead:
+t_k = overhead + curve(b_k) / s_k. Either way, past worker k's memory limit
+(`memory_limits[k]` > 0) the work is multiplied by `memory_factor`: a jump, where the cliff
+above is a slope.
+
 A worker with 0 samples takes 0 s: it launches nothing and only waits for the all-reduce.
 A worker with speed 0 (lost) and b > 0 takes inf; see `unavailable_workers`.
 With `linear=True` the time is exactly b * per_sample_cost / s (noise still applies if set).
@@ -24,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from omnilearn_jax.cluster import _rng
+from omnilearn_jax.cluster.curve import MEASURE, CostCurve, load_curve
 from omnilearn_jax.cluster.defaults import cost_defaults, read_section
 
 
@@ -67,6 +73,9 @@ class CostModel:
     latency: float = 5e-5
     bandwidth: float = 1.25e9
     seed: int = 0
+    curve: CostCurve | None = None
+    memory_limits: tuple[int, ...] = ()
+    memory_factor: float = 2.0
 
     def __post_init__(self) -> None:
         checks = {
@@ -78,15 +87,27 @@ class CostModel:
             "noise >= 0": self.noise >= 0,
             "latency >= 0": self.latency >= 0,
             "bandwidth > 0": self.bandwidth > 0,
+            "memory_limits >= 0": all(m >= 0 for m in self.memory_limits),
+            "memory_factor >= 1": self.memory_factor >= 1,
         }
         failed = [k for k, ok in checks.items() if not ok]
         if failed:
             raise ValueError(f"bad cost config: need {failed}; got {self}")
 
     @classmethod
-    def from_config(cls, cost: Mapping[str, Any] | Any, *, seed: int) -> "CostModel":
-        """Build from a `cost` config section (ConfigDict or dict) and the run seed."""
+    def from_config(
+        cls, cost: Mapping[str, Any] | Any, *, seed: int, curve: CostCurve | None = None
+    ) -> "CostModel":
+        """Build from a `cost` config section (ConfigDict or dict) and the run seed.
+
+        `curve` (measured, or kept by the run) wins; else `cost.curve` names a JSON file
+        ('measure' without a curve given builds the formula model, for checks before the
+        measurement).
+        """
         c = read_section(cost, cost_defaults(), "cost")
+        path = str(c["curve"])
+        if curve is None and path not in ("", MEASURE):
+            curve = load_curve(path)
         return cls(
             per_sample_cost=float(c["per_sample_cost"]),
             fixed_cost=float(c["fixed_cost"]),
@@ -98,6 +119,9 @@ class CostModel:
             latency=float(c["latency"]),
             bandwidth=float(c["bandwidth"]),
             seed=int(seed),
+            curve=curve,
+            memory_limits=tuple(int(m) for m in c["memory_limits"]),
+            memory_factor=float(c["memory_factor"]),
         )
 
     def _model(self, sizes: np.ndarray, speeds: np.ndarray) -> np.ndarray:
@@ -106,7 +130,9 @@ class CostModel:
         s = np.asarray(speeds, dtype=np.float64)
         if np.any(b < 0) or np.any(s < 0):
             raise ValueError(f"sizes and speeds must be >= 0; got {b.tolist()}, {s.tolist()}")
-        if self.linear:
+        if self.curve is not None:
+            work, fixed = self.curve.time(b), self.overhead
+        elif self.linear:
             work, fixed = b * self.per_sample_cost, 0.0
         else:
             mult = 1.0
@@ -114,6 +140,14 @@ class CostModel:
                 over = np.maximum(b - self.cliff_batch, 0.0) / self.cliff_batch
                 mult = 1.0 + self.cliff_penalty * over
             work, fixed = self.fixed_cost + b * self.per_sample_cost * mult, self.overhead
+        if self.memory_limits:
+            limits = np.asarray(self.memory_limits, np.float64)
+            if limits.size != s.shape[0]:
+                raise ValueError(
+                    f"cost.memory_limits has {limits.size} entries for {s.shape[0]} workers"
+                )
+            limits = limits.reshape(s.shape[:1] + (1,) * (s.ndim - 1))
+            work = work * np.where((limits > 0) & (b > limits), self.memory_factor, 1.0)
         # Speed 0 with samples is a lost worker: inf is the honest answer, not a warning.
         with np.errstate(divide="ignore", invalid="ignore"):
             t = fixed + work / s

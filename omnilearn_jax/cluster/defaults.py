@@ -46,6 +46,13 @@ _COST: dict[str, Any] = {
     "cliff_penalty": 1.0,  # per-sample multiplier slope past the cliff
     "noise": 0.0,  # lognormal sigma of multiplicative time noise
     "linear": False,  # True: time = b * per_sample_cost / speed exactly
+    # A measured cost curve replaces the formula above (per_sample_cost, fixed_cost, cliff):
+    # '' = none, 'measure' = profile the real step at start, else a JSON file (curve.py).
+    "curve": "",
+    # Per-worker memory limits in rows (() = none): past its limit a worker's compute time is
+    # multiplied by memory_factor (paging, or the batch run in pieces).
+    "memory_limits": (),
+    "memory_factor": 2.0,
     "latency": 5e-5,  # seconds per ring hop
     "bandwidth": 1.25e9,  # bytes per second per link (10 Gbit/s)
 }

@@ -1,0 +1,90 @@
+"""Measured cost curves: the curve's formula, JSON replay, the clock it drives, the profile of
+the real step, and its reuse from the run directory."""
+
+import json
+
+import numpy as np
+import pytest
+
+from omnilearn_jax import cluster
+from omnilearn_jax.cluster import curve as curve_lib
+from omnilearn_jax.cluster.measure import run_curve
+
+# Flat up to 16 rows (the device is not yet busy), then 0.01 s a row.
+KNOTS = cluster.CostCurve((8, 16, 32, 64), (0.16, 0.16, 0.32, 0.64), {"platform": "test"})
+
+
+def test_curve_interpolates_holds_below_and_extends_past_its_knots():
+    t = KNOTS.time([0, 1, 8, 12, 24, 64, 80])
+    # 0 rows: nothing runs; below the first knot the smallest block still runs; between
+    # knots linear; past the last knot the last slope (0.01 s a row) continues.
+    np.testing.assert_allclose(t, [0.0, 0.16, 0.16, 0.16, 0.24, 0.64, 0.80])
+
+
+def test_curve_json_round_trip_and_errors_name_the_file(tmp_path):
+    path = str(tmp_path / "c.json")
+    KNOTS.save(path)
+    again = cluster.load_curve(path)
+    assert again == KNOTS
+    assert json.loads((tmp_path / "c.json").read_text())["format"] == curve_lib.FORMAT
+    (tmp_path / "bad.json").write_text('{"format": "x"}')
+    with pytest.raises(ValueError, match="bad.json: not a cost curve"):
+        cluster.load_curve(str(tmp_path / "bad.json"))
+    with pytest.raises(ValueError, match="increasing"):
+        cluster.CostCurve((8, 8), (1.0, 2.0))
+
+
+def test_clock_is_curve_over_speed_with_a_memory_jump():
+    cost = cluster.CostModel(curve=KNOTS, memory_limits=(0, 40), memory_factor=3.0, overhead=0.01)
+    times = cost.worker_times(0, np.array([24, 48]), np.array([2.0, 4.0]))
+    # Worker 0: 0.24 / 2 + 0.01. Worker 1 is past its limit of 40: 0.48 * 3 / 4 + 0.01.
+    np.testing.assert_allclose(times, [0.13, 0.37])
+    table = cost.time_table(np.array([2.0, 4.0]), 64)
+    np.testing.assert_allclose(table[:, [24, 40, 41]], [[0.13, 0.21, 0.215], [0.07, 0.11, 0.3175]])
+    with pytest.raises(ValueError, match="2 entries for 3 workers"):
+        cost.worker_times(0, np.ones(3, int), np.ones(3))
+
+
+def test_measure_takes_the_median_and_makes_times_nondecreasing():
+    calls = []
+    noisy = iter([9.0, 1.0, 5.0, 2.0, 9.0, 3.0, 0.5, 1.5, 2.5, 9.0, 9.0])
+
+    def run_rows(rows):
+        calls.append(rows)
+        return next(noisy)
+
+    c = cluster.measure_curve(run_rows, [16, 8], repeats=3, source={"model": "m"})
+    assert calls == [8, 8, 8, 8, 16, 16, 16, 16]  # one untimed call, then three timed
+    # Medians: 8 rows -> 2.0 (of 1, 5, 2); 16 rows -> 1.5 (of 3, .5, 1.5) -> held at 2.0.
+    assert c.batch_sizes == (8, 16) and c.seconds == (2.0, 2.0)
+    assert c.source["model"] == "m" and c.source["repeats"] == 3
+
+
+def test_a_run_profiles_its_step_keeps_the_curve_and_reuses_it(tmp_path, monkeypatch):
+    """cost.curve=measure times the real step at each bucket through Steps.run_local; the
+    curve lands in the run directory and drives the clock; asked again on the same
+    directory (as a resumed run's Trainer asks) it reads it back instead of measuring again."""
+    from omnilearn_jax.cluster import measure
+    from omnilearn_jax.runstore import read_metrics
+    from omnilearn_jax.train import Trainer
+    from tests.test_train import smoke_config
+
+    config = smoke_config()
+    config.train.num_steps = 1
+    config.train.eval_every = 1
+    config.cost.curve = "measure"
+    config.cost.memory_limits = (0,) * 7 + (4,)
+    config.cost.memory_factor = 5.0
+    trainer = Trainer(config, str(tmp_path))
+    kept = cluster.load_curve(str(tmp_path / curve_lib.RUN_FILE))
+    assert kept.batch_sizes == trainer.layout.buckets
+    assert all(0 < s < 10 for s in kept.seconds)  # a tiny MLP: well under 10 s a block
+    assert kept.source["platform"] == "cpu" and kept.source["repeats"] == 5
+    trainer.run()
+    first = read_metrics(tmp_path)[0]
+    # Uniform split: 8 rows each; the last worker is past its limit of 4 rows.
+    expected = kept.time(8) * np.array([1.0] * 7 + [5.0])
+    np.testing.assert_allclose(first["worker_times"], expected, rtol=1e-6)
+
+    monkeypatch.setattr(measure, "measure_curve", lambda *a, **k: pytest.fail("measured again"))
+    assert run_curve(trainer) == kept  # what a resumed run's Trainer calls
