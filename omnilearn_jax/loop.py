@@ -303,6 +303,7 @@ class Runner:
         log.say(
             f"  eval {self.unit} {self.done}: loss {ev['eval_loss']:.4f} "
             f"accuracy {ev['eval_accuracy']:.4f}"
+            + (f" perplexity {ev['eval_perplexity']:.3f}" if "eval_perplexity" in ev else "")
         )
 
     def nonfinite(self, log: RunLog, step: int, loss: float) -> None:
@@ -351,6 +352,7 @@ class Runner:
             "wandb_run_id": run_id,
             "status": "complete",
             **self.summary_extra(),
+            **self.t.metric_summary(self.evals),  # text: perplexity (lower is better)
         }
 
 

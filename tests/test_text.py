@@ -102,6 +102,8 @@ def test_a_run_reports_perplexity_of_its_final_params(tmp_path):
     from omnilearn_jax.train import train_and_evaluate
 
     config = paper_lm.get_config("runlocal,hetero=hl8,controller=proportional")
+    config.num_devices = 4  # one device a worker, of the 8 test devices
+    config.bucket_ratio = 4.0  # buckets 8, 32, 48: fewer programs to compile
     config.train.num_steps = 3
     config.train.eval_every = 3
     config.train.save_params = True
