@@ -3,7 +3,8 @@
 `build_table(workdir)` reads DIR/ablation.json (the grid, written by the runner) and each
 cell's summary.json. Rows group the cells by every grid key except `seed`; per group:
 - mean and sample standard deviation (ddof=1; empty with one seed) over seeds of
-  final_eval_accuracy, total_time and time_to_target. time_to_target is averaged over the
+  final_eval_accuracy, total_time, time_to_target and (text runs) final_eval_perplexity,
+  where lower is better. time_to_target is averaged over the
   seeds that reached the target; `target_reached` says how many did ('k/n'), so a mean over
   fewer seeds is visible as such;
 - speedup_vs_static = mean total_time of the `static` group with the same other keys /
@@ -29,7 +30,8 @@ from typing import Any
 
 SEED = "seed"
 CONTROLLER = "controller.name"
-STATS = ("final_eval_accuracy", "total_time", "time_to_target")
+STATS = ("final_eval_accuracy", "total_time", "time_to_target", "final_eval_perplexity")
+OPTIONAL = frozenset({"final_eval_perplexity"})  # shown only when some cell reports it
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
@@ -137,6 +139,7 @@ _SHOWN = (
     ("time_to_target", "time to target (s)"),
     ("target_reached", "reached target"),
     ("final_eval_accuracy", "final accuracy"),
+    ("final_eval_perplexity", "final perplexity (lower is better)"),
 )
 
 
@@ -169,16 +172,21 @@ def to_markdown(rows: list[dict], clock: str = "") -> str:
     if not rows:
         return "(no cells)\n"
     keys = _group_keys(rows[0])
+    shown = [(c, h) for c, h in _SHOWN if c not in OPTIONAL or _reported(rows, c)]
     headers = [k.removesuffix(".name") for k in keys]
-    headers += [h.replace("(s)", f"(s, {clock} clock)") if clock else h for _, h in _SHOWN]
+    headers += [h.replace("(s)", f"(s, {clock} clock)") if clock else h for _, h in shown]
     headers.append("seeds")
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for r in rows:
-        cells = [_cell_text(r[k]) for k in keys] + [_shown(r, c) for c, _ in _SHOWN]
+        cells = [_cell_text(r[k]) for k in keys] + [_shown(r, c) for c, _ in shown]
         seeds = f"{r['seeds']}" + (f" ({r['missing']} missing)" if r["missing"] else "")
         lines.append("| " + " | ".join([*cells, seeds]) + " |")
     summary = summary_lines(rows)
     return "\n".join(lines) + "\n" + ("\n" + "\n".join(summary) + "\n" if summary else "")
+
+
+def _reported(rows: list[dict], stat: str) -> bool:
+    return any(not math.isnan(r[f"{stat}_mean"]) for r in rows)
 
 
 def summary_lines(rows: list[dict]) -> list[str]:
@@ -233,6 +241,14 @@ def _group_sentence(group: list[dict], others: list[str]) -> str:
             )
         else:
             parts.append(f"final accuracy ranges from {low:.3f} to {high:.3f}")
+    perplexity = {n: r["final_eval_perplexity_mean"] for n, r in by_name.items()}
+    perplexity = {n: p for n, p in perplexity.items() if not math.isnan(p)}
+    if perplexity:  # lower is better
+        best, worst = min(perplexity, key=perplexity.get), max(perplexity, key=perplexity.get)
+        parts.append(
+            f"final perplexity (lower is better) ranges from {perplexity[best]:.3f} "
+            f"({best}) to {perplexity[worst]:.3f} ({worst})"
+        )
     text = "; ".join(parts) + "." if parts else ""
     text = text[:1].upper() + text[1:]
     return f"{label}: {text}" if label and text else text

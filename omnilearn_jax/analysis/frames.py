@@ -51,6 +51,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "final_eval_loss",
     "time_to_target",
     "mean_idle_fraction",
+    "final_eval_perplexity",  # text runs only (lower is better)
 )
 # Integer-valued columns; nullable Int64 because a column may exist for some runs only.
 INT_COLUMNS = frozenset(

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 _LABELS = {
     "eval_accuracy": "eval accuracy",
     "eval_loss": "eval loss",
+    "eval_perplexity": "eval perplexity (lower is better)",
     "loss": "train loss",
     "balance": "balance (max / mean worker time)",
     "idle_fraction": "idle fraction",
@@ -149,6 +150,14 @@ def plot_accuracy_vs_time(runs: Runs, **kwargs) -> Figure:
 
 def plot_loss_vs_time(runs: Runs, **kwargs) -> Figure:
     return plot_metric_vs_time(runs, "eval_loss", **kwargs)
+
+
+def plot_perplexity_vs_time(runs: Runs, **kwargs) -> Figure | None:
+    """Eval perplexity (text runs; lower is better) against time; None when no run has it."""
+    steps = runs.steps
+    if "eval_perplexity" not in steps or steps["eval_perplexity"].isna().all():
+        return None
+    return plot_metric_vs_time(runs, "eval_perplexity", **kwargs)
 
 
 def plot_balance(runs: Runs, **kwargs) -> Figure:

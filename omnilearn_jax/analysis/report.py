@@ -107,6 +107,14 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
                     f"- {prefix}Final accuracy ranges from {_fmt(low)} (`{at.idxmin()}`) to "
                     f"{_fmt(high)} (`{at.idxmax()}`)."
                 )
+        perplexity = rows.set_index("controller").get("final_eval_perplexity_mean")
+        if perplexity is not None and perplexity.notna().any():  # text runs: lower is better
+            perplexity = perplexity.dropna()
+            lines.append(
+                f"- {prefix}Final perplexity (lower is better) is lowest for "
+                f"`{perplexity.idxmin()}` ({_fmt(perplexity.min(), 4)}) and highest for "
+                f"`{perplexity.idxmax()}` ({_fmt(perplexity.max(), 4)})."
+            )
     if runs is not None and "staleness_mean" in runs.summaries:
         stale = runs.summaries.dropna(subset=["staleness_mean"])
         for controller, rows in stale.groupby("controller", sort=True):

@@ -16,7 +16,13 @@ import pandas as pd
 
 from omnilearn_jax.analysis.frames import RUN_COLUMNS
 
-STATS = ("final_eval_accuracy", "total_time", "time_to_target", "mean_idle_fraction")
+STATS = (
+    "final_eval_accuracy",
+    "total_time",
+    "time_to_target",
+    "mean_idle_fraction",
+    "final_eval_perplexity",  # text runs; lower is better (NaN for classifiers)
+)
 REFERENCES = (("speedup_vs_static", "static"), ("efficiency_vs_oracle", "oracle"))
 
 

@@ -1,0 +1,227 @@
+"""The language-model study of docs/results/lm.md, from the two LM ablations' run stores.
+
+    python -m experiments.lm_results --bsp runs/abl_lm_bsp --asp runs/abl_lm_asp \
+        --out docs/results/lm.md [--target 15]
+
+Reads each cell's eval records (metrics.jsonl) and summary.json and writes, per mode and
+heterogeneity level and controller:
+- perplexity at equal time: every run's eval perplexity at the latest eval at or before T,
+  where T is the earliest end time of all runs of that mode and level (BSP: the fastest
+  controller's 300 steps; async: the shared time budget), so every run is compared at a time
+  every run reached;
+- time to the target perplexity (the first eval at or below it, lower is better), over the
+  seeds that reached it, and how many did;
+- the final perplexity and total time.
+Means over seeds with 95% Student-t intervals (mean ± t * std / sqrt(n)).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import sys
+from collections import defaultdict
+
+import numpy as np
+from scipy import stats
+
+from omnilearn_jax import metrics
+
+COMMAND = (
+    "python -m experiments.lm_results --bsp runs/abl_lm_bsp --asp runs/abl_lm_asp "
+    "--out docs/results/lm.md"
+)
+
+
+def read_runs(workdir: str) -> list[dict]:
+    """One dict per complete cell: its grid values, eval records, total time."""
+    with open(os.path.join(workdir, "ablation.json")) as f:
+        cells = json.load(f)["cells"]
+    runs = []
+    for cell in cells:
+        path = os.path.join(workdir, cell["name"])
+        try:
+            with open(os.path.join(path, "summary.json")) as f:
+                summary = json.load(f)
+            with open(os.path.join(path, "metrics.jsonl")) as f:
+                records = [json.loads(line) for line in f if line.strip()]
+        except (OSError, ValueError):
+            continue
+        if summary.get("status") != "complete":
+            continue
+        evals = [r for r in records if r.get("eval_perplexity") is not None]
+        v = cell["values"]
+        runs.append(
+            {
+                "controller": v["controller.name"],
+                "level": int(v["hetero.level"]),
+                "seed": int(v["seed"]),
+                "evals": sorted(evals, key=lambda r: r["time"]),
+                "total_time": float(summary["total_time"]),
+            }
+        )
+    return runs
+
+
+def at_time(evals: list[dict], t: float) -> float:
+    """Perplexity of the latest eval at or before time t (NaN if none)."""
+    before = [r["eval_perplexity"] for r in evals if r["time"] <= t + 1e-9]
+    return float(before[-1]) if before else math.nan
+
+
+def interval(values: list[float]) -> tuple[float, float, int]:
+    """(mean, 95% half-width, n) over the finite values; half-width NaN with n < 2."""
+    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], float)
+    if len(x) == 0:
+        return math.nan, math.nan, 0
+    if len(x) < 2:
+        return float(x.mean()), math.nan, 1
+    half = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return float(x.mean()), float(half), len(x)
+
+
+def summarise(runs: list[dict], target: float) -> dict:
+    """{level: {"T": equal time, "rows": {controller: numbers}}}."""
+    by_level: dict[int, list[dict]] = defaultdict(list)
+    for r in runs:
+        by_level[r["level"]].append(r)
+    out = {}
+    for level, group in sorted(by_level.items()):
+        t_eq = min(r["evals"][-1]["time"] for r in group if r["evals"])
+        rows: dict[str, dict] = {}
+        for controller in dict.fromkeys(r["controller"] for r in group):
+            mine = [r for r in group if r["controller"] == controller]
+            reach = [metrics.time_to_target(r["evals"], target, "eval_perplexity") for r in mine]
+            rows[controller] = {
+                "at_time": interval([at_time(r["evals"], t_eq) for r in mine]),
+                "to_target": interval([t for t in reach if t is not None]),
+                "reached": f"{sum(t is not None for t in reach)}/{len(mine)}",
+                "final": interval([r["evals"][-1]["eval_perplexity"] for r in mine]),
+                "total_time": interval([r["total_time"] for r in mine]),
+            }
+        out[level] = {"T": t_eq, "rows": rows}
+    return out
+
+
+def _fmt(stat: tuple[float, float, int], digits: int = 3) -> str:
+    mean, half, n = stat
+    if n == 0:
+        return "—"
+    text = f"{mean:.{digits}g}"
+    if math.isfinite(half):  # identical seeds print ± 0, not float noise
+        text += f" ± {half:.2g}" if half > 1e-9 * max(abs(mean), 1.0) else " ± 0"
+    return text
+
+
+def table(mode: str, summary: dict, target: float) -> list[str]:
+    lines = [
+        f"| HL | controller | perplexity at T (T, s) | time to perplexity {target:g} (s) | "
+        f"reached | final perplexity | total time (s) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for level, s in summary.items():
+        for controller, row in s["rows"].items():
+            lines.append(
+                f"| {level} | {controller} | {_fmt(row['at_time'], 4)} ({s['T']:.2f}) | "
+                f"{_fmt(row['to_target'])} | {row['reached']} | {_fmt(row['final'], 4)} | "
+                f"{_fmt(row['total_time'])} |"
+            )
+    return lines
+
+
+def findings(mode: str, summary: dict) -> list[str]:
+    """Sentences read off the numbers: the lowest perplexity at equal time, and each
+    controller's time to target against static, with whether the intervals overlap."""
+    out = []
+    for level, s in summary.items():
+        rows = s["rows"]
+        at = {c: r["at_time"] for c, r in rows.items() if r["at_time"][2]}
+        best = min(at, key=lambda c: at[c][0])
+        worst = max(at, key=lambda c: at[c][0])
+        overlap = at[best][0] + _half(at[best]) >= at[worst][0] - _half(at[worst])
+        text = (
+            f"- {mode.upper()} HL{level}: at {s['T']:.2f} s, `{best}` has the lowest "
+            f"perplexity ({at[best][0]:.3f}) and `{worst}` the highest ({at[worst][0]:.3f})"
+            + ("; their 95% intervals overlap." if overlap else "; their intervals do not overlap.")
+        )
+        static = rows.get("static", {}).get("to_target", (math.nan, math.nan, 0))
+        faster = [
+            f"`{c}` {static[0] / r['to_target'][0]:.2f}x"
+            for c, r in rows.items()
+            if c != "static" and r["to_target"][2] and static[2]
+        ]
+        if faster:
+            text += " Time to target against static: " + ", ".join(faster) + "."
+        out.append(text)
+    return out
+
+
+def _half(stat: tuple[float, float, int]) -> float:
+    return stat[1] if math.isfinite(stat[1]) else 0.0
+
+
+def document(parts: dict[str, dict], target: float, setup: dict) -> str:
+    date = datetime.date.today().isoformat()
+    lines = [
+        "## A small GPT on offline text: perplexity, BSP and async",
+        "",
+        f"Generated by `{COMMAND}` on {date}, from the ablations "
+        "`python -m experiments.ablate --config=configs/ablation_lm.py:mode=bsp|asp "
+        "--parallel 1` (docs/lm.md). Virtual clock; lower perplexity is better.",
+        "",
+        f"Set-up: {setup['text']}",
+        "",
+        "Perplexity at T is each run's latest eval at or before T, the earliest end time of "
+        "the runs of that mode and level (so every run is compared at a time all of them "
+        "reached); time to target is the first eval at or below the target perplexity, over "
+        "the seeds that reached it. Means over seeds ± 95% Student-t half-widths.",
+    ]
+    for mode, summary in parts.items():
+        lines += ["", f"### {mode.upper()}", "", *table(mode, summary, target), ""]
+        lines += findings(mode, summary)
+    return "\n".join(lines) + "\n"
+
+
+def setup_text(workdir: str) -> dict:
+    """A sentence about the model, data and cluster, from a cell's resolved config."""
+    with open(os.path.join(workdir, "ablation.json")) as f:
+        cell = json.load(f)["cells"][0]["name"]
+    with open(os.path.join(workdir, cell, "config.json")) as f:
+        c = json.load(f)
+    m, d = c["model"], c["dataset"]
+    text = (
+        f"a {m['depth']}-block transformer of width {m['width']} ({m['num_heads']} heads, "
+        f"{c['resolved']['param_count']:,} parameters, tied embeddings) on byte-level "
+        f"sequences of {d['seq_len']} tokens of the Python standard library's source "
+        f"({d['num_train']} training and {d['num_test']} test sequences); "
+        f"{c['num_workers']} workers, B = {c['global_batch_size']}, {c['optimizer']['name']} "
+        f"at {c['optimizer']['learning_rate']:g}; BSP: {c['train']['num_steps']} steps, "
+        f"bounds {c['controller']['b_min']}..{c['controller']['b_max']}; async: the "
+        f"paper's async core tables, a budget of the same virtual time for every run."
+    )
+    return {"text": text}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bsp", required=True, help="workdir of configs/ablation_lm.py:mode=bsp")
+    p.add_argument("--asp", default="", help="workdir of configs/ablation_lm.py:mode=asp")
+    p.add_argument("--out", default="docs/results/lm.md")
+    p.add_argument("--target", type=float, default=15.0, help="target perplexity")
+    args = p.parse_args(argv)
+    parts = {"bsp": summarise(read_runs(args.bsp), args.target)}
+    if args.asp:
+        parts["asp"] = summarise(read_runs(args.asp), args.target)
+    text = document(parts, args.target, setup_text(args.bsp))
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write(text)
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
