@@ -128,3 +128,21 @@ def test_a_run_reports_perplexity_of_its_final_params(tmp_path):
     logits = jax.jit(apply)(trained, ds.x_test)
     loss = float(optax.softmax_cross_entropy_with_integer_labels(logits, ds.y_test).mean())
     assert last["eval_loss"] == pytest.approx(loss, abs=1e-5)
+
+
+def test_lm_configs_pass_the_checks_and_the_ablation_has_24_cells():
+    from configs import ablation_lm, paper_lm
+    from experiments.ablation import spec
+    from omnilearn_jax.config_check import check_config
+
+    for arg in ("", "mode=asp,budget=8", "runlocal,hetero=hl4,controller=pi"):
+        c = paper_lm.get_config(arg)
+        assert (c.dataset.name, c.model.name, c.num_workers) == ("text", "transformer", 4)
+        assert check_config(c) is None
+    bsp, asp = paper_lm.get_config(""), paper_lm.get_config("mode=asp")
+    assert (bsp.controller.b_min, bsp.controller.b_max, bsp.train.num_steps) == (8, 48, 300)
+    assert (asp.mode, asp.hetero.variant, asp.controller.b_max) == ("asp", "asp", 0)
+    for mode in ("bsp", "asp"):
+        ablation = spec.from_config(ablation_lm.get_config(f"mode={mode}"))
+        assert len(ablation.cells()) == 4 * 2 * 3  # controllers x levels x seeds
+        spec.check_cells(ablation)
