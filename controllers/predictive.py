@@ -49,6 +49,8 @@ SHRINK = 2.0
 HUBER = 0.05
 # A size's weight in the fit stops growing here, so one long-held size cannot pin the line.
 MAX_WEIGHT = 20.0
+# A decision may give a worker at most this multiple of the largest size it has run.
+TRUST = 2
 
 
 class PredictiveState(NamedTuple):
@@ -121,7 +123,13 @@ def predictive(
         )
         noise = jnp.sqrt(noise_sum / jnp.where(noise_weight > 0, noise_weight, 1.0))
         table = predict(mean, count, noise)
-        wanted = solve_min_max(table, lo, hi)
+        # Trust region: a worker may at most double the largest size it was measured at, so a
+        # flat stretch (which extrapolates to nearly free samples) is probed, not bet on.
+        largest = jnp.max(jnp.where(count > 0, jnp.arange(n), 0), axis=1)
+        trusted = jnp.where(largest > 0, jnp.maximum(TRUST * largest, lo), hi)
+        trusted = jnp.minimum(hi, trusted)
+        trusted = jnp.where(trusted.sum() >= n - 1, trusted, hi)
+        wanted = solve_min_max(table, lo, trusted)
         rows = jnp.arange(w)
         current = jnp.clip(b, 0, n - 1)
         now = jnp.max(jnp.where(b > 0, table[rows, current], 0.0))
