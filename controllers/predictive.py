@@ -49,8 +49,9 @@ SHRINK = 2.0
 HUBER = 0.05
 # A size's weight in the fit stops growing here, so one long-held size cannot pin the line.
 MAX_WEIGHT = 20.0
-# A decision may give a worker at most this multiple of the largest size it has run.
-TRUST = 2
+# A decision may give a worker at most this multiple of the largest size it has run (3 lets
+# the 4-core worker of HL8 take over the 32-core one's share after a swap in one move).
+TRUST = 3
 
 
 class PredictiveState(NamedTuple):
@@ -123,7 +124,7 @@ def predictive(
         )
         noise = jnp.sqrt(noise_sum / jnp.where(noise_weight > 0, noise_weight, 1.0))
         table = predict(mean, count, noise)
-        # Trust region: a worker may at most double the largest size it was measured at, so a
+        # Trust region: a worker may at most triple the largest size it was measured at, so a
         # flat stretch (which extrapolates to nearly free samples) is probed, not bet on.
         largest = jnp.max(jnp.where(count > 0, jnp.arange(n), 0), axis=1)
         trusted = jnp.where(largest > 0, jnp.maximum(TRUST * largest, lo), hi)
