@@ -1,68 +1,157 @@
-"""How much slower an asynchronous update is than a BSP step of the same work.
+"""How much an asynchronous round costs against a BSP step of the same work.
 
-    python -m benchmarks.async_bench [--workers 4] [--batch 128] [--rounds 30]
+    python -m benchmarks.async_bench [--workers 4] [--batch 128] [--rounds 30] [--json PATH]
 
-Same model, data and devices. A BSP step computes all W workers' batches and applies one
-update; an async round applies W updates (one per worker, each computed from its own pulled
-version). Prints the wall time of a BSP step and of W async updates, and their ratio, measured
-side by side after compilation.
+Same model, data and devices, measured side by side in one process, after compilation:
+
+1. the round: a BSP step computes all W workers' batches (B samples) and applies one update;
+   an async round applies W updates (each worker's batch computed from its own pulled
+   version, as `asp.AsyncLoop` runs them). Blocks of rounds alternate between the two so
+   machine load hits both alike; the best block of each is kept.
+2. the loop: the one runner's loop body (`advance` of `loop.Loop` and `asp.AsyncLoop`:
+   layout, compute, virtual clock, controller, records flushed to a run store), n BSP
+   steps against n * W async updates, blocks alternating, best block kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
 import platform
+import tempfile
 import time
 
 import jax
 import numpy as np
 
 
-def build(mode: str, args):
+def config(mode: str, args, steps: int):
     from configs import smoke
-    from omnilearn_jax.train import Trainer
 
     c = smoke.get_config()
     c.num_workers = c.num_devices = args.workers
     c.global_batch_size = args.batch
     c.model.name = args.model
     c.mode = mode
-    c.train.num_steps = 10**6
-    trainer = Trainer(c, "/tmp/omnilearn_async_bench_unused")
+    c.controller.name = "static"  # uniform: the same work in both modes
+    c.train.num_steps = steps
+    c.train.eval_every = c.train.log_every = c.train.checkpoint_every = 10**6
+    c.optimizer.momentum = 0.0
+    return c
+
+
+def build(mode: str, args):
+    from omnilearn_jax.train import Trainer
+
+    trainer = Trainer(config(mode, args, 10**6), tempfile.mkdtemp(prefix="async_bench_"))
     trainer.compile_variants()  # every bucket program, as the loops do at warm-up
     return trainer
 
 
-def time_bsp(trainer, rounds: int) -> float:
-    sizes = np.full(
-        trainer.config.num_workers, trainer.config.global_batch_size // trainer.config.num_workers
-    )
-    samples = []
-    for t in range(rounds + 2):
+def bsp_rounds(trainer):
+    w, b = trainer.config.num_workers, trainer.config.global_batch_size
+    sizes = np.full(w, b // w)
+    at = [0]
+
+    def run(n: int) -> float:
         start = time.perf_counter()
-        batch = trainer.batch(t, sizes)
-        trainer.state, metrics = trainer.steps.train(trainer.state, batch)
-        jax.block_until_ready(metrics)
-        samples.append(time.perf_counter() - start)
-    return float(np.median(samples[2:]))
+        for _ in range(n):
+            batch = trainer.batch(at[0], sizes)
+            trainer.state, metrics = trainer.steps.train(trainer.state, batch)
+            at[0] += 1
+        jax.block_until_ready((trainer.state, metrics))
+        return (time.perf_counter() - start) / n
+
+    return run
 
 
-def time_async(trainer, rounds: int) -> float:
+def async_rounds(trainer):
     from omnilearn_jax.asp import AsyncLoop
 
     loop = AsyncLoop(trainer)
-    w = trainer.config.num_workers
-    sizes = np.full(w, trainer.config.global_batch_size // w)
-    samples = []
-    for _ in range(rounds + 2):
+    w, b = trainer.config.num_workers, trainer.config.global_batch_size
+    sizes = np.full(w, b // w)
+    loop.warm_up(sizes)
+
+    def run(n: int) -> float:
         start = time.perf_counter()
-        for _ in range(w):
+        for _ in range(n * w):
             loop.start_ready(sizes)
             loop.apply_next()
-        jax.block_until_ready(trainer.state.params)
-        samples.append(time.perf_counter() - start)
-    return float(np.median(samples[2:]))
+        jax.block_until_ready(loop.server_state())
+        return (time.perf_counter() - start) / n
+
+    return run
+
+
+def time_bsp(trainer, rounds: int) -> float:
+    """Seconds of one BSP step, mean of `rounds` after a warm one (benchmarks/report.py)."""
+    run = bsp_rounds(trainer)
+    run(1)
+    return run(rounds)
+
+
+def time_async(trainer, rounds: int) -> float:
+    """Seconds of one async round of W updates, likewise."""
+    run = async_rounds(trainer)
+    run(1)
+    return run(rounds)
+
+
+def side_by_side(bsp, asp, blocks: int, n: int) -> tuple[float, float]:
+    """Best block of each, blocks alternating so that machine load hits both alike."""
+    bsp(2), asp(2)  # warm
+    t_bsp, t_asp = [], []
+    for _ in range(blocks):
+        t_bsp.append(bsp(n))
+        t_asp.append(asp(n))
+    return min(t_bsp), min(t_asp)
+
+
+def rounds(args) -> tuple[float, float]:
+    bsp, asp = bsp_rounds(build("bsp", args)), async_rounds(build("asp", args))
+    return side_by_side(bsp, asp, args.blocks, args.rounds)
+
+
+def _runner_body(mode: str, args):
+    """n steps' worth of the runner's own loop body (`advance`: layout, compute, clock,
+    controller, records), flushed to a run store every 20 records."""
+    import controllers
+    from omnilearn_jax.asp import AsyncLoop
+    from omnilearn_jax.loop import Loop
+    from omnilearn_jax.runlog import RunLog
+    from omnilearn_jax.train import Trainer
+
+    workdir = tempfile.mkdtemp(prefix=f"async_bench_{mode}_")
+    trainer = Trainer(config(mode, args, 10**6), workdir)
+    runner = (AsyncLoop if mode == "asp" else Loop)(trainer)
+    w, b = args.workers, args.batch
+    cstate = jax.jit(trainer.controller.init, static_argnums=(0, 1))(w, b)
+    sizes = trainer.safe_sizes(controllers.initial_sizes(cstate, w, b), trainer.timer.speeds(0), 0)
+    runner.warm_up(sizes)
+    log = RunLog(workdir, is_main=True, tracker=None)
+    carry = [cstate, sizes]
+    per_step = w if mode == "asp" else 1
+
+    def run(n: int) -> float:
+        start = time.perf_counter()
+        for i in range(n * per_step):
+            carry[0], carry[1] = runner.advance(carry[0], carry[1])
+            if (i + 1) % 20 == 0:
+                runner.flush(log)
+        runner.flush(log)
+        runner.sync()
+        jax.block_until_ready(trainer.state)
+        return (time.perf_counter() - start) / n
+
+    return run
+
+
+def loops(args) -> tuple[float, float]:
+    bsp, asp = _runner_body("bsp", args), _runner_body("asp", args)
+    return side_by_side(bsp, asp, args.blocks, args.loop_steps)
 
 
 def main() -> None:
@@ -70,18 +159,43 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--model", default="cnn")
-    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--blocks", type=int, default=5)
+    parser.add_argument("--loop-steps", type=int, default=10)
+    parser.add_argument("--json", default="", help="also write the results here")
     args = parser.parse_args()
     jax.config.update("jax_num_cpu_devices", max(args.workers, 8))
-    bsp = time_bsp(build("bsp", args), args.rounds)
-    asp = time_async(build("asp", args), args.rounds)
-    print(
-        f"machine: {platform.machine()} {os.cpu_count()} cores, {jax.devices()[0].platform}; "
-        f"{args.model} on digits, W={args.workers}, B={args.batch}"
+    bsp, asp = rounds(args)
+    loop_bsp, loop_asp = loops(args)
+    machine = (
+        f"{platform.machine()} {os.cpu_count()} cores, {jax.devices()[0].platform}, "
+        f"load {os.getloadavg()[0]:.1f}"
     )
+    print(f"machine: {machine}; {args.model} on digits, W={args.workers}, B={args.batch}")
     print(f"BSP step (W batches, 1 update):       {bsp * 1e3:8.2f} ms")
     print(f"async round (W batches, W updates):   {asp * 1e3:8.2f} ms")
-    print(f"async / BSP for the same work:        {asp / bsp:8.2f}x")
+    print(f"async / BSP, same work:               {asp / bsp:8.2f}x")
+    print(f"BSP loop, per step (B samples):       {loop_bsp * 1e3:8.2f} ms")
+    print(f"async loop, per W updates:            {loop_asp * 1e3:8.2f} ms")
+    print(f"async / BSP loop, same work:          {loop_asp / loop_bsp:8.2f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(
+                {
+                    "benchmark": "async_round",
+                    "date": datetime.date.today().isoformat(),
+                    "machine": machine,
+                    "args": vars(args),
+                    "bsp_step_s": bsp,
+                    "async_round_s": asp,
+                    "ratio": asp / bsp,
+                    "bsp_loop_per_step_s": loop_bsp,
+                    "async_loop_per_round_s": loop_asp,
+                    "loop_ratio": loop_asp / loop_bsp,
+                },
+                f,
+                indent=2,
+            )
 
 
 if __name__ == "__main__":

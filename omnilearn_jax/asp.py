@@ -54,7 +54,7 @@ class Flight(NamedTuple):
 
     version: int
     rows: int
-    push: Any  # Future of (contribution pytree on the worker's device, loss sum) or the pair
+    push: Any  # Future of (contribution, on the server's device; loss sum) or the pair
 
 
 def update_weights(weighting: str, lr_scaling: str, b_k: int, b: int, w: int):
@@ -187,9 +187,9 @@ class AsyncLoop(Runner):
         self.flights = {}
         for k, (version, rows) in meta["flights"].items():
             got = arrays["flights"][k]
-            device = self.t.worker_device(int(k))
-            push = jax.device_put((got["push"], got["loss"]), device)
-            self.flights[int(k)] = Flight(version, rows, push)
+            push = jax.device_put(got["push"], self.server_device)
+            loss = jax.device_put(got["loss"], self.t.worker_device(int(k)))
+            self.flights[int(k)] = Flight(version, rows, (push, loss))
         self.server = None
 
     # -- the schedule --------------------------------------------------------------------
@@ -234,9 +234,11 @@ class AsyncLoop(Runner):
         params = self.server_state().params
         futures = {}
         for k in ready:
-            block = self.t.worker_batch(k, rows[offsets[k] : offsets[k + 1]], round_index, speeds)
+            mine = rows[offsets[k] : offsets[k + 1]]
             coefficient, weight, _ = self.weights(int(group_sizes[k]))
-            futures[k] = self._pool.submit(self._compute, k, params, block, coefficient, weight)
+            futures[k] = self._pool.submit(
+                self._compute, k, params, (mine, round_index, speeds), coefficient, weight
+            )
         if self.wall:  # each device's compute, measured from its own launch
             measured = np.zeros(self.w)
             for k, future in futures.items():
@@ -258,8 +260,9 @@ class AsyncLoop(Runner):
         asp = self.cfg.asp
         return update_weights(asp.weighting, asp.lr_scaling, b_k, self.b, self.w)
 
-    def _compute(self, k: int, params, block, coefficient: float, weight: float):
-        """On worker k's thread: pull, compute, and form what it pushes (on its device)."""
+    def _compute(self, k: int, params, batch: tuple, coefficient: float, weight: float):
+        """On worker k's thread: lay out its batch, pull, compute, and push."""
+        block = self.t.worker_batch(k, *batch)
         pulled = jax.device_put(params, self.t.worker_device(k))
         if self.wall:
             jax.block_until_ready(pulled)
@@ -269,6 +272,7 @@ class AsyncLoop(Runner):
             sums.count.block_until_ready()
         seconds = time.perf_counter() - start
         push = self.contribute(sums.grad, pulled, np.float32(coefficient), np.float32(weight))
+        push = jax.device_put(push, self.server_device)  # the push, from the worker's thread
         return (push, sums.loss, seconds) if self.wall else (push, sums.loss)
 
     def apply_next(self) -> dict[str, Any]:
@@ -282,10 +286,7 @@ class AsyncLoop(Runner):
         push, loss = flight.push.result() if isinstance(flight.push, Future) else flight.push
         _, weight, step_scale = self.weights(b_k)
         self.server = self.apply(
-            self.server_state(),
-            jax.device_put(push, self.server_device),
-            np.float32(weight),
-            np.float32(step_scale),
+            self.server_state(), push, np.float32(weight), np.float32(step_scale)
         )
         staleness = self.done - version
         record = {
