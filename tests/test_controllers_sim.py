@@ -92,3 +92,24 @@ def test_epoch_cadence_adjusts_only_at_epoch_end():
     sizes = np.asarray(trace.batch_sizes)
     moves = np.flatnonzero(np.any(sizes[1:] != sizes[:-1], axis=-1)) + 1
     assert moves.tolist() == [10]  # decided on step 9 (the epoch's last), used from step 10
+
+
+def test_oracle_reads_the_plants_true_curve():
+    """A plant with a fixed cost and a 3x memory jump past 64 rows on the fastest worker: the
+    oracle's split is the brute-force optimum of the true table (the fast worker stops at 64),
+    not the linear model's (which would give it 99)."""
+    plant = sim.paper_plant(
+        8, curve=((0.0, 128.0), (0.08, 1.36)), limits=(0, 0, 0, 64), limit_factor=3.0
+    )
+    oracle = controllers.make("oracle", b_min=1, b_max=0)
+    trace = _simulate(oracle, plant, global_batch=128, num_steps=2)
+    table = np.asarray(sim.plant_table(plant, plant.speeds[0], 128))
+    a, b, c = np.meshgrid(*[np.arange(1, 127)] * 3, indexing="ij")
+    d = 128 - a - b - c
+    ok = d >= 1
+    slowest = np.maximum.reduce(
+        [table[0, a], table[1, b], table[2, c], table[3, np.clip(d, 0, 128)]]
+    )
+    sizes = np.asarray(trace.batch_sizes[1])
+    assert sizes[3] == 64
+    assert table[np.arange(4), sizes].max() == slowest[ok].min()

@@ -45,7 +45,7 @@ def test_clock_is_curve_over_speed_with_a_memory_jump():
         cost.worker_times(0, np.ones(3, int), np.ones(3))
 
 
-def test_measure_takes_the_median_and_makes_times_nondecreasing():
+def test_measure_takes_the_median_and_makes_times_nondecreasing_by_pooling():
     calls = []
     noisy = iter([9.0, 1.0, 5.0, 2.0, 9.0, 3.0, 0.5, 1.5, 2.5, 9.0, 9.0])
 
@@ -55,8 +55,13 @@ def test_measure_takes_the_median_and_makes_times_nondecreasing():
 
     c = cluster.measure_curve(run_rows, [16, 8], repeats=3, source={"model": "m"})
     assert calls == [8, 8, 8, 8, 16, 16, 16, 16]  # one untimed call, then three timed
-    # Medians: 8 rows -> 2.0 (of 1, 5, 2); 16 rows -> 1.5 (of 3, .5, 1.5) -> held at 2.0.
-    assert c.batch_sizes == (8, 16) and c.seconds == (2.0, 2.0)
+    # Medians: 8 rows -> 2.0 (of 1, 5, 2); 16 rows -> 1.5 (of 3, .5, 1.5): out of order,
+    # so both take their mean 1.75.
+    assert c.batch_sizes == (8, 16) and c.seconds == (1.75, 1.75)
+    np.testing.assert_allclose(
+        curve_lib.nondecreasing(np.array([1.0, 3.0, 2.0, 2.0, 5.0, 4.0])),
+        [1.0, 7 / 3, 7 / 3, 7 / 3, 4.5, 4.5],
+    )
     assert c.source["model"] == "m" and c.source["repeats"] == 3
 
 

@@ -99,11 +99,13 @@ def measure_curve(
     clock: Callable[[], float] = time.perf_counter,
 ) -> CostCurve:
     """Times `run_rows(b)` (one device computing b rows, returning its own compute seconds)
-    at each size, after one untimed call; keeps the median of `repeats` calls per size.
+        at each size, after one untimed call; keeps the median of `repeats` calls per size.
 
-    The median, not the mean or the minimum: a shared machine's load only adds time, but a
-    minimum rewards one lucky call, and the clock should model a typical step. Times are
-    made nondecreasing in b (a larger block never costs less; a dip is noise).
+        The median, not the mean or the minimum: a shared machine's load only adds time, but a
+        minimum rewards one lucky call, and the clock should model a typical step. Times are
+        made nondecreasing in b by isotonic regression (a larger block never costs less, so a dip
+    is noise: the sizes out of order share their mean, where a running maximum would let one
+    slow reading at a small size hide the whole curve).
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
@@ -113,7 +115,7 @@ def measure_curve(
     for b in sizes:
         run_rows(b)  # warm: the first call of a program may still load or allocate
         seconds.append(float(np.median([run_rows(b) for _ in range(repeats)])))
-    seconds = np.maximum.accumulate(np.asarray(seconds))
+    seconds = nondecreasing(np.asarray(seconds))
     info = {
         "repeats": repeats,
         "measured": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -121,3 +123,14 @@ def measure_curve(
         **dict(source or {}),
     }
     return CostCurve(tuple(sizes), tuple(float(s) for s in seconds), info)
+
+
+def nondecreasing(values: np.ndarray) -> np.ndarray:
+    """The least-squares nondecreasing fit (pool adjacent violators)."""
+    blocks: list[list[float]] = []  # [mean, count] of pooled runs
+    for v in np.asarray(values, np.float64):
+        blocks.append([float(v), 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m2, n2), (m1, n1) = blocks.pop(), blocks.pop()
+            blocks.append([(m1 * n1 + m2 * n2) / (n1 + n2), n1 + n2])
+    return np.concatenate([np.full(int(n), m) for m, n in blocks])
