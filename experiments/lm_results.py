@@ -101,6 +101,7 @@ def summarise(runs: list[dict], target: float) -> dict:
                 "reached": f"{sum(t is not None for t in reach)}/{len(mine)}",
                 "final": interval([r["evals"][-1]["eval_perplexity"] for r in mine]),
                 "total_time": interval([r["total_time"] for r in mine]),
+                "final_by_seed": {r["seed"]: r["evals"][-1]["eval_perplexity"] for r in mine},
             }
         out[level] = {"T": t_eq, "rows": rows}
     return out
@@ -155,8 +156,32 @@ def findings(mode: str, summary: dict) -> list[str]:
         ]
         if faster:
             text += " Time to target against static: " + ", ".join(faster) + "."
+        gap = _largest_gap_to_static(rows)
+        if gap is not None:
+            text += (
+                f" Final perplexity equals static's for the same seed to within {gap:.1e}: "
+                "a split changes how long a step takes, not the update."
+                if gap < 1e-3
+                else f" Final perplexity differs from static's by up to {gap:.3f} (same seed)."
+            )
         out.append(text)
     return out
+
+
+def _largest_gap_to_static(rows: dict) -> float | None:
+    """Largest |final perplexity - static's| over controllers and shared seeds (None: no
+    static or no shared seed)."""
+    if "static" not in rows:
+        return None
+    ref = rows["static"]["final_by_seed"]
+    gaps = [
+        abs(p - ref[seed])
+        for c, r in rows.items()
+        if c != "static"
+        for seed, p in r["final_by_seed"].items()
+        if seed in ref
+    ]
+    return max(gaps) if gaps else None
 
 
 def _half(stat: tuple[float, float, int]) -> float:
