@@ -49,6 +49,8 @@ SHRINK = 2.0
 HUBER = 0.05
 # A size's weight in the fit stops growing here, so one long-held size cannot pin the line.
 MAX_WEIGHT = 20.0
+# Weight a size's measurements decay to when it is not run (half of one measurement).
+STALE = 0.5
 # A decision may give a worker at most this multiple of the largest size it has run (3 lets
 # the 4-core worker of HL8 take over the 32-core one's share after a swap in one move).
 TRUST = 3
@@ -138,7 +140,11 @@ def predictive(
         valid = (b > 0) & (obs.worker_times > 0)
         settled = state.settled + valid.astype(jnp.int32)
         due = jnp.all((settled >= settle) | (b == 0)) | jnp.any(restart)
-        adopt = due & (then < (1.0 - min_gain) * now)
+        # The gain must also beat the noise of the estimates it rests on: one standard error
+        # of the difference of two means of the least-measured busy worker's samples.
+        fewest = jnp.min(jnp.where(b > 0, count[rows, current], jnp.inf))
+        threshold = jnp.maximum(min_gain, noise * jnp.sqrt(2.0 / jnp.maximum(fewest, 1.0)))
+        adopt = due & (then < (1.0 - threshold) * now)
         sizes = allocate(jnp.where(adopt, wanted, b), n - 1, lo, hi)
         moved = jnp.any(sizes != b)
         new_state = PredictiveState(
@@ -173,7 +179,8 @@ def _measure(
     old, seen = state.mean[rows, at], state.count[rows, at]
     known = valid & (seen > 0)
     ratio = t / jnp.where(known, old, 1.0)
-    check = known & (jump > 0)
+    # Only a size measured lately (weight >= 1) can call a measurement an outlier.
+    check = known & (seen >= 1.0) & (jump > 0)
     up, down = check & (ratio > 1.0 + jump), check & (ratio < 1.0 / (1.0 + jump))
     suspect, suspect_sum = tracking.streak(state.suspect, state.suspect_sum, up, down, valid, ratio)
     restart = jnp.abs(suspect) >= confirm
@@ -181,7 +188,13 @@ def _measure(
     # worth of confidence, so the new level is learnt quickly at every size.
     scale = jnp.where(restart, suspect_sum / jnp.maximum(jnp.abs(suspect), 1), 1.0)
     mean = state.mean * scale[:, None]
-    count = jnp.where(restart[:, None], jnp.minimum(state.count, 1.0), state.count)
+    # Forgetting: every size's weight decays like the EWMA, down to half a measurement's, so
+    # a size run long ago keeps its shape (a cliff) while recent sizes lead the fit, and is
+    # mostly replaced (not taken for an outlier) when it is run again.
+    count = jnp.where(
+        state.count > STALE, jnp.maximum(state.count * (1 - smoothing), STALE), state.count
+    )
+    count = jnp.where(restart[:, None], jnp.minimum(count, 1.0), count)
     # An outlier not (yet) confirmed leaves the table alone.
     use = valid & ~up & ~down & ~restart
     seen = count[rows, at]
