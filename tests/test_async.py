@@ -93,6 +93,10 @@ def _staleness_by_worker(path, settle):
 
 
 def test_proportional_equalises_staleness_at_async_hl8(tmp_path):
+    """Linear cost, free communication: over all 400 updates (warm-up included) the
+    per-worker mean staleness is equal within 10%, and within 5% after update 200
+    (experiments/async_staleness.py has the table, and the default cost model)."""
+
     def run(name, controller):
         config = _config(
             num_workers=4,
@@ -107,13 +111,16 @@ def test_proportional_equalises_staleness_at_async_hl8(tmp_path):
         config.hetero.level = 8
         config.hetero.variant = "asp"  # cores 4/4/4/28
         config.controller.name = controller
-        config.controller.deadband = 0.05
         Trainer(config, str(tmp_path / name)).run()
-        return _staleness_by_worker(tmp_path / name, settle=200)
+        return (
+            _staleness_by_worker(tmp_path / name, settle=0),
+            _staleness_by_worker(tmp_path / name, settle=200),
+        )
 
-    balanced = run("proportional", "proportional")
-    assert balanced.max() <= 1.10 * balanced.min(), balanced
-    uniform = run("uniform", "static")
+    whole, steady = run("proportional", "proportional")
+    assert whole.max() <= 1.10 * whole.min(), whole  # measured 1.09
+    assert steady.max() <= 1.05 * steady.min(), steady  # measured 1.03
+    _, uniform = run("uniform", "static")
     assert uniform[3] < 0.25 * uniform[:3].min(), uniform  # the fast worker is much fresher
 
 
