@@ -8,19 +8,27 @@ seeds, the small GPT of configs/paper_lm.py on byte-level text; BSP or async.
 
 Variants: `mode=bsp|asp`, `seeds=N` (default 3), `target=F` (the perplexity for
 time_to_target, default 15), `budget=SECONDS` (async: every run stops at this virtual time,
-default 8). `experiments/lm_results.py` turns the two ablations into docs/results/lm.md.
+default 8), `controllers=A+B` (default static+proportional+pi+oracle; e.g.
+`controllers=predictive` runs the predictive controller's cells in a workdir of their own).
+`experiments/lm_results.py` turns the ablations into docs/results/lm.md.
 """
 
 import ml_collections
 
+import controllers
 from omnilearn_jax.config_args import check_choice, parse_arg
 
 CONTROLLERS = ("static", "proportional", "pi", "oracle")
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
-    a = parse_arg(arg, mode="bsp", seeds=3, target=15.0, budget=8.0)
+    a = parse_arg(
+        arg, mode="bsp", seeds=3, target=15.0, budget=8.0, controllers="+".join(CONTROLLERS)
+    )
     mode = check_choice("mode", a.mode, ("bsp", "asp"))
+    names = tuple(
+        check_choice("controller", n, controllers.available()) for n in a.controllers.split("+")
+    )
     if a.seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {a.seeds}")
     c = ml_collections.ConfigDict()
@@ -28,7 +36,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     c.group = f"lm_{mode}"
     c.grid = ml_collections.ConfigDict(
         {
-            "controller.name": CONTROLLERS,
+            "controller.name": names,
             "hetero.level": (4, 8),
             "seed": tuple(range(a.seeds)),
         },

@@ -243,15 +243,17 @@ def setup_text(workdir: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--bsp", required=True, help="workdir of configs/ablation_lm.py:mode=bsp")
-    p.add_argument("--asp", default="", help="workdir of configs/ablation_lm.py:mode=asp")
+    p.add_argument(
+        "--bsp", nargs="+", required=True, help="workdir(s) of configs/ablation_lm.py:mode=bsp"
+    )
+    p.add_argument("--asp", nargs="*", default=[], help="workdir(s) of ...:mode=asp")
     p.add_argument("--out", default="docs/results/lm.md")
     p.add_argument("--target", type=float, default=15.0, help="target perplexity")
     args = p.parse_args(argv)
-    parts = {"bsp": summarise(read_runs(args.bsp), args.target)}
+    parts = {"bsp": summarise([r for d in args.bsp for r in read_runs(d)], args.target)}
     if args.asp:
-        parts["asp"] = summarise(read_runs(args.asp), args.target)
-    text = document(parts, args.target, setup_text(args.bsp))
+        parts["asp"] = summarise([r for d in args.asp for r in read_runs(d)], args.target)
+    text = document(parts, args.target, setup_text(args.bsp[0]))
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
         f.write(text)
