@@ -154,9 +154,13 @@ def findings(mode: str, summary: dict) -> list[str]:
         best = min(at, key=lambda c: at[c][0])
         worst = max(at, key=lambda c: at[c][0])
         overlap = at[best][0] + _half(at[best]) >= at[worst][0] - _half(at[worst])
+        # Ties: within 1e-4 (relative), the float rounding of different splits of one update.
+        low = [c for c in at if at[c][0] <= at[best][0] * (1 + 1e-4)]
+        high = [c for c in at if at[c][0] >= at[worst][0] * (1 - 1e-4)]
         text = (
-            f"- {mode.upper()} HL{level}: at {s['T']:.2f} s, `{best}` has the lowest "
-            f"perplexity ({at[best][0]:.3f}) and `{worst}` the highest ({at[worst][0]:.3f})"
+            f"- {mode.upper()} HL{level}: at {s['T']:.2f} s, {_names(low)} "
+            f"{'has' if len(low) == 1 else 'tie for'} the lowest perplexity "
+            f"({at[best][0]:.3f}) and {_names(high)} the highest ({at[worst][0]:.3f})"
             + ("; their 95% intervals overlap." if overlap else "; their intervals do not overlap.")
         )
         static = rows.get("static", {}).get("to_target", (math.nan, math.nan, 0))
@@ -193,6 +197,11 @@ def _largest_gap_to_static(rows: dict) -> float | None:
         if seed in ref
     ]
     return max(gaps) if gaps else None
+
+
+def _names(names: list[str]) -> str:
+    quoted = [f"`{n}`" for n in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
 
 def _half(stat: tuple[float, float, int]) -> float:
