@@ -142,6 +142,7 @@ def test_lm_configs_pass_the_checks_and_the_ablation_has_24_cells():
     bsp, asp = paper_lm.get_config(""), paper_lm.get_config("mode=asp")
     assert (bsp.controller.b_min, bsp.controller.b_max, bsp.train.num_steps) == (8, 48, 300)
     assert (asp.mode, asp.hetero.variant, asp.controller.b_max) == ("asp", "asp", 0)
+    assert asp.asp.weighting == "lr"  # adamw: a share of a step scales the step size
     for mode in ("bsp", "asp"):
         ablation = spec.from_config(ablation_lm.get_config(f"mode={mode}"))
         assert len(ablation.cells()) == 4 * 2 * 3  # controllers x levels x seeds
