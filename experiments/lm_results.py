@@ -208,7 +208,7 @@ def _half(stat: tuple[float, float, int]) -> float:
     return stat[1] if math.isfinite(stat[1]) else 0.0
 
 
-def document(parts: dict[str, dict], target: float, setup: dict) -> str:
+def document(parts: dict[str, dict], target: float, setup: dict, note: str = "") -> str:
     date = datetime.date.today().isoformat()
     lines = [
         "## A small GPT on offline text: perplexity, BSP and async",
@@ -222,8 +222,13 @@ def document(parts: dict[str, dict], target: float, setup: dict) -> str:
         "Perplexity at T is each run's latest eval at or before T, the earliest end time of "
         "the runs of that mode and level (so every run is compared at a time all of them "
         "reached); time to target is the first eval at or below the target perplexity, over "
-        "the seeds that reached it. Means over seeds ± 95% Student-t half-widths.",
+        "the seeds that reached it. Means over seeds ± 95% Student-t half-widths. A time "
+        "± 0 means every seed took the same time: the HL core tables here have no timing "
+        "noise, so times follow the split alone, while the seeds change the initialisation "
+        "and the data order (and so the perplexity).",
     ]
+    if note:
+        lines += ["", note]
     for mode, summary in parts.items():
         lines += ["", f"### {mode.upper()}", "", *table(mode, summary, target), ""]
         lines += findings(mode, summary)
@@ -258,11 +263,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--asp", nargs="*", default=[], help="workdir(s) of ...:mode=asp")
     p.add_argument("--out", default="docs/results/lm.md")
     p.add_argument("--target", type=float, default=15.0, help="target perplexity")
+    p.add_argument("--note", default="", help="a paragraph to add (e.g. the code's commits)")
     args = p.parse_args(argv)
     parts = {"bsp": summarise([r for d in args.bsp for r in read_runs(d)], args.target)}
     if args.asp:
         parts["asp"] = summarise([r for d in args.asp for r in read_runs(d)], args.target)
-    text = document(parts, args.target, setup_text(args.bsp[0]))
+    text = document(parts, args.target, setup_text(args.bsp[0]), args.note)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
         f.write(text)
