@@ -262,10 +262,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="docs/results/lm.md")
     p.add_argument("--target", type=float, default=15.0, help="target perplexity")
     p.add_argument("--note", default="", help="a paragraph to add (e.g. the code's commits)")
+    p.add_argument("--data", default="", help="also write every run's eval curve here (JSON)")
     args = p.parse_args(argv)
-    parts = {"bsp": summarise([r for d in args.bsp for r in read_runs(d)], args.target)}
+    runs = {"bsp": [r for d in args.bsp for r in read_runs(d)]}
     if args.asp:
-        parts["asp"] = summarise([r for d in args.asp for r in read_runs(d)], args.target)
+        runs["asp"] = [r for d in args.asp for r in read_runs(d)]
+    parts = {mode: summarise(rs, args.target) for mode, rs in runs.items()}
+    if args.data:  # the numbers behind the document: (time, perplexity) of every eval
+        curves = {
+            mode: [
+                {k: r[k] for k in ("controller", "level", "seed", "total_time")}
+                | {"evals": [[e["time"], e["eval_perplexity"]] for e in r["evals"]]}
+                for r in rs
+            ]
+            for mode, rs in runs.items()
+        }
+        with open(args.data, "w") as f:
+            json.dump(curves, f, separators=(",", ":"))
+            f.write("\n")
     argv = sys.argv[1:] if argv is None else argv
     command = "python -m experiments.lm_results " + " ".join(shlex.quote(a) for a in argv)
     text = document(parts, args.target, setup_text(args.bsp[0]), args.note, command)
