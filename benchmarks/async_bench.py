@@ -163,6 +163,7 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=5)
     parser.add_argument("--loop-steps", type=int, default=10)
     parser.add_argument("--json", default="", help="also write the results here")
+    parser.add_argument("--md", default="", help="and a short Markdown report here")
     args = parser.parse_args()
     jax.config.update("jax_num_cpu_devices", max(args.workers, 8))
     bsp, asp = rounds(args)
@@ -178,6 +179,26 @@ def main() -> None:
     print(f"BSP loop, per step (B samples):       {loop_bsp * 1e3:8.2f} ms")
     print(f"async loop, per W updates:            {loop_asp * 1e3:8.2f} ms")
     print(f"async / BSP loop, same work:          {loop_asp / loop_bsp:8.2f}x")
+    if args.md:
+        command = "python -m benchmarks.async_bench " + " ".join(
+            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("json", "md")
+        )
+        rows = [
+            ("BSP step (W batches, 1 update)", bsp),
+            ("async round (W batches, W updates)", asp),
+            ("BSP loop body, per step", loop_bsp),
+            ("async loop body, per W updates", loop_asp),
+        ]
+        with open(args.md, "w") as f:
+            f.write(
+                f"# Async round against a BSP step (issue 14)\n\n`{command}`, "
+                f"{datetime.date.today().isoformat()}, {machine}; {args.model} on digits, "
+                f"W={args.workers}, B={args.batch}. Best of {args.blocks} alternating blocks "
+                f"each.\n\n| what | ms |\n|---|---|\n"
+                + "".join(f"| {name} | {t * 1e3:.2f} |\n" for name, t in rows)
+                + f"\nasync / BSP, same work: round {asp / bsp:.2f}x, loop "
+                f"{loop_asp / loop_bsp:.2f}x (goal: at most 1.3x each).\n"
+            )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(

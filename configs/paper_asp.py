@@ -7,7 +7,9 @@ Same variants as configs/paper_bsp.py (hetero, controller, model, data, epochs, 
 runlocal), plus `budget=SECONDS`: every run stops at the same virtual time, and the final
 accuracy at that budget is the result (OmniLearn reports accuracy at equal time for async).
 The HL levels use OmniLearn's async core tables (HL8 = 4/4/4/28). Updates are weighted by
-batch share (b_k / B); the update count is capped at 4 W times the BSP step count.
+batch share (b_k / B), weight decay included (docs/async.md: W updates at staleness 0 are one
+BSP step); with no lower bound a worker may get 0 rows, and then it pushes nothing. The
+update count is capped at 4 W times the BSP step count.
 """
 
 import ml_collections

@@ -21,7 +21,6 @@ import os
 import sys
 
 import numpy as np
-from scipy import stats
 
 ARMS = ("static", "proportional")
 
@@ -35,6 +34,7 @@ def run(controller: str, seed: int, args, root: str) -> dict:
     c.asp.time_budget = args.budget
     c.optimizer.momentum = args.momentum
     c.optimizer.learning_rate = args.lr
+    c.asp.weighting = args.weighting
     c.train.num_steps = 100_000  # the budget ends the run
     c.train.eval_every = c.train.log_every = 10**6
     c.train.checkpoint_every = 0
@@ -43,10 +43,15 @@ def run(controller: str, seed: int, args, root: str) -> dict:
     return {k: summary[k] for k in ("final_eval_accuracy", "steps", "staleness_mean_per_worker")}
 
 
+# Student t 97.5% quantiles by degrees of freedom (a two-sided 95% interval).
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306}
+T975.update({9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131})
+
+
 def interval(values: np.ndarray) -> tuple[float, float]:
     """Mean and the half-width of its 95% Student t interval."""
     n = len(values)
-    half = stats.t.ppf(0.975, n - 1) * values.std(ddof=1) / np.sqrt(n)
+    half = T975.get(n - 1, 1.96) * values.std(ddof=1) / np.sqrt(n)
     return float(values.mean()), float(half)
 
 
@@ -56,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=4.0, help="virtual seconds a run")
     parser.add_argument("--momentum", type=float, default=0.9)
     parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--weighting", default="share", help="asp.weighting: share, lr, mean")
     parser.add_argument("--workdir", default="runs/async_seeds")
     parser.add_argument("--out", default="")
     args = parser.parse_args(argv)
@@ -68,17 +74,17 @@ def main(argv: list[str] | None = None) -> int:
     d_mean, d_half = interval(diff)
     significant = abs(d_mean) > d_half
     command = "python -m experiments.async_seeds " + " ".join(
-        f"--{k} {getattr(args, k)}" for k in ("seeds", "budget", "momentum", "lr")
+        f"--{k} {getattr(args, k)}" for k in ("seeds", "budget", "momentum", "lr", "weighting")
     )
     lines = [
-        "## Async accuracy at equal time, over seeds (issue 14)",
+        f"## Async accuracy at equal time, over seeds: asp.weighting={args.weighting}",
         "",
         f"`{command}` on {datetime.date.today().isoformat()} (2-core CPU, virtual clock, so "
         f"the numbers do not depend on the machine): configs/paper_asp.py at async HL8 "
         f"(cores 4/4/4/28), MLP on digits (`runlocal`), server SGD with momentum "
-        f"{args.momentum} and learning rate {args.lr}, every run stopped at "
-        f"{args.budget:g} virtual seconds; seeds 0..{args.seeds - 1}, the same seeds for "
-        f"both controllers (paired).",
+        f"{args.momentum} and learning rate {args.lr}, `asp.weighting={args.weighting}`, "
+        f"every run stopped at {args.budget:g} virtual seconds; seeds 0..{args.seeds - 1}, "
+        f"the same seeds for both controllers (paired).",
         "",
         "| controller | final accuracy, mean | 95% interval | per seed | updates (mean) | "
         "mean staleness per worker (mean over seeds) |",

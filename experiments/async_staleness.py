@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
 
     jax.config.update("jax_num_cpu_devices", 8)  # one CPU device a worker, here too
     lines = [
+        "## Async staleness per worker at HL8",
+        "",
         f"`python -m experiments.async_staleness --updates {args.updates} --settle "
         f"{args.settle}` ({datetime.date.today().isoformat()}): per-worker mean staleness at "
         f"async HL8 (cores 4/4/4/28), MLP on digits, W = 4, B = 128.",

@@ -127,6 +127,12 @@ class AsyncLoop(Runner):
     def version(self) -> int:
         return self.done
 
+    def run(self) -> dict[str, Any]:
+        try:
+            return super().run()
+        finally:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
     # -- the server's state ------------------------------------------------------------
     def server_state(self) -> TrainState:
         if self.server is None:  # through the host: a plain single-device state, not a view
