@@ -15,6 +15,14 @@ from typing import Any
 import orbax.checkpoint as ocp
 
 
+def has_checkpoint(workdir: str) -> bool:
+    """Whether `workdir` holds a whole checkpoint (orbax names a finished step's directory by
+    its number; a step still being written carries a temporary suffix). Reads only the
+    directory, so any process may ask it without a collective."""
+    directory = os.path.join(workdir, "checkpoints")
+    return os.path.isdir(directory) and any(n.isdigit() for n in os.listdir(directory))
+
+
 class Checkpointer:
     def __init__(self, workdir: str, *, keep: int = 2):
         self.directory = os.path.abspath(os.path.join(workdir, "checkpoints"))

@@ -8,7 +8,13 @@ passes them explicitly. Must run before the first JAX operation.
 
 from __future__ import annotations
 
+import json
+import zlib
+from collections.abc import Callable
+from typing import Any
+
 import jax
+import numpy as np
 
 
 def initialize(section) -> bool:
@@ -32,3 +38,58 @@ def initialize(section) -> bool:
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(**kwargs)
     return True
+
+
+def from_main(compute: Callable[[], Any]) -> Any:
+    """`compute()` on process 0 only, its value (anything JSON can carry) on every process.
+
+    For what a run measures about the machine at start: one measurement, so every process
+    models the same cluster. Two broadcasts (length, then bytes), once; nothing per step.
+    `compute` must not run a collective (the other processes are waiting in the broadcast).
+    """
+    if jax.process_count() == 1:
+        return compute()
+    from jax.experimental import multihost_utils
+
+    data = json.dumps(compute()).encode() if jax.process_index() == 0 else b""
+    size = multihost_utils.broadcast_one_to_all(np.asarray([len(data)], np.int64))
+    buffer = np.zeros(int(np.asarray(size)[0]), np.uint8)
+    buffer[: len(data)] = np.frombuffer(data, np.uint8)
+    return json.loads(np.asarray(multihost_utils.broadcast_one_to_all(buffer)).tobytes())
+
+
+def main_value(value: Any) -> Any:
+    """Process 0's `value` (JSON-ready) on every process: a measurement that all processes
+    had to take part in (a collective step), made one number for all."""
+    return from_main(lambda: value)
+
+
+class Agreement:
+    """A running digest of what each process decided (the split) and from what (the worker
+    times). Every process computes its decisions itself from the same inputs, with no
+    per-step broadcast; `check` compares the digests across processes (one all-gather, at
+    checkpoints), so a divergence is reported, not hidden, within one checkpoint interval."""
+
+    def __init__(self):
+        self.digest = 0
+        self.count = 0
+
+    def add(self, *arrays: np.ndarray) -> None:
+        for a in arrays:
+            a = np.ascontiguousarray(a)
+            self.digest = zlib.crc32(a.tobytes() + a.dtype.str.encode(), self.digest)
+        self.count += 1
+
+    def check(self, where: str) -> None:
+        if jax.process_count() == 1:
+            return
+        from jax.experimental import multihost_utils
+
+        mine = np.asarray([self.digest, self.count], np.int64)
+        every = np.asarray(multihost_utils.process_allgather(mine)).reshape(-1, 2)
+        if (every != every[0]).any():
+            raise RuntimeError(
+                f"processes decided different splits (or saw different worker times) before "
+                f"{where}: digest, decisions per process {every.tolist()}; their inputs differ "
+                f"(a cost or curve measured per process?), so the run cannot continue"
+            )

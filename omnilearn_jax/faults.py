@@ -12,7 +12,8 @@ accepted per-sample time (unless the next reading is as far off too: then the wo
 changed speed and the second reading is accepted). A rejected time is replaced by the
 worker's last accepted per-sample time times its current batch, and a warning names it; the
 clock and the controller see only accepted times, so one bad reading cannot corrupt the
-controller's state.
+controller's state. Its memory (last accepted per-sample times, pending suspects) is part of
+a checkpoint (`state`/`load_state`), so a resumed run rejects exactly what an unbroken one does.
 """
 
 from __future__ import annotations
@@ -59,6 +60,13 @@ class TimeGuard:
         self.factor = outlier_factor
         self.per_sample = np.full(num_workers, np.nan)  # last accepted, per worker
         self.suspect = np.zeros(num_workers, bool)  # last reading was an outlier
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {"per_sample": self.per_sample.copy(), "suspect": self.suspect.astype(np.int32)}
+
+    def load_state(self, state) -> None:
+        self.per_sample = np.asarray(state["per_sample"], np.float64).copy()
+        self.suspect = np.asarray(state["suspect"]).astype(bool)
 
     def __call__(self, step: int, times: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         times = np.asarray(times, np.float64).copy()

@@ -178,10 +178,12 @@ class Runner:
             # single-device jax.Array cannot be serialised in a multi-process run.
             "controller": jax.tree.map(np.asarray, cstate),
             "sizes": np.asarray(sizes, np.int32),
+            "timer": self.t.timer.state(),  # the clock and the measured-time guard
             **(self.extra_arrays() if extra is None else extra),
         }
 
     def save(self, cstate, sizes, run_id: str) -> None:
+        self.t.agreement.check(f"{self.unit} {self.done}")  # one all-gather, not one a step
         meta = {"evals": self.evals, "wandb_run_id": run_id, **self.extra_meta()}
         self.ckpt.save(self.done, self.arrays(cstate, sizes), meta)
         self.last_saved = self.done
@@ -192,8 +194,10 @@ class Runner:
         self.t.state = arrays["train"]
         self.evals = list(meta["evals"])
         self.done = self.last_saved = step
+        self.t.timer.load_state(arrays["timer"])
         self.load(arrays, meta)
-        truncate_metrics(self.t.workdir, step)
+        if jax.process_index() == 0:  # the one writer of the run store
+            truncate_metrics(self.t.workdir, step)
         return arrays["controller"], np.asarray(arrays["sizes"]), meta.get("wandb_run_id", "")
 
     # -- the loop ------------------------------------------------------------------------
@@ -358,12 +362,6 @@ class Runner:
 
 class Loop(Runner):
     """Synchronous (BSP) training: one step of all W workers, one update."""
-
-    def extra_arrays(self) -> dict:
-        return {"clock": self.t.timer.clock.state()}
-
-    def load(self, arrays: dict, meta: dict) -> None:
-        self.t.timer.clock.load_state(arrays["clock"])
 
     def clock_time(self) -> float:
         return self.t.timer.time

@@ -1,7 +1,10 @@
 """The local run store: config.json, metrics.jsonl and summary.json in the workdir.
 
-It is written whatever W&B does. Records are appended one JSON object a line and flushed,
-so a reader (or a resumed run) always sees whole lines.
+It is written whatever W&B does, and by process 0 only. Records are appended one JSON object
+a line and flushed, so a reader (or a resumed run) always sees whole lines. `measured.json`
+keeps what a run measured about the machine at start (the calibrated cost), so a resumed run
+models the same machine as the run it continues (a measured cost curve is kept beside it as
+cost_curve.json).
 """
 
 from __future__ import annotations
@@ -56,6 +59,23 @@ class RunStore:
 
     def close(self) -> None:
         self._metrics.close()
+
+
+MEASURED_FILE = "measured.json"
+
+
+def read_measured(workdir: str) -> dict[str, Any]:
+    """What the run in `workdir` measured at its start ({} when nothing)."""
+    path = os.path.join(workdir, MEASURED_FILE)
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
+def write_measured(workdir: str, values: Mapping[str, Any]) -> None:
+    os.makedirs(workdir, exist_ok=True)
+    _write_json(os.path.join(workdir, MEASURED_FILE), values)
 
 
 def read_metrics(workdir: str) -> list[dict]:

@@ -70,6 +70,15 @@ class Timer:
         timed step."""
         jax.block_until_ready(steps.train(state_copy, batch))
 
+    def state(self) -> dict:
+        """What the timer carries from step to step (the clock's accumulators and the guard's
+        memory), as arrays for a checkpoint; everything else is a function of (seed, step)."""
+        return {"clock": self.clock.state(), "guard": self.guard.state()}
+
+    def load_state(self, state) -> None:
+        self.clock.load_state(state["clock"])
+        self.guard.load_state(state["guard"])
+
     @property
     def time(self) -> float:
         return self.clock.time

@@ -16,11 +16,23 @@ import ml_collections
 import numpy as np
 
 import controllers
-from omnilearn_jax import config_check, data, masking, metrics, models, optim, step, validate
-from omnilearn_jax.cluster.curve import RUN_FILE
+from omnilearn_jax import (
+    config_check,
+    data,
+    distributed,
+    masking,
+    metrics,
+    models,
+    optim,
+    step,
+    validate,
+)
+from omnilearn_jax.checkpoint import has_checkpoint
+from omnilearn_jax.cluster.curve import RUN_FILE, curve_from_dict
 from omnilearn_jax.cluster.measure import run_curve
 from omnilearn_jax.faults import PlantedFaults
 from omnilearn_jax.mesh import Placement, select_devices
+from omnilearn_jax.runstore import read_measured, write_measured
 from omnilearn_jax.timing import calibrate_per_sample_cost, check_cluster, make_timer
 
 
@@ -29,10 +41,11 @@ class Trainer:
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: str):
         config_check.check_config_types(config)  # unknown keys and wrong types first
-        validate.check_config(config, len(jax.devices()))
+        validate.check_config(config, len(jax.devices()), jax.process_count())
         controllers.load_plugin(config.controller.plugin)  # registers user controllers
         self.controller = controllers.make_from_config(config.controller)
         self.config, self.workdir = config, workdir
+        self.agreement = distributed.Agreement()  # of the decisions, across processes
         # Per-step host work that only depends on the split or on the speeds, which change
         # rarely, is kept from the last step (see batch_of, checked and time_table).
         self._packed, self._checked, self._table = _Last(), _Last(), _Last()
@@ -85,20 +98,12 @@ class Trainer:
             step.TrainState(np.zeros((), np.int32), params, tx.init(params))
         )
         self.param_count = models.param_count(params)
-        self.calibrated_cost = None
-        if config.cost.per_sample_cost == 0:  # 0 = measure the real model on this machine
-            self.compile_variants()
-            uniform = controllers.allocate(np.ones(w), b, *self.bounds)
-            copy = self.placement.replicate(jax.tree.map(np.array, self.state))
-            self.calibrated_cost = calibrate_per_sample_cost(
-                self.steps,
-                lambda: self.batch(0, np.asarray(uniform)),
-                copy,
-                rows=int(np.max(uniform)),
-            )
+        # 0 = measure the real model on this machine (once, kept in the run store).
+        self.calibrated_cost = self.measured_cost() if config.cost.per_sample_cost == 0 else None
         # cost.curve: a measured cost curve drives the virtual clock; kept in the run directory
-        # and reused from there on resume (cluster/measure.py).
-        self.cost_curve = run_curve(self)
+        # and reused from there on resume (cluster/measure.py), by process 0 for all.
+        curve = distributed.from_main(lambda: (c := run_curve(self)) and c.to_dict())
+        self.cost_curve = curve_from_dict(curve) if curve else None
         self.timer = make_timer(
             config,
             steps_per_epoch=self.sampler.steps_per_epoch,
@@ -125,6 +130,35 @@ class Trainer:
         self.host = (free or cpus)[-1 if free else 0]
         self.eval_layout = masking.Layout(
             len(devices), 1, -(-config.train.eval_batch_size // len(devices)), (), 0
+        )
+
+    def measured_cost(self) -> float:
+        """The calibrated per-sample cost: the one in the run store when this run resumes,
+        else measured now and written there (measured.json). What a run measures about the
+        machine is measured once, on process 0 (or read there), and broadcast, so every
+        process and every resumption models the same machine."""
+        workdir, resume = self.workdir, self.config.train.resume
+        kept = distributed.from_main(
+            lambda: read_measured(workdir) if resume and has_checkpoint(workdir) else {}
+        )
+        if "per_sample_cost" in kept:
+            return float(kept["per_sample_cost"])
+        cost = float(distributed.main_value(self.calibrate()))
+        if jax.process_index() == 0:
+            device = jax.devices()[0]
+            source = {"platform": device.platform, "device_kind": device.device_kind}
+            write_measured(workdir, {"per_sample_cost": cost, "source": source})
+        return cost
+
+    def calibrate(self) -> float:
+        """Seconds per sample of the real step here (every process runs the step, which is
+        one program over all of them; process 0's measurement is kept, see __init__)."""
+        w, b = self.config.num_workers, self.config.global_batch_size
+        self.compile_variants()
+        uniform = controllers.allocate(np.ones(w), b, *self.bounds)
+        copy = self.placement.replicate(jax.tree.map(np.array, self.state))
+        return calibrate_per_sample_cost(
+            self.steps, lambda: self.batch(0, np.asarray(uniform)), copy, rows=int(np.max(uniform))
         )
 
     # -- pieces of a step ----------------------------------------------------------------
@@ -267,11 +301,11 @@ class Trainer:
         return self.checked(np.asarray(sizes))
 
     def checked(self, sizes: np.ndarray) -> np.ndarray:
-        """The same split on every process, validated against the layout."""
-        if jax.process_count() > 1:  # every process must lay out the very same split
-            from jax.experimental import multihost_utils
-
-            sizes = np.asarray(multihost_utils.broadcast_one_to_all(sizes))
+        """The split, validated against the layout. Every process decides it itself, with
+        no collective: its inputs (the controller state, the worker times, the speeds) are
+        the same on every process (virtual times are a function of (seed, step) and of the
+        cost measured once on process 0; wall times are all-gathered), and `agreement`
+        checks at every checkpoint that the decisions were."""
         b = self.config.global_batch_size
         return self._checked.get(
             _key(sizes), lambda: masking.check_sizes(sizes, b, self.layout)
@@ -282,7 +316,9 @@ class Trainer:
         bounds = self.step_bounds(obs.speeds, int(obs.step) + 1)
         with jax.default_device(self.host):
             sizes, cstate = self.decide(cstate, obs, *bounds)
-        return self.checked(np.asarray(sizes)), cstate
+        sizes = self.checked(np.asarray(sizes))
+        self.agreement.add(np.asarray(obs.worker_times), sizes)
+        return sizes, cstate
 
     # -- what an asynchronous server uses (asp.py): one worker per device ----------------
     def worker_device(self, k: int):

@@ -16,7 +16,9 @@ def _choice(what: str, value: str, valid: tuple[str, ...]) -> None:
         raise ValueError(f"unknown {what} {value!r}; valid values: {', '.join(valid)}")
 
 
-def check_config(config: ml_collections.ConfigDict, num_available_devices: int) -> None:
+def check_config(
+    config: ml_collections.ConfigDict, num_available_devices: int, num_processes: int = 1
+) -> None:
     """Raises ValueError for the first problem found; returns None when the config is sound."""
     data.check_name(config.dataset.name)
     models.check_name(config.model.name)
@@ -26,7 +28,7 @@ def check_config(config: ml_collections.ConfigDict, num_available_devices: int) 
     _choice("mode", config.mode, MODES)
     _choice("wandb.mode", config.wandb.mode, WANDB_MODES)
     if config.mode == "asp":
-        _check_asp(config, num_available_devices)
+        _check_asp(config, num_available_devices, num_processes)
     if config.bucket_ratio <= 1:
         raise ValueError(
             f"bucket_ratio must be > 1 (each bucket about that many times the last), got "
@@ -88,7 +90,12 @@ def check_static_sizes(config, lo, hi) -> None:
         )
 
 
-def _check_asp(config, num_available_devices: int) -> None:
+def _check_asp(config, num_available_devices: int, num_processes: int) -> None:
+    if num_processes > 1:  # its server and workers address every device from one process
+        raise ValueError(
+            f"mode=asp runs in one process only, got {num_processes} processes; run it "
+            f"without the launcher (one process with all the devices) or use mode=bsp"
+        )
     _choice("asp.weighting", config.asp.weighting, ("share", "lr", "mean"))
     _choice("asp.lr_scaling", config.asp.lr_scaling, ("none", "linear"))
     if config.asp.lr_scaling == "linear" and config.asp.weighting != "mean":

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+from omnilearn_jax import train
 from omnilearn_jax.runstore import read_metrics
 from omnilearn_jax.train import Trainer
 from tests.test_train import ROOT, run_main, smoke_config
@@ -83,18 +84,46 @@ def test_sigkill_at_a_random_step_then_resume_equals_an_unbroken_run(tmp_path, r
     )
 
 
-def test_resuming_twice_in_a_row_is_harmless(tmp_path):
+@pytest.mark.parametrize("mode", ["bsp", "asp"])
+def test_resuming_twice_equals_an_unbroken_run_calibrated_and_across_rejected_times(
+    tmp_path, monkeypatch, capsys, mode
+):
+    """Crash twice, resume twice: the metrics equal an unbroken run's record for record, with
+    a calibrated cost (measured once, kept in measured.json, not measured again on resume)
+    and planted bad times that the guard rejects at the first step after each resume point
+    (it needs the memory it had at the checkpoint to tell them from real times)."""
+    calls = []
+
+    def calibrate(*args, **kwargs):  # a second measurement would give another clock
+        calls.append(1)
+        return 1e-3 * len(calls)
+
+    monkeypatch.setattr(train, "calibrate_per_sample_cost", calibrate)
     config = smoke_config()
+    config.mode = mode
+    config.num_workers = config.num_devices = 4
+    config.controller.name = "proportional"
+    config.hetero.name = "hl"
+    config.hetero.level = 8
+    config.cost.per_sample_cost = 0.0
+    # (step, worker, seconds); async runs index them by round (4 updates), BSP by step.
+    config.faults.bad_times = (1, 1, 1e6, 2, 2, 1e6, 4, 1, 1e6, 8, 2, 1e6)
     config.train.num_steps = 12
     config.train.checkpoint_every = 4
     config.train.eval_every = 6
     ref = Trainer(config, str(tmp_path / "ref")).run()
+    rejected = capsys.readouterr().err.count("rejected measured time")
+    assert rejected >= 2
+    calls.clear()
     for crash in (6, 10):  # crash before step 6 (resume at 4), then before 10 (resume at 8)
         config.faults.crash_step = crash
         with pytest.raises(RuntimeError, match=f"planted crash before step {crash}"):
             Trainer(config, str(tmp_path / "parts")).run()
     config.faults.crash_step = -1
     Trainer(config, str(tmp_path / "parts")).run()
+    assert len(calls) == 1  # the resumes read the cost back
+    measured = json.loads((tmp_path / "parts" / "measured.json").read_text())
+    assert measured["per_sample_cost"] == 1e-3
     metrics = read_metrics(tmp_path / "parts")
     assert [r["step"] for r in metrics if "loss" in r] == list(range(1, 13))
     assert metrics == read_metrics(tmp_path / "ref")
