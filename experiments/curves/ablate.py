@@ -195,7 +195,42 @@ def report(out: dict, steps: int, command: str) -> str:
             r = results[(name, c, lv)]
             row.append(" / ".join(fmt(r[k], k) for k in ("settle", "gap", "time")))
         lines.append(f"| {c} | {lv} | " + " | ".join(row) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + conclusions(cells, results)
+
+
+def conclusions(cells: list, results: dict) -> str:
+    """Sentences computed from the table."""
+
+    def count(metric: str, better: str, worse: str, nonlinear: bool) -> tuple[int, int]:
+        chosen = [(c, lv) for c, lv in cells if (c != "linear") == nonlinear]
+        wins = sum(results[(better, *k)][metric] < results[(worse, *k)][metric] for k in chosen)
+        return wins, len(chosen)
+
+    def never(name: str) -> int:
+        return sum(np.isnan(results[(name, *k)]["settle"]) for k in cells)
+
+    gap_p, n = count("gap", "predictive", "proportional", True)
+    gap_pi, _ = count("gap", "predictive", "pi", True)
+    time_pi, _ = count("time", "predictive", "pi", True)
+    worst = {
+        name: max(results[(name, *k)]["gap"] for k in cells if k[0] != "linear")
+        for name in ("proportional", "pi", "predictive")
+    }
+    return (
+        "\n"
+        f"Noise-free, predictive comes within 2% of the oracle after every speed change in "
+        f"every cell ({never('predictive')} cells never do), proportional and pi miss it in "
+        f"{never('proportional')} and {never('pi')} of {len(cells)} cells (they settle on a "
+        f"split that a nonlinear curve makes wrong). With 10% noise, on the {n} nonlinear "
+        f"cells predictive's steady-state gap is smaller than proportional's in {gap_p} and "
+        f"than pi's in {gap_pi}, and its time to target is shorter than pi's in {time_pi}; "
+        f"the worst steady-state gap over them is {100 * worst['proportional']:.1f}% for "
+        f"proportional, {100 * worst['pi']:.1f}% for pi and {100 * worst['predictive']:.1f}% "
+        f"for predictive. On the linear curve, which is what the proportional rule assumes, "
+        f"pi is as good or better: predictive's probing and its gain threshold "
+        f"(`min_gain` 3% or one standard error) cost it a few percent, most in the dynamic "
+        f"schedule, where it re-learns after each change.\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -225,9 +260,37 @@ def acsos_section(table: dict) -> str:
         "| curve | H2 (1,2,2) | H2 (1,1,2) | H10 (1,10,10) | H10 (1,1,10) |",  # speedups()'s order
         "|---|---|---|---|---|",
     ]
+    found = {}
     for name, (times, _) in table.items():
         s = speedups(times)
+        found[name] = s
         lines.append(f"| {name} | " + " | ".join(f"{v:.2f}x" for v in s.values()) + " |")
+    lines.append("")
+    lines.append(
+        "With 3 workers and speeds in [1, H], a cost proportional to the batch allows at most "
+        "(1 + 2H) / 3 (1.67x at H = 2): balancing only removes the slow worker's excess. "
+        "A fixed cost lowers that (balancing cannot remove it), and a flat stretch below the "
+        "uniform batch removes the gain altogether (saturating: 1.00x). Only a curve far from "
+        "proportional exceeds it: steeper than proportional around 32 rows for the slow "
+        "worker (a memory or cache limit that uniform batching crosses), or much flatter "
+        "above 32 rows for the fast ones (extra rows nearly free: at the extreme, flat above "
+        "32 rows, H = 2 gives 2.0x)."
+    )
+    if "measured" in found:
+        m = found["measured"]
+        h2 = max(v for (h, _), v in m.items() if h == 2)
+        h10 = max(v for (h, _), v in m.items() if h == 10)
+        lines.append(
+            f"The measured CPU ResNet-18 curve is nearly proportional (about 0.45 to 0.65 ms a "
+            f"row from 8 to 128 rows, with no knee), so it gives at most {h2:.2f}x at H = 2: "
+            f"ACSOS'20's 2.0x is not reproduced with it; that figure needs one of the two "
+            f"departures above, which this CPU measurement does not show (its time per row "
+            f"neither falls steadily with the batch nor jumps). At H = 10 the same curve allows "
+            f"{h10:.2f}x, above ACSOS'20's 2.4x; their lower figure fits a large per-step cost "
+            f"the balancer cannot remove (the fixed curve gives "
+            f"{max(v for (h, _), v in found['fixed'].items() if h == 10):.2f}x), which our "
+            f"measurement of one device's compute does not include (communication, input)."
+        )
     return "\n".join(lines) + "\n"
 
 
