@@ -53,8 +53,15 @@ def run_curve(trainer: Any, repeats: int = 5) -> CostCurve | None:
     if os.path.exists(kept):
         return load_curve(kept)
     if setting == MEASURE:
-        trainer.compile_variants()
         import jax  # the platform is part of what was measured
+
+        if jax.process_count() > 1:
+            # Each process would measure its own device and the clocks would disagree.
+            raise ValueError(
+                "cost.curve=measure needs a single-process run; measure once with "
+                "experiments.curves.measure and pass the file as cost.curve"
+            )
+        trainer.compile_variants()
 
         device = jax.devices()[0]
         source = {
