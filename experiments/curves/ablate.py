@@ -1,6 +1,9 @@
 """Controllers on nonlinear cost curves (issue 15, point 3), in the lax.scan simulation.
 
-    python -m experiments.curves.ablate [--out docs/results/cost_curves.md] [--steps 50]
+    python -m experiments.curves.ablate [--out docs/results/cost_curves.md] [--steps 50] \
+        [--trainer_runs DIR]
+
+`--trainer_runs` adds a table of the trainer runs of configs/ablation_curves.py in DIR.
 
 Four workers, B = 128, bounds b_min = 1 and no b_max (bounds the paper's 16..96 would bind
 on HL8 and tie every controller); the paper's BSP core tables HL2, HL4, HL8 and the dynamic
@@ -233,16 +236,63 @@ def conclusions(cells: list, results: dict) -> str:
     )
 
 
+def trainer_section(runs: str) -> str:
+    """A table of the trainer runs of configs/ablation_curves.py found under `runs`."""
+    import json
+
+    rows = {}
+    for cell in sorted(os.listdir(runs)):
+        path = os.path.join(runs, cell, "summary.json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            summary = json.load(f)
+        with open(os.path.join(runs, cell, "config.json")) as f:
+            name = json.load(f)["controller"]["name"]
+        rows[name] = summary
+    if not rows:
+        return ""
+    base = rows.get("static", {}).get("total_time")
+    lines = [
+        "",
+        "### On the trainer, with the measured curve",
+        "",
+        "`python -m experiments.ablate --config=configs/ablation_curves.py "
+        f"--workdir={runs} --parallel 2` (the Quickstart job: 4 workers, B = 128, HL2 -> HL8 "
+        "-> HL4, 5% noise, b_min 4, 88 steps; the virtual clock charges the CPU ResNet-18 "
+        "curve of data/curves/ over each worker's speed; one seed):",
+        "",
+        "| controller | total time (s, virtual) | speed-up vs static | time to 0.85 (s) "
+        "| final accuracy |",
+        "|---|---|---|---|---|",
+    ]
+    for name in CONTROLLERS:
+        if name not in rows:
+            continue
+        r = rows[name]
+        speedup = f"{base / r['total_time']:.2f}x" if base else "-"
+        target = r.get("time_to_target")
+        target = "-" if target is None else f"{target:.3f}"
+        lines.append(
+            f"| {name} | {r['total_time']:.3f} | {speedup} | {target} "
+            f"| {r['final_eval_accuracy']:.4f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/results/cost_curves.md")
     parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--trainer_runs", default="", help="runs of configs/ablation_curves.py")
     args = parser.parse_args(argv)
     words = sys.argv[1:] if argv is None else argv
     command = " ".join(["python -m experiments.curves.ablate", *words])
     out = ablate(args.steps)
     text = report(out, args.steps, command)
     text += acsos_section(curves())
+    if args.trainer_runs:
+        text += trainer_section(args.trainer_runs)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
         f.write(text)
