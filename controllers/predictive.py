@@ -85,7 +85,9 @@ def predictive(
     b_min, b_max: bounds as for `proportional`. min_gain: take a new split only if its
     predicted step time is this fraction below the current one's. settle: measurements each
     busy worker needs at its current size before the next decision. smoothing: floor of the
-    weight of the newest measurement at a size (its first measurements are averaged evenly).
+    weight of the newest measurement at a size (its first measurements are averaged evenly),
+    and the rate at which every size's weight decays each step (down to half a measurement).
+    A new split must also beat one standard error of the estimates (noise * sqrt(2 / n)).
     jump: relative distance from the smoothed time beyond which a measurement is an outlier
     (0 disables outlier handling and speed-change detection); confirm: outliers in a row on
     the same side that are taken as a speed change.
