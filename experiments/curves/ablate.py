@@ -3,7 +3,8 @@
     python -m experiments.curves.ablate [--out docs/results/cost_curves.md] [--steps 50] \
         [--trainer_runs DIR]
 
-`--trainer_runs` adds a table of the trainer runs of configs/ablation_curves.py in DIR.
+`--trainer_runs` adds a table of the trainer runs of configs/ablation_curves.py in each DIR
+(comma-separated).
 
 Four workers, B = 128, bounds b_min = 1 and no b_max (bounds the paper's 16..96 would bind
 on HL8 and tie every controller); the paper's BSP core tables HL2, HL4, HL8 and the dynamic
@@ -240,7 +241,7 @@ def trainer_section(runs: str) -> str:
     """A table of the trainer runs of configs/ablation_curves.py found under `runs`."""
     import json
 
-    rows = {}
+    rows, limits = {}, ()
     for cell in sorted(os.listdir(runs)):
         path = os.path.join(runs, cell, "summary.json")
         if not os.path.exists(path):
@@ -248,19 +249,23 @@ def trainer_section(runs: str) -> str:
         with open(path) as f:
             summary = json.load(f)
         with open(os.path.join(runs, cell, "config.json")) as f:
-            name = json.load(f)["controller"]["name"]
-        rows[name] = summary
+            config = json.load(f)
+        rows[config["controller"]["name"]] = summary
+        limits = tuple(config["cost"]["memory_limits"])
     if not rows:
         return ""
+    variant = f":limit={max(limits)}" if any(limits) else ""
     base = rows.get("static", {}).get("total_time")
+    limit = f"memory limits {list(limits)} rows, time x3 past them" if any(limits) else "no limit"
     lines = [
         "",
-        "### On the trainer, with the measured curve",
+        f"### On the trainer, with the measured curve ({limit})",
         "",
-        "`python -m experiments.ablate --config=configs/ablation_curves.py "
-        f"--workdir={runs} --parallel 2` (the Quickstart job: 4 workers, B = 128, HL2 -> HL8 "
-        "-> HL4, 5% noise, b_min 4, 88 steps; the virtual clock charges the CPU ResNet-18 "
-        "curve of data/curves/ over each worker's speed; one seed):",
+        f"`python -m experiments.ablate --config=configs/ablation_curves.py{variant} "
+        f"--workdir={runs} --parallel 2` (the Quickstart job: 4 workers, B = 128, "
+        "HL2 -> HL8 -> HL4, 5% noise, b_min 4, "
+        "88 steps; the virtual clock charges the CPU ResNet-18 curve of data/curves/ over "
+        "each worker's speed; one seed):",
         "",
         "| controller | total time (s, virtual) | speed-up vs static | time to 0.85 (s) "
         "| final accuracy |",
@@ -284,15 +289,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/results/cost_curves.md")
     parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--trainer_runs", default="", help="runs of configs/ablation_curves.py")
+    parser.add_argument(
+        "--trainer_runs", default="", help="comma-separated run dirs of configs/ablation_curves.py"
+    )
     args = parser.parse_args(argv)
     words = sys.argv[1:] if argv is None else argv
     command = " ".join(["python -m experiments.curves.ablate", *words])
     out = ablate(args.steps)
     text = report(out, args.steps, command)
     text += acsos_section(curves())
-    if args.trainer_runs:
-        text += trainer_section(args.trainer_runs)
+    for runs in filter(None, args.trainer_runs.split(",")):
+        text += trainer_section(runs)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
         f.write(text)
