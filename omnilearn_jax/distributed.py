@@ -85,11 +85,12 @@ class Agreement:
             return
         from jax.experimental import multihost_utils
 
-        mine = np.asarray([self.digest, self.count], np.int64)
+        mine = np.asarray([self.digest, self.count], np.uint32)  # JAX's default: 32 bits
         every = np.asarray(multihost_utils.process_allgather(mine)).reshape(-1, 2)
         if (every != every[0]).any():
             raise RuntimeError(
-                f"processes decided different splits (or saw different worker times) before "
-                f"{where}: digest, decisions per process {every.tolist()}; their inputs differ "
-                f"(a cost or curve measured per process?), so the run cannot continue"
+                f"processes decided different splits (or saw different worker times) by the "
+                f"checkpoint at {where}: [digest, decisions] per process {every.tolist()}; "
+                f"their inputs differ (a cost or curve measured per process?), so the run "
+                f"cannot continue"
             )
