@@ -73,6 +73,19 @@ def read_measured(workdir: str) -> dict[str, Any]:
         return json.load(f)
 
 
+def start_measured(workdir: str, *, resuming: bool, also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """At a run's start: what the run being resumed measured; or, for a fresh run, {} after
+    removing what an earlier run in `workdir` measured (measured.json and the files `also`
+    names), so nothing of another run is reused. Process 0 only."""
+    if resuming:
+        return read_measured(workdir)
+    for name in (MEASURED_FILE, *also):
+        path = os.path.join(workdir, name)
+        if os.path.exists(path):
+            os.remove(path)
+    return {}
+
+
 def write_measured(workdir: str, values: Mapping[str, Any]) -> None:
     os.makedirs(workdir, exist_ok=True)
     _write_json(os.path.join(workdir, MEASURED_FILE), values)

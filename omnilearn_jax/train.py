@@ -32,7 +32,7 @@ from omnilearn_jax.cluster.curve import RUN_FILE, curve_from_dict
 from omnilearn_jax.cluster.measure import run_curve
 from omnilearn_jax.faults import PlantedFaults
 from omnilearn_jax.mesh import Placement, select_devices
-from omnilearn_jax.runstore import read_measured, write_measured
+from omnilearn_jax.runstore import start_measured, write_measured
 from omnilearn_jax.timing import calibrate_per_sample_cost, check_cluster, make_timer
 
 
@@ -98,10 +98,21 @@ class Trainer:
             step.TrainState(np.zeros((), np.int32), params, tx.init(params))
         )
         self.param_count = models.param_count(params)
-        # 0 = measure the real model on this machine (once, kept in the run store).
-        self.calibrated_cost = self.measured_cost() if config.cost.per_sample_cost == 0 else None
+        # What the run measures about the machine is measured once, at its start, on process
+        # 0, broadcast, and kept in the run store for its resumptions (a fresh run measures
+        # again): so every process and every resumption model the same machine.
+        resuming = config.train.resume
+        kept = distributed.from_main(
+            lambda: start_measured(
+                workdir, resuming=resuming and has_checkpoint(workdir), also=(RUN_FILE,)
+            )
+        )
+        # 0 = calibrate on this machine (measured.json).
+        self.calibrated_cost = (
+            self.measured_cost(kept) if config.cost.per_sample_cost == 0 else None
+        )
         # cost.curve: a measured cost curve drives the virtual clock; kept in the run directory
-        # and reused from there on resume (cluster/measure.py), by process 0 for all.
+        # as cost_curve.json and reused from there on resume (cluster/measure.py).
         curve = distributed.from_main(lambda: (c := run_curve(self)) and c.to_dict())
         self.cost_curve = curve_from_dict(curve) if curve else None
         self.timer = make_timer(
@@ -132,22 +143,16 @@ class Trainer:
             len(devices), 1, -(-config.train.eval_batch_size // len(devices)), (), 0
         )
 
-    def measured_cost(self) -> float:
-        """The calibrated per-sample cost: the one in the run store when this run resumes,
-        else measured now and written there (measured.json). What a run measures about the
-        machine is measured once, on process 0 (or read there), and broadcast, so every
-        process and every resumption models the same machine."""
-        workdir, resume = self.workdir, self.config.train.resume
-        kept = distributed.from_main(
-            lambda: read_measured(workdir) if resume and has_checkpoint(workdir) else {}
-        )
+    def measured_cost(self, kept: dict) -> float:
+        """The calibrated per-sample cost: the one `kept` from the start of the run being
+        resumed, else measured now (process 0's measurement) and kept in measured.json."""
         if "per_sample_cost" in kept:
             return float(kept["per_sample_cost"])
         cost = float(distributed.main_value(self.calibrate()))
         if jax.process_index() == 0:
             device = jax.devices()[0]
             source = {"platform": device.platform, "device_kind": device.device_kind}
-            write_measured(workdir, {"per_sample_cost": cost, "source": source})
+            write_measured(self.workdir, {"per_sample_cost": cost, "source": source})
         return cost
 
     def calibrate(self) -> float:

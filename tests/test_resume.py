@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from omnilearn_jax import train
-from omnilearn_jax.runstore import read_metrics
+from omnilearn_jax.runstore import read_metrics, start_measured, write_measured
 from omnilearn_jax.train import Trainer
 from tests.test_train import ROOT, run_main, smoke_config
 
@@ -130,6 +130,14 @@ def test_resuming_twice_equals_an_unbroken_run_calibrated_and_across_rejected_ti
     summary = json.loads((tmp_path / "parts" / "summary.json").read_text())
     assert summary["final_eval_accuracy"] == ref["final_eval_accuracy"]
     assert summary["total_time"] == ref["total_time"]
+
+
+def test_a_fresh_run_forgets_what_an_earlier_run_in_its_workdir_measured(tmp_path):
+    write_measured(str(tmp_path), {"per_sample_cost": 0.25})
+    (tmp_path / "cost_curve.json").write_text("{}")
+    assert start_measured(str(tmp_path), resuming=True) == {"per_sample_cost": 0.25}
+    assert start_measured(str(tmp_path), resuming=False, also=("cost_curve.json",)) == {}
+    assert os.listdir(tmp_path) == []
 
 
 def test_a_planted_nan_stops_the_run_at_its_step(tmp_path):
