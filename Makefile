@@ -27,9 +27,11 @@ analyse: $(STAMP)
 		--out runs/ablation_default/report
 
 # JAX's persistent compilation cache (tests/conftest.py) lives in ~/.cache/omnilearn_jax/jax_cache;
-# delete it for a cold run.
+# delete it for a cold run. The files run on TEST_WORKERS processes (pytest-xdist), one file
+# at a time each, longest first (tests/conftest.py).
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Mutation testing of controllers/ and omnilearn_jax/cluster/ (mutmut; pyproject.toml
 # [tool.mutmut] names the tests); not part of `make test`. Results: docs/robustness.md.

@@ -53,3 +53,29 @@ def rng(request):
     request.node.user_properties.append(("seed", seed))
     print(f"random seed: {seed} (set OMNILEARN_TEST_SEED to change)")
     return np.random.default_rng(seed)
+
+
+# `make test` runs the files on two workers (pytest-xdist, `--dist loadfile`: a file's tests,
+# and so its module fixtures, stay on one worker), handing out one file at a time in
+# collection order. The files that take longest go first, so that neither worker is left
+# with a long file at the end (measured CPU seconds, most first; the rest keep their order).
+LONGEST_FIRST = (
+    "test_paper_pipeline.py",
+    "test_step.py",
+    "test_multiprocess.py",
+    "test_ablate.py",
+    "test_text.py",
+    "test_async.py",
+    "test_resume.py",
+    "test_data_models.py",
+    "test_ablate_multihost.py",
+    "test_train.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        name = os.path.basename(str(item.path))
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: a file's tests keep their order
