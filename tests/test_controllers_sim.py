@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import controllers
-from controllers import metrics, sim
+from controllers import metrics, oracle, sim
 from tests.helpers import assert_mean_one_lognormal
 
 _control_metrics = jax.jit(metrics.control_metrics, static_argnames=("tolerance", "start", "tail"))
@@ -96,20 +96,20 @@ def test_epoch_cadence_adjusts_only_at_epoch_end():
 
 def test_oracle_reads_the_plants_true_curve():
     """A plant with a fixed cost and a 3x memory jump past 64 rows on the fastest worker: the
-    oracle's split is the brute-force optimum of the true table (the fast worker stops at 64),
-    not the linear model's (which would give it 99)."""
+    oracle's solver on the plant's table (what simulate hands the oracle, and what the
+    metrics' optimum solves) gives the brute-force optimum of the true cost, with the fast
+    worker at 64 rows, not the 99 a linear model would give it."""
     plant = sim.paper_plant(
         8, curve=((0.0, 128.0), (0.08, 1.36)), limits=(0, 0, 0, 64), limit_factor=3.0
     )
-    oracle = controllers.make("oracle", b_min=1, b_max=0)
-    trace = _simulate(oracle, plant, global_batch=128, num_steps=2)
-    table = np.asarray(sim.plant_table(plant, plant.speeds[0], 128))
-    a, b, c = np.meshgrid(*[np.arange(1, 127)] * 3, indexing="ij")
+    table = sim.plant_table(plant, plant.speeds[0], 128)
+    lo, hi = controllers.resolve_bounds(4, 128, 1, 0)
+    sizes = np.asarray(jax.jit(oracle.solve_min_max)(table, lo, hi))
+    table = np.asarray(table)
+    a, b, c = np.meshgrid(np.arange(1, 64), np.arange(1, 64), np.arange(1, 40), indexing="ij")
     d = 128 - a - b - c
-    ok = d >= 1
     slowest = np.maximum.reduce(
         [table[0, a], table[1, b], table[2, c], table[3, np.clip(d, 0, 128)]]
     )
-    sizes = np.asarray(trace.batch_sizes[1])
-    assert sizes[3] == 64
-    assert table[np.arange(4), sizes].max() == slowest[ok].min()
+    assert sizes.sum() == 128 and sizes[3] == 64
+    assert table[np.arange(4), sizes].max() == slowest[d >= 1].min()

@@ -70,26 +70,24 @@ def test_a_run_profiles_its_step_keeps_the_curve_and_reuses_it(tmp_path, monkeyp
     curve lands in the run directory and drives the clock; asked again on the same
     directory (as a resumed run's Trainer asks) it reads it back instead of measuring again."""
     from omnilearn_jax.cluster import measure
-    from omnilearn_jax.runstore import read_metrics
     from omnilearn_jax.train import Trainer
     from tests.test_train import smoke_config
 
     config = smoke_config()
-    config.train.num_steps = 1
-    config.train.eval_every = 1
+    config.num_workers, config.num_devices = 2, 1  # one device: fewer programs to compile
     config.cost.curve = "measure"
-    config.cost.memory_limits = (0,) * 7 + (4,)
+    config.cost.memory_limits = (0, 4)
     config.cost.memory_factor = 5.0
     trainer = Trainer(config, str(tmp_path))
     kept = cluster.load_curve(str(tmp_path / curve_lib.RUN_FILE))
     assert kept.batch_sizes == trainer.layout.buckets
     assert all(0 < s < 10 for s in kept.seconds)  # a tiny MLP: well under 10 s a block
     assert kept.source["platform"] == "cpu" and kept.source["repeats"] == 5
-    trainer.run()
-    first = read_metrics(tmp_path)[0]
-    # Uniform split: 8 rows each; the last worker is past its limit of 4 rows.
-    expected = kept.time(8) * np.array([1.0] * 7 + [5.0])
-    np.testing.assert_allclose(first["worker_times"], expected, rtol=1e-6)
+    # The virtual timer's cost model (what each step's worker_times come from): uniform split,
+    # 32 rows each at speed 1; the second worker is past its limit of 4 rows.
+    times = trainer.timer.cost.worker_times(0, np.full(2, 32), trainer.timer.speeds(0))
+    np.testing.assert_allclose(times, kept.time(32) * np.array([1.0, 5.0]), rtol=1e-9)
+    assert trainer.resolved_config()["resolved"]["cost_curve"] == curve_lib.RUN_FILE
 
     monkeypatch.setattr(measure, "measure_curve", lambda *a, **k: pytest.fail("measured again"))
     assert run_curve(trainer) == kept  # what a resumed run's Trainer calls
