@@ -111,8 +111,10 @@ def test_padded_rows_never_touch_the_result(digits, backend, fill):
     apply, params = models.create(
         {"name": "cnn", "features": (4, 8), "hidden": 8}, digits.input_shape, 10, 0
     )
-    sizes = np.array([0, 13, 2, 0, 29, 1, 19, 0])  # buckets 0, 16, 8, 0, 32, 8, 24, 0
-    layout = masking.make_layout(num_workers=8, num_devices=8, capacity=B)
+    sizes = np.array([0, 13, 2, 0, 29, 1, 19, 0])  # buckets 0, 16, 8, 0, 32, 8, 32, 0
+    # Ratio 2: four CNN buckets to compile instead of seven; padding is what is tested.
+    layout = masking.make_layout(num_workers=8, num_devices=8, capacity=B, ratio=2.0)
+    assert layout.buckets == (8, 16, 32, 64)
     placement, steps = _steps(backend, apply, optax.sgd(0.1), layout, digits.x_train[:1], params)
     results = []
     for value in (0.0, fill):
