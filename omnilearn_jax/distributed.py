@@ -46,16 +46,33 @@ def from_main(compute: Callable[[], Any]) -> Any:
     For what a run measures about the machine at start: one measurement, so every process
     models the same cluster. Two broadcasts (length, then bytes), once; nothing per step.
     `compute` must not run a collective (the other processes are waiting in the broadcast).
+    If it raises, the others raise the same error rather than wait for a value that will
+    not come (a user error stays one line on every process).
     """
     if jax.process_count() == 1:
         return compute()
     from jax.experimental import multihost_utils
 
-    data = json.dumps(compute()).encode() if jax.process_index() == 0 else b""
+    failure = None
+    if jax.process_index() == 0:
+        try:
+            payload = {"value": compute()}
+        except Exception as e:  # sent to the others, then raised here
+            failure, payload = e, {"error": [type(e).__name__, str(e)]}
+        data = json.dumps(payload).encode()
+    else:
+        data = b""
     size = multihost_utils.broadcast_one_to_all(np.asarray([len(data)], np.int64))
     buffer = np.zeros(int(np.asarray(size)[0]), np.uint8)
     buffer[: len(data)] = np.frombuffer(data, np.uint8)
-    return json.loads(np.asarray(multihost_utils.broadcast_one_to_all(buffer)).tobytes())
+    got = json.loads(np.asarray(multihost_utils.broadcast_one_to_all(buffer)).tobytes())
+    if failure is not None:
+        raise failure
+    if "error" in got:
+        name, message = got["error"]
+        kind = {"ValueError": ValueError, "FileNotFoundError": FileNotFoundError}
+        raise kind.get(name, RuntimeError)(f"{message} (raised on process 0)")
+    return got["value"]
 
 
 def main_value(value: Any) -> Any:
