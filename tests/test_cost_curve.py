@@ -91,3 +91,20 @@ def test_a_run_profiles_its_step_keeps_the_curve_and_reuses_it(tmp_path, monkeyp
 
     monkeypatch.setattr(measure, "measure_curve", lambda *a, **k: pytest.fail("measured again"))
     assert run_curve(trainer) == kept  # what a resumed run's Trainer calls
+
+
+def test_the_curves_config_replays_the_shipped_cpu_curve():
+    from configs import curves
+    from omnilearn_jax.config_check import check_config
+
+    config = curves.get_config("limit=64,controller=oracle")
+    check_config(config)
+    shipped = cluster.load_curve(curves.CURVES["resnet18"])
+    assert shipped.source["platform"] == "cpu" and shipped.batch_sizes[-1] == 128
+    cost = cluster.CostModel.from_config(config.cost, seed=0)
+    assert cost.curve == shipped and config.cost.overhead == 0.0
+    # Noise-free table at speed 1: the fastest worker (index 3) past its 64-row limit takes
+    # three times the curve; the others never jump.
+    table = cost.time_table(np.ones(4), 128)
+    np.testing.assert_allclose(table[:, 65], shipped.time(65) * np.array([1, 1, 1, 3]))
+    np.testing.assert_allclose(table[:, 64], shipped.time(64))
