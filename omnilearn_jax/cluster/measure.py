@@ -56,7 +56,9 @@ def run_curve(trainer: Any, repeats: int = 5) -> CostCurve | None:
         import jax  # the platform is part of what was measured
 
         if jax.process_count() > 1:
-            # Each process would measure its own device and the clocks would disagree.
+            # The trainer measures on process 0 alone (distributed.from_main), but measuring
+            # compiles the reduction by running it, a collective the other processes would
+            # not join.
             raise ValueError(
                 "cost.curve=measure needs a single-process run; measure once with "
                 "experiments.curves.measure and pass the file as cost.curve"
