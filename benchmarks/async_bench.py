@@ -191,7 +191,7 @@ def main() -> None:
         ]
         with open(args.md, "w") as f:
             f.write(
-                f"# Async round against a BSP step (issue 14)\n\n`{command}`, "
+                f"# Async round against a BSP step\n\n`{command}`, "
                 f"{datetime.date.today().isoformat()}, {machine}; {args.model} on digits, "
                 f"W={args.workers}, B={args.batch}. Best of {args.blocks} alternating blocks "
                 f"each.\n\n| what | ms |\n|---|---|\n"

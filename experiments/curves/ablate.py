@@ -1,4 +1,4 @@
-"""Controllers on nonlinear cost curves (issue 15, point 3), in the lax.scan simulation.
+"""Controllers on nonlinear cost curves, in the lax.scan simulation.
 
     python -m experiments.curves.ablate [--out docs/results/cost_curves.md] [--steps 50] \
         [--trainer_runs DIR]
@@ -171,7 +171,7 @@ def report(out: dict, steps: int, command: str) -> str:
     cells, results = out["cells"], out["results"]
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     lines = [
-        "## Cost curves: controllers on nonlinear plants (issue 15)",
+        "## Cost curves: controllers on nonlinear plants",
         "",
         f"Produced by `{command}` on {date} (controller simulation, `lax.scan`; CPU).",
         "",
