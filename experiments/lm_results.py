@@ -166,7 +166,10 @@ def findings(mode: str, summary: dict) -> list[str]:
             if c != "static" and r["to_target"][2] and static[2]
         ]
         if faster:
-            text += " Time to target against static: " + ", ".join(faster) + "."
+            text += (
+                " Static's time to target over each one's (> 1: sooner than static; over the "
+                "seeds that reached it): " + ", ".join(faster) + "."
+            )
         gap = _largest_gap_to_static(rows)
         if gap is not None:
             text += (
