@@ -110,10 +110,13 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
         perplexity = rows.set_index("controller").get("final_eval_perplexity_mean")
         if perplexity is not None and perplexity.notna().any():  # text runs: lower is better
             perplexity = perplexity.dropna()
+            low, high = perplexity.min(), perplexity.max()
+            lowest = list(perplexity[perplexity <= low * (1 + 1e-4)].index)  # ties named
+            highest = list(perplexity[perplexity >= high * (1 - 1e-4)].index)
             lines.append(
                 f"- {prefix}Final perplexity (lower is better) is lowest for "
-                f"`{perplexity.idxmin()}` ({_fmt(perplexity.min(), 4)}) and highest for "
-                f"`{perplexity.idxmax()}` ({_fmt(perplexity.max(), 4)})."
+                f"{_names(lowest)} ({_fmt(low, 4)}) and highest for {_names(highest)} "
+                f"({_fmt(high, 4)})."
             )
     if runs is not None and "staleness_mean" in runs.summaries:
         stale = runs.summaries.dropna(subset=["staleness_mean"])
