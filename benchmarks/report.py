@@ -89,14 +89,23 @@ def hetero_wall(small: bool) -> dict:
 
 
 def paper_trainer(
-    workdir: str, *, steps: int, controller: str = "static", capacity: int = 0, warm: bool = True
+    workdir: str,
+    *,
+    steps: int,
+    controller: str = "static",
+    capacity: int = 0,
+    warm: bool = True,
+    small: bool = False,
 ):
-    """The paper's BSP job (CNN on digits, 4 workers, B = 128, HL8) as a built Trainer."""
+    """The paper's BSP job (CNN on digits, 4 workers, B = 128, HL8) as a built Trainer;
+    `small` (a pipeline check) swaps the CNN for an MLP, which compiles in a fraction of
+    the time."""
     from configs import paper_bsp
     from omnilearn_jax.train import Trainer
 
-    c = paper_bsp.get_config(f"runlocal,model=cnn,controller={controller}")
-    c.model.features, c.model.hidden = (16, 32), 64
+    c = paper_bsp.get_config(f"runlocal,model={'mlp' if small else 'cnn'},controller={controller}")
+    if not small:
+        c.model.features, c.model.hidden = (16, 32), 64
     # One device a worker where there are enough (CPU: 8 fake devices), else share one.
     c.num_devices = next(d for d in (4, 2, 1) if d <= len(jax.devices()))
     c.train.num_steps = steps
@@ -114,7 +123,7 @@ def compile_count(small: bool) -> dict:
 
     steps = 10 if small else 40
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = paper_trainer(tmp, steps=steps + 1, warm=False)
+        trainer = paper_trainer(tmp, steps=steps + 1, warm=False, small=small)
         w, b = trainer.config.num_workers, trainer.config.global_batch_size
         rng = np.random.default_rng(0)
         speeds = trainer.timer.speeds(0)
@@ -266,7 +275,7 @@ def end_to_end(small: bool) -> dict:
     cases = (("96", 96),) if small else (("32", 32), ("96", 96))
     for label, capacity in cases:
         with tempfile.TemporaryDirectory() as tmp:
-            trainer = paper_trainer(tmp, steps=2 * total, capacity=capacity)
+            trainer = paper_trainer(tmp, steps=2 * total, capacity=capacity, small=small)
             ours, plain = _compare_loops(trainer, tmp, n, rounds, warm)
         out["by_capacity"][label] = {
             "trainer_steps_per_s": ours,

@@ -66,14 +66,30 @@ def _finish(x_train, y_train, x_test, y_test, num_classes: int | None = None) ->
     )
 
 
-@_loader("digits")
-def _digits(section: Mapping[str, Any]) -> Dataset:
-    """scikit-learn's shipped 8x8 digits (1,797 images), as [N, 8, 8, 1] in [0, 1]."""
+def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits as (images [1797, 8, 8] float64, labels int), read straight from
+    the CSV that scikit-learn ships: importing scikit-learn costs seconds (SciPy), every
+    process that loads the data would pay it, and the file is all that `load_digits` reads.
+    Falls back to `load_digits` where the file is not at its usual place."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")  # locates the package without importing it
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(root, "datasets", "data", "digits.csv.gz")
+        if os.path.exists(path):
+            table = np.loadtxt(path, delimiter=",")
+            return table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(int)
     from sklearn.datasets import load_digits
 
     bunch = load_digits()
-    x = (bunch.images / 16.0).astype(np.float32)[..., None]
-    y = bunch.target
+    return bunch.images, bunch.target
+
+
+@_loader("digits")
+def _digits(section: Mapping[str, Any]) -> Dataset:
+    """scikit-learn's shipped 8x8 digits (1,797 images), as [N, 8, 8, 1] in [0, 1]."""
+    images, y = digits_arrays()
+    x = (images / 16.0).astype(np.float32)[..., None]
     # A fixed split (independent of the run seed) so every run evaluates on the same images.
     order = np.random.default_rng(0).permutation(len(y))
     n_test = int(section.get("test_fraction", 0.2) * len(y))

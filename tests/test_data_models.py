@@ -57,6 +57,23 @@ def test_synthetic_and_digits_shapes_and_labels():
     assert digits.x_train.min() >= 0.0 and digits.x_train.max() <= 1.0
 
 
+def test_digits_read_from_the_shipped_file_equal_scikit_learns_loader():
+    """The loader reads scikit-learn's CSV itself (no SciPy import); the arrays are exactly
+    `load_digits`'s, and the loaded split holds the pixel values / 16."""
+    from sklearn.datasets import load_digits
+
+    images, labels = data.digits_arrays()
+    bunch = load_digits()
+    np.testing.assert_array_equal(images, bunch.images)
+    np.testing.assert_array_equal(labels, bunch.target)
+    assert images.shape == (1797, 8, 8) and images.max() == 16.0
+    ds = data.load({"name": "digits"})
+    both = np.concatenate([ds.x_train, ds.x_test])[..., 0]
+    assert sorted(map(bytes, (both * 16).astype(np.uint8))) == sorted(
+        map(bytes, bunch.images.astype(np.uint8))
+    )
+
+
 def test_npz_round_trip(tmp_path):
     """Bytes come back as the pixel values / 255 in float32 (0 -> 0, 255 -> 1, exactly);
     labels and shapes unchanged; float inputs are taken as they are."""
