@@ -37,6 +37,8 @@ def check_config(
     if config.memory_rows < 0:
         raise ValueError(f"memory_rows must be >= 0 (0 = no limit), got {config.memory_rows}")
     _choice("train.nan_policy", config.train.nan_policy, ("stop", "skip"))
+    _check_measured_cost(config, num_processes)
+    _check_text(config)
     num_workers, batch = config.num_workers, config.global_batch_size
     if num_workers < 1:
         raise ValueError(f"num_workers must be >= 1, got {num_workers}")
@@ -112,3 +114,39 @@ def _check_asp(config, num_available_devices: int, num_processes: int) -> None:
         )
     if config.backend != "shard_map":
         raise ValueError("mode=asp uses the shard_map backend; set backend=shard_map")
+
+
+def _check_measured_cost(config, num_processes: int) -> None:
+    curve = str(config.cost.get("curve", ""))
+    if curve == "measure" and num_processes > 1:  # on every process, before anything runs
+        raise ValueError(
+            f"cost.curve=measure needs a single-process run, got {num_processes} processes; "
+            f"measure once with experiments.curves.measure and pass the file as cost.curve"
+        )
+    if curve and config.cost.per_sample_cost == 0:
+        raise ValueError(
+            f"cost.per_sample_cost=0 asks to calibrate a per-sample cost, but cost.curve="
+            f"{curve} replaces the per-sample cost model; keep one (with a curve, leave "
+            f"cost.per_sample_cost > 0: it is not used)"
+        )
+
+
+def _check_text(config) -> None:
+    """Token sequences and perplexity go together: dataset.name=text, model.name=transformer
+    and train.target_perplexity."""
+    target = config.train.get("target_perplexity", 0.0)
+    if target < 0:
+        raise ValueError(f"train.target_perplexity must be >= 0 (0 = none), got {target}")
+    text = config.dataset.name == "text"
+    if target > 0 and not text:
+        raise ValueError(
+            f"train.target_perplexity={target} is for text data (perplexity is reported for "
+            f"dataset.name=text only); for dataset.name={config.dataset.name} set "
+            f"train.target_accuracy"
+        )
+    if text and config.model.name != "transformer":
+        raise ValueError(
+            f"dataset.name=text gives token sequences with a next-token target at every "
+            f"position, which only model.name=transformer predicts; got model.name="
+            f"{config.model.name}"
+        )

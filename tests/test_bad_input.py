@@ -32,7 +32,16 @@ def _garbage(tmp_path):
     return str(path)
 
 
+def _file(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
 TRACE = "hetero.name", "trace"
+PREDICTIVE = {"controller.name": "predictive"}
+TEXT = {"dataset.name": "text", "model.name": "transformer", "dataset.num_train": 64}
+CURVE = os.path.join(ROOT, "data", "curves", "cpu_mlp_digits.json")
 DIGITS = {
     "x_train": np.zeros((10, 4)),
     "y_train": np.zeros(10, int),
@@ -126,6 +135,50 @@ CASES = [
             "dataset.path": lambda p: _npz(p, **{**DIGITS, "y_test": np.zeros(4, int)}),
         },
         "must be [N, ...] and [N] with the same N",
+    ),
+    # This wave's keys: the predictive controller, cost curves and memory limits, text data
+    # and the transformer, and how they combine (docs/robustness.md, bad input).
+    ({**PREDICTIVE, "controller.min_gain": 1.0}, "predictive: min_gain must be in [0, 1), got 1.0"),
+    ({**PREDICTIVE, "controller.settle": 0}, "predictive: settle must be an int >= 1, got 0"),
+    ({**PREDICTIVE, "controller.smoothing": 0.0}, "predictive: smoothing must be in (0, 1], got"),
+    ({**PREDICTIVE, "controller.jump": -0.5}, "predictive: jump must be >= 0, got -0.5"),
+    (
+        {"cost.curve": lambda p: str(p / "none.json")},
+        lambda p: f"cost curve {p / 'none.json'}: [Errno 2] No such file or directory",
+    ),
+    (
+        {"cost.curve": lambda p: _file(p, "curve.json", '{"format": "x"}')},
+        "not a cost curve: format 'x', want 'omnilearn-cost-curve/1'",
+    ),
+    (
+        {"cost.curve": CURVE, "cost.per_sample_cost": 0.0},
+        "cost.per_sample_cost=0 asks to calibrate a per-sample cost, but cost.curve=",
+    ),
+    ({"cost.memory_limits": (10, 10, 10)}, "cost.memory_limits has 3 entries for 8 workers"),
+    ({"cost.memory_factor": 0.5}, "bad cost config: need ['memory_factor >= 1']"),
+    (
+        {"dataset.name": "text", "model.name": "mlp"},
+        "dataset.name=text gives token sequences with a next-token target at every position, "
+        "which only model.name=transformer predicts; got model.name=mlp",
+    ),
+    ({"model.name": "transformer"}, "model transformer needs token inputs [L]; got (8, 8, 1)"),
+    ({**TEXT, "model.num_heads": 3}, "model width 64 is not a multiple of num_heads 3"),
+    (
+        {**TEXT, "model.depth": 0},
+        "model transformer needs positive width, depth, num_heads and mlp_ratio; got 64, 0,",
+    ),
+    ({**TEXT, "dataset.seq_len": 0}, "text dataset needs positive seq_len, num_train and"),
+    (
+        {**TEXT, "dataset.path": lambda p: str(p / "none.txt")},
+        lambda p: f"text corpus '{p / 'none.txt'}' does not exist",
+        FileNotFoundError,
+    ),
+    ({**TEXT, "dataset.num_train": 10**9}, "sequences of 64 need 64000065538; lower dataset"),
+    ({"train.target_perplexity": -1.0}, "train.target_perplexity must be >= 0 (0 = none)"),
+    (
+        {"train.target_perplexity": 5.0},
+        "train.target_perplexity=5.0 is for text data (perplexity is reported for "
+        "dataset.name=text only); for dataset.name=digits set train.target_accuracy",
     ),
 ]
 

@@ -8,6 +8,7 @@ test_ablate_multihost.py (one comparison each: a fixed skewed split here, decisi
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -215,14 +216,26 @@ def test_two_processes_match_one_process_on_a_skewed_split(tmp_path):
     assert others and all(p.endswith("array_metadatas/process_1") for p in others), others
 
 
-def test_async_in_several_processes_is_rejected_before_anything_compiles():
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("mode", "asp", "mode=asp runs in one process only, got 2 processes"),
+        ("cost.curve", "measure", "cost.curve=measure needs a single-process run, got 2"),
+    ],
+)
+def test_what_one_process_must_do_is_rejected_in_several_before_anything_compiles(
+    key, value, message
+):
+    """Checked on every process from the config (the trainer's first step), so every process
+    stops with the same line."""
     from omnilearn_jax import validate
     from tests.test_train import smoke_config
 
     config = smoke_config()
-    config.mode = "asp"
+    section, _, leaf = key.rpartition(".")
+    (config[section] if section else config)[leaf] = value
     validate.check_config(config, 8, 1)
-    with pytest.raises(ValueError, match=r"^mode=asp runs in one process only, got 2 processes"):
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
         validate.check_config(config, 8, 2)
 
 
