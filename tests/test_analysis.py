@@ -275,7 +275,12 @@ def test_async_staleness_columns_and_histogram(tmp_path, ablation):
     heights = [p.get_height() for p in fig.axes[0].patches]
     assert heights == pytest.approx([2 / 6, 3 / 6, 1 / 6])
     assert "max 2" in analysis.conclusions(analysis.speedup_table(runs.summaries), runs)
+    empty = analysis.plot_balance(runs)  # async: no step balance, one panel saying so
+    assert [t.get_text() for t in empty.axes[0].texts] == [
+        "these runs record no 'balance' (async runs have no step balance)"
+    ]
     bsp = analysis.load_runs(ablation, use_cache=False)
+    assert len(analysis.plot_balance(bsp).axes[0].lines) >= 2  # one line a controller
     assert analysis.plot_staleness(bsp) is None  # skipped gracefully without staleness
 
 

@@ -66,6 +66,15 @@ def _figure(
     return fig
 
 
+def _nothing_to_plot(reason: str) -> Figure:
+    """One empty panel that says why, so a notebook cell shows the reason instead of failing."""
+    fig = _figure(1)
+    ax = fig.axes[0]
+    ax.text(0.5, 0.5, reason, ha="center", va="center", wrap=True, transform=ax.transAxes)
+    ax.set_axis_off()
+    return fig
+
+
 def _style(index: int, points: int) -> dict:
     """Line style and marker of the index-th controller; about 8 markers a line."""
     return {
@@ -119,6 +128,10 @@ def plot_metric_vs_time(
     if band not in ("minmax", "std"):
         raise ValueError(f"band must be 'minmax' or 'std', got {band!r}")
     keys = _keys(runs, by)
+    if metric not in runs.steps or runs.steps[metric].isna().all():
+        return _nothing_to_plot(
+            f"these runs record no {metric!r} (async runs have no step balance)"
+        )
     data = runs.steps.dropna(subset=[metric])
     facets = _facets(data, keys)
     fig = _figure(len(facets), sharey=True)
