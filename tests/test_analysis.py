@@ -264,6 +264,20 @@ def write_async_run(path, staleness):
         json.dump(summary, f)
 
 
+def test_one_controller_over_two_levels_keeps_the_controller_column(ablation):
+    """Only the level varies: the table still names the controller, and the conclusions
+    compare the level facets instead of failing on a missing column."""
+    runs = analysis.load_runs(ablation, use_cache=False)
+    one = runs.summaries[runs.summaries["controller"] == "static"].copy()
+    one["level"] = [2, 8]  # seeds 0 and 1, as if run at two levels
+    assert analysis.group_columns(one) == ["controller", "level"]
+    table = analysis.speedup_table(one)
+    assert table["controller"].tolist() == ["static", "static"]
+    assert table["level"].tolist() == [2, 8] and table["seeds"].tolist() == [1, 1]
+    text = analysis.conclusions(table)
+    assert "**level=2**: `static` is the fastest" in text and "**level=8**" in text
+
+
 def test_async_staleness_columns_and_histogram(tmp_path, ablation):
     write_async_run(str(tmp_path / "asp"), [0, 1, 1, 2, 1, 0])
     runs = analysis.load_runs(str(tmp_path / "asp"), use_cache=False)

@@ -27,13 +27,14 @@ REFERENCES = (("speedup_vs_static", "static"), ("efficiency_vs_oracle", "oracle"
 
 
 def group_columns(summaries: pd.DataFrame) -> list[str]:
-    """Run-level columns that vary across runs, except run and seed; at least `controller`."""
-    keys = [
+    """Run-level columns that vary across runs, except run and seed; always `controller`
+    (the tables and conclusions compare controllers, even when only one was run)."""
+    return [
         c
         for c in RUN_COLUMNS
-        if c not in ("run", "seed") and summaries[c].nunique(dropna=False) > 1
+        if c == "controller"
+        or (c not in ("run", "seed") and summaries[c].nunique(dropna=False) > 1)
     ]
-    return keys or ["controller"]
 
 
 def _std(values: pd.Series) -> float:
@@ -50,8 +51,8 @@ def speedup_table(summaries: pd.DataFrame, by: Sequence[str] | None = None) -> p
         row = dict(zip(keys, gid, strict=True))
         row["seeds"] = len(runs)
         row["missing"] = len(group) - len(runs)
-        for stat in STATS:
-            values = runs[stat].dropna()
+        for stat in STATS:  # a stat no run reports (perplexity of a classifier) is NaN
+            values = runs[stat].dropna() if stat in runs else pd.Series(dtype=float)
             row[f"{stat}_mean"] = float(values.mean()) if len(values) else math.nan
             row[f"{stat}_std"] = _std(values)
         reached = int(runs["time_to_target"].notna().sum())
