@@ -73,8 +73,12 @@ def _run_cases(digits, dtype, tol, memory_rows=0):
     worst = 0.0
     for backend in BACKENDS:
         for num_workers in (d, 4 * d):
-            layout = masking.make_layout(
-                num_workers=num_workers, num_devices=d, capacity=B, memory_rows=memory_rows
+            layout = masking.make_layout(  # ratio 2: four buckets to compile, not seven
+                num_workers=num_workers,
+                num_devices=d,
+                capacity=B,
+                ratio=2.0,
+                memory_rows=memory_rows,
             )
             placement, steps = _steps(backend, apply, tx, layout, x_all[:1], params)
             for sizes in _splits(num_workers, rng):
@@ -101,6 +105,8 @@ def test_blocks_over_the_memory_budget_accumulate_to_the_same_gradient(digits):
     multiples of 16 above it), and the gradient is still that of the whole batch."""
     layout = masking.make_layout(num_workers=8, num_devices=8, capacity=B, memory_rows=16)
     assert layout.chunk == 16 and layout.buckets == (8, 16, 32, 48, 64)
+    wide = masking.make_layout(num_workers=8, num_devices=8, capacity=B, ratio=2.0, memory_rows=16)
+    assert wide.chunk == 16 and wide.buckets == (8, 16, 32, 64)  # what _run_cases uses
     with jax.enable_x64(True):
         _run_cases(digits, np.float64, 1e-10, memory_rows=16)
 
