@@ -1,5 +1,5 @@
-"""Ablation for tests: 2 controllers x 2 profiles x 2 seeds, a few steps each (8 cells),
-logged to W&B offline.
+"""Ablation for tests: 2 controllers x 2 seeds at HL8, a few steps each (4 cells), logged to
+W&B offline.
 
 python -m experiments.ablate --config=configs/ablation_smoke.py --workdir=/tmp/abl_smoke
 """
@@ -17,13 +17,18 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     c.grid = ml_collections.ConfigDict(
         {
             "controller.name": ("static", "proportional"),
-            "hetero.name": ("uniform", "hl"),
             "seed": (0, 1),
         },
         allow_dotted_keys=True,
     )
     c.overrides = ml_collections.ConfigDict(
-        {"hetero.level": 8, "train.num_steps": 6, "train.eval_every": 3, "wandb.mode": "offline"},
+        {
+            "hetero.name": "hl",
+            "hetero.level": 8,
+            "train.num_steps": 6,
+            "train.eval_every": 3,
+            "wandb.mode": "offline",
+        },
         allow_dotted_keys=True,
     )
     c.target_accuracy = 0.2

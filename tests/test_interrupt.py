@@ -93,8 +93,8 @@ def test_an_interrupted_ablation_says_how_many_cells_are_left(tmp_path, monkeypa
     assert ablate.main(args) == 128 + signal.SIGTERM
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "[ablate] interrupted: 0 of 8 cells complete; run the same command again to run the "
-        "other 8 (an unfinished cell starts afresh)"
+        "[ablate] interrupted: 0 of 4 cells complete; run the same command again to run the "
+        "other 4 (an unfinished cell starts afresh)"
     ]
 
 
