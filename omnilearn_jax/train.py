@@ -25,7 +25,6 @@ from omnilearn_jax import (
     models,
     optim,
     step,
-    validate,
 )
 from omnilearn_jax.checkpoint import has_checkpoint
 from omnilearn_jax.cluster.curve import RUN_FILE, curve_from_dict
@@ -41,7 +40,7 @@ class Trainer:
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: str):
         config_check.check_config_types(config)  # unknown keys and wrong types first
-        validate.check_config(config, len(jax.devices()), jax.process_count())
+        config_check.check_for_devices(config, len(jax.devices()), jax.process_count())
         controllers.load_plugin(config.controller.plugin)  # registers user controllers
         self.controller = controllers.make_from_config(config.controller)
         self.config, self.workdir = config, workdir
@@ -64,7 +63,7 @@ class Trainer:
         # holds (a device's capacity is shared by its r workers).
         self.bounds = (lo, np.minimum(hi, capacity // r))
         controllers.check_bounds(w, b, *self.bounds)
-        validate.check_static_sizes(config, *self.bounds)
+        config_check.check_static_sizes(config, *self.bounds)
 
         self.dataset = data.load(config.dataset)
         self.sampler = data.GlobalBatchSampler(len(self.dataset.y_train), b, config.seed)

@@ -209,8 +209,9 @@ def test_exported_sweep_lists_exactly_the_grid_cells(tmp_path):
         for combo in itertools.product(*(swept[k] for k in keys))
     }
     cells = {tuple((f"config.{k}", v) for k, v in c.values.items()) for c in ablation.cells()}
-    assert runs == cells and len(runs) == 8
+    assert runs == cells and len(runs) == 4
     assert fixed["config.train.num_steps"] == 6 and fixed["config.hetero.level"] == 8
+    assert fixed["config.hetero.name"] == "hl"
     assert fixed["config.train.target_accuracy"] == 0.2
     # What the agent's ${args} expands to parses back through the real config flags.
     argv = ["prog", f"--config={ablation.base}"] + [

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from omnilearn_jax import optim, validate
+from omnilearn_jax import config_check, optim
 from omnilearn_jax.runstore import read_metrics
 from omnilearn_jax.train import Trainer
 from tests.test_async import _config, _max_diff, _params
@@ -114,6 +114,6 @@ def test_linear_lr_scaling_with_share_weighting_is_rejected():
     config = _config(num_workers=4, num_devices=4, mode="asp")
     config.asp.lr_scaling = "linear"
     with pytest.raises(ValueError, match="twice"):
-        validate.check_config(config, 8)
+        config_check.check_for_devices(config, 8)
     config.asp.weighting = "mean"
-    validate.check_config(config, 8)
+    config_check.check_for_devices(config, 8)

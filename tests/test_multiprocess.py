@@ -228,15 +228,15 @@ def test_what_one_process_must_do_is_rejected_in_several_before_anything_compile
 ):
     """Checked on every process from the config (the trainer's first step), so every process
     stops with the same line."""
-    from omnilearn_jax import validate
+    from omnilearn_jax import config_check
     from tests.test_train import smoke_config
 
     config = smoke_config()
     section, _, leaf = key.rpartition(".")
     (config[section] if section else config)[leaf] = value
-    validate.check_config(config, 8, 1)
+    config_check.check_for_devices(config, 8, 1)
     with pytest.raises(ValueError, match="^" + re.escape(message)):
-        validate.check_config(config, 8, 2)
+        config_check.check_for_devices(config, 8, 2)
 
 
 def test_root_cause_is_the_first_death_not_the_aborts_it_caused():
