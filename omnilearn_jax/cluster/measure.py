@@ -53,16 +53,11 @@ def run_curve(trainer: Any, repeats: int = 5) -> CostCurve | None:
     if os.path.exists(kept):
         return load_curve(kept)
     if setting == MEASURE:
+        # Single-process only (measuring runs the reduction, a collective the other
+        # processes would not join): config_check.check_for_devices refuses it on every
+        # process before the trainer gets here.
         import jax  # the platform is part of what was measured
 
-        if jax.process_count() > 1:
-            # The trainer measures on process 0 alone (distributed.from_main), but measuring
-            # compiles the reduction by running it, a collective the other processes would
-            # not join.
-            raise ValueError(
-                "cost.curve=measure needs a single-process run; measure once with "
-                "experiments.curves.measure and pass the file as cost.curve"
-            )
         trainer.compile_variants()
 
         device = jax.devices()[0]
