@@ -33,6 +33,7 @@ from jax.sharding import NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
 from omnilearn_jax import portable
+from omnilearn_jax.masking import Block
 from omnilearn_jax.models import ApplyFn
 
 AXIS = "data"
@@ -251,8 +252,6 @@ class Steps:
     def _zero_blocks(self, rows: int, example_x: np.ndarray, shared: int) -> Blocks:
         """Every local device's block of `rows` zero rows, none of them valid, placed as
         the trainer places a step's blocks."""
-        from omnilearn_jax.masking import Block
-
         empty = np.zeros(rows, np.int64), np.zeros(rows, np.bool_)
         blocks = [Block(p, rows, *empty) for p in self._positions]
         xs = [np.zeros((rows, *example_x.shape[1:]), example_x.dtype)] * len(blocks)
