@@ -43,7 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from omnilearn_jax import optim
+from omnilearn_jax import masking, optim
+from omnilearn_jax.asp_exec import BatchedServer
 from omnilearn_jax.loop import Runner
 from omnilearn_jax.runlog import RunLog
 from omnilearn_jax.step import TrainState
@@ -97,7 +98,9 @@ class AsyncLoop(Runner):
     unit = "update"
     tag = ("mode:asp",)
 
-    def __init__(self, trainer):
+    def __init__(self, trainer, batched: bool = True):
+        """`batched`: on the virtual clock, run the schedule in batches (asp_exec.py);
+        False runs it event by event, as the wall clock does (the reference for tests)."""
         super().__init__(trainer)
         t, cfg = trainer, self.cfg
         self.w, self.b = cfg.num_workers, cfg.global_batch_size
@@ -108,7 +111,10 @@ class AsyncLoop(Runner):
         self.wall = cfg.clock == "wall"
         self.server_device = t.worker_device(0)
         self.apply = make_server(t.tx)
-        self.contribute = make_contribution(optim.coupled_decay(cfg.optimizer))
+        l2 = optim.coupled_decay(cfg.optimizer)
+        self.contribute = make_contribution(l2)
+        self.batched = batched and not self.wall
+        self.exec = BatchedServer(t, l2, max(2 * self.w, 8)) if self.batched else None
         self.server: TrainState | None = None  # the server's state, on its device
         self.now = 0.0
         self.stream_pos = 0
@@ -120,7 +126,7 @@ class AsyncLoop(Runner):
         self.staleness: list[list[int]] = [[] for _ in range(self.w)]
         self.events: list = []  # heap of (finish time, worker, start version, rows)
         self.flights: dict[int, Flight] = {}  # worker -> its gradient in flight
-        self._pool = ThreadPoolExecutor(self.w, thread_name_prefix="worker")
+        self._pool = None if self.batched else ThreadPoolExecutor(self.w, thread_name_prefix="w")
         self._last = (0, math.nan, np.zeros(self.w))
 
     @property
@@ -131,10 +137,13 @@ class AsyncLoop(Runner):
         try:
             return super().run()
         finally:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
 
     # -- the server's state ------------------------------------------------------------
     def server_state(self) -> TrainState:
+        if self.batched:
+            return self.exec.server_state()
         if self.server is None:  # through the host: a plain single-device state, not a view
             # of the mesh's replicated one (whose arrays keep the mesh in their type)
             host = jax.tree.map(np.asarray, self.t.state)
@@ -142,13 +151,19 @@ class AsyncLoop(Runner):
         return self.server
 
     def sync(self) -> None:
-        if self.server is not None:
+        if self.batched:
+            self.t.state = self.exec.server_state()  # replicated on the mesh already
+        elif self.server is not None:
             self.t.state = self.t.placement.replicate(self.server)
 
     # -- checkpoints: every worker and the gradients still in flight -------------------
     def _in_flight(self) -> dict:
         out = {}
         for k, f in self.flights.items():
+            if self.batched:
+                push, loss = self.exec.in_flight(k)
+                out[str(k)] = {"push": push, "loss": loss}
+                continue
             push, loss = f.push.result() if isinstance(f.push, Future) else f.push
             out[str(k)] = {"push": jax.tree.map(np.asarray, push), "loss": np.asarray(loss)}
         return out
@@ -191,7 +206,13 @@ class AsyncLoop(Runner):
         heapq.heapify(self.events)
         self.staleness = meta["staleness"]
         self.flights = {}
+        if self.batched:
+            got = arrays["flights"]
+            self.exec.load({int(k): (got[k]["push"], got[k]["loss"]) for k in got})
         for k, (version, rows) in meta["flights"].items():
+            if self.batched:
+                self.flights[int(k)] = Flight(version, rows, None)
+                continue
             got = arrays["flights"][k]
             push = jax.device_put(got["push"], self.server_device)
             loss = jax.device_put(got["loss"], self.t.worker_device(int(k)))
@@ -242,6 +263,10 @@ class AsyncLoop(Runner):
         for k in ready:
             mine = rows[offsets[k] : offsets[k + 1]]
             coefficient, weight, _ = self.weights(int(group_sizes[k]))
+            if self.batched:  # computed later, with its wave (asp_exec.py)
+                self.exec.start(k, mine, round_index, coefficient, weight)
+                futures[k] = None
+                continue
             futures[k] = self._pool.submit(
                 self._compute, k, params, (mine, round_index, speeds), coefficient, weight
             )
@@ -289,11 +314,14 @@ class AsyncLoop(Runner):
             )
         finish, k, version, b_k = heapq.heappop(self.events)
         flight = self.flights.pop(k)
-        push, loss = flight.push.result() if isinstance(flight.push, Future) else flight.push
         _, weight, step_scale = self.weights(b_k)
-        self.server = self.apply(
-            self.server_state(), push, np.float32(weight), np.float32(step_scale)
-        )
+        if self.batched:
+            loss = self.exec.apply(k, weight, step_scale)
+        else:
+            push, loss = flight.push.result() if isinstance(flight.push, Future) else flight.push
+            self.server = self.apply(
+                self.server_state(), push, np.float32(weight), np.float32(step_scale)
+            )
         staleness = self.done - version
         record = {
             "step": self.done + 1,
@@ -331,6 +359,9 @@ class AsyncLoop(Runner):
         contribution (on a throwaway copy), so that no update compiles."""
         t = self.t
         t.warm_up(0, sizes, t.timer.speeds(0))
+        if self.batched:
+            self.exec.warm_up(masking.uniform_bucket(self.b, t.layout))
+            return
         copy = jax.device_put(jax.tree.map(np.array, t.state), self.server_device)
         zeros = jax.tree.map(jnp.zeros_like, copy.params)
         for k in range(self.w):  # a local program's sums have a leading device axis of 1

@@ -176,6 +176,9 @@ class Steps:
             return jax.tree.map(lambda a: a[None], sums)  # a leading device axis of 1
 
         self._local = jax.jit(local)
+        # One device's sums of its block, un-jitted: for callers that build their own mesh
+        # programs over it (asp_exec.py: per-device parameters, one launch over the mesh).
+        self.device_sums = local
         self._mesh_local, self._mesh_train = _mesh_programs(placement, local, tx, 3 + inject)
         self._shared_rows = 0  # the bucket the mesh-wide program is compiled for
         self._finish_ready = False

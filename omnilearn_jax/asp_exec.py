@@ -1,0 +1,292 @@
+"""Executing an async schedule on the virtual clock in batches (docs/async.md, Execution).
+
+On the virtual clock who starts when, from which server version, and in which order the
+server applies the pushes depend on the split, the cost model's times and the staleness
+bound only, never on parameter values. `asp.AsyncLoop` decides that schedule on the host
+and hands it here as a stream of starts and applies; the work is run in batches:
+
+- a *wave*: the workers started since the last batch (each from its own version; a worker
+  has at most one push in flight, so at most one start per device). Their gradients are one
+  call on the per-device layout: one launch over the mesh with per-device parameters when
+  every device computes the shared bucket (as a uniform BSP step), else each device's own
+  (device, bucket) program, dispatched asynchronously. Each device turns its sums into what
+  its worker pushes and keeps it, in flight, on its own device: one array [D, ...] sharded
+  over the data axis.
+- the applies between two waves: one jitted `lax.scan` over the server updates (a fixed
+  length, the unused tail skipped), which also gives each worker of the next wave the
+  parameters of the version it pulled.
+
+A wave is run when the server is about to apply a push of one of its workers, when the
+applies pending reach the scan's length, and whenever the state or a push is needed (an
+evaluation, a checkpoint). All of these points follow from the schedule alone, so a resumed
+run batches exactly as an unbroken one and reproduces it bit for bit. The server's state is
+replicated on the mesh, as a BSP step's is. Nothing here compiles after `warm_up`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from omnilearn_jax.masking import Block
+from omnilearn_jax.step import AXIS, TrainState
+
+
+def make_applies(tx, length: int, mesh):
+    """state, pushes in flight [D, ...], then per update (worker, weight, step scale) [length]
+    of which the first `count` are applied, and per device the number of updates after which
+    it pulls -> (state, each device's pulled parameters [D, ...] sharded on the data axis)."""
+
+    def run(state, pushes, workers, weights, scales, count, pull_at):
+        pushes = jax.sharding.reshard(pushes, NamedSharding(mesh, P()))  # one all-gather
+
+        def update(st, k, w, s):
+            push = jax.tree.map(lambda a: a[k], pushes)
+            updates, opt_state = tx.update(push, st.opt_state, st.params, weight=w, step_scale=s)
+            return TrainState(st.step + 1, optax.apply_updates(st.params, updates), opt_state)
+
+        def body(st, xs):
+            i, k, w, s = xs
+            st = jax.lax.cond(i < count, update, lambda st, *_: st, st, k, w, s)
+            return st, st.params
+
+        steps = jnp.arange(length)
+        final, history = jax.lax.scan(body, state, (steps, workers, weights, scales))
+        pulled = jax.tree.map(
+            lambda p, h: jnp.concatenate([p[None], h])[pull_at], state.params, history
+        )
+        return final, jax.sharding.reshard(pulled, NamedSharding(mesh, P(AXIS)))
+
+    return jax.jit(run)
+
+
+def make_wave(device_sums, l2: float, mesh):
+    """One launch over the mesh: each device's sums from its own pulled parameters, turned
+    into its worker's push (coefficient * gradient sum + weight * L2 * pulled); devices not
+    in the wave keep the push they hold. Every input and output is [D, ...] on the data axis."""
+
+    def per_device(pulled, x, y, mask, coefficient, weight, held, fresh):
+        sums = device_sums(jax.tree.map(lambda a: a[0], pulled), x, y, mask)
+        pushes = jax.tree.map(
+            lambda g, p, h: jnp.where(fresh[0], _push(g, p, coefficient[0], weight[0], l2), h),
+            sums.grad,
+            pulled,
+            held,
+        )
+        return pushes, sums.loss
+
+    spec = P(AXIS)
+    return jax.jit(
+        jax.shard_map(per_device, mesh=mesh, in_specs=(spec,) * 8, out_specs=(spec, spec))
+    )
+
+
+def _push(grad, pulled, coefficient, weight, l2: float):
+    return coefficient * grad + weight * l2 * pulled if l2 else coefficient * grad
+
+
+class BatchedServer:
+    """The server's state and the pushes in flight, advanced by batches of a schedule."""
+
+    def __init__(self, trainer, l2: float, length: int):
+        t = self.t = trainer
+        self.devices = list(t.placement.devices)
+        self.w = len(self.devices)
+        self.length = length
+        self.l2 = l2
+        mesh = t.placement.mesh
+        self.stacked = NamedSharding(mesh, P(AXIS))
+        self.applies_program = make_applies(t.tx, length, mesh)
+        self.wave_program = make_wave(t.steps.device_sums, l2, mesh)
+        self.piece = jax.jit(
+            lambda g, p, c, w: jax.tree.map(lambda a, b: _push(a, b, c, w, l2), g, p)
+        )
+        self.squeeze = jax.jit(lambda tree: jax.tree.map(lambda a: a[0], tree))
+        self.shared = 0  # the bucket the wave program is compiled for
+        self.state: TrainState | None = None
+        self.pushes = None  # tree [D, ...] sharded: each device's worker's push in flight
+        self.losses: dict[int, Any] = {}  # worker -> loss sum [1] of its latest push
+        self.applies: list[tuple[int, float, float]] = []
+        self.wave: dict[int, tuple] = {}  # worker -> (updates before its pull, rows, ...)
+
+    # -- the schedule's stream -------------------------------------------------------------
+    def start(self, k: int, rows, step_index: int, coefficient: float, weight: float) -> None:
+        """Worker k pulls the current version and starts on `rows` (training rows)."""
+        if k in self.wave or self._input_fault_between(step_index):
+            self.run()
+        self.wave[k] = (len(self.applies), np.asarray(rows), step_index, coefficient, weight)
+
+    def apply(self, k: int, weight: float, step_scale: float):
+        """The server applies worker k's push; returns the loss sum of that push (an array
+        that is ready once the wave that computed it is)."""
+        if k in self.wave:
+            self.run()
+        self.applies.append((k, weight, step_scale))
+        loss = self.losses[k]
+        if len(self.applies) == self.length:
+            self.run()
+        return loss
+
+    def _input_fault_between(self, step_index: int) -> bool:
+        """A planted NaN-input step is laid out per wave: a wave never spans it."""
+        nan_step = self.t.faults.nan_step
+        if nan_step < 0 or not self.wave:
+            return False
+        first = next(iter(self.wave.values()))[2]
+        return first != step_index and nan_step in (first, step_index)
+
+    # -- running a batch -------------------------------------------------------------------
+    def run(self) -> None:
+        """Applies the pending updates in one scan, then computes the pending wave."""
+        if not self.applies and not self.wave:
+            return
+        n = len(self.applies)
+        workers = np.zeros(self.length, np.int32)
+        weights, scales = np.zeros((2, self.length), np.float32)
+        for i, (k, weight, scale) in enumerate(self.applies):
+            workers[i], weights[i], scales[i] = k, weight, scale
+        pull_at = np.zeros(self.w, np.int32)
+        for k, (j, *_) in self.wave.items():
+            pull_at[k] = j
+        self.state, pulled = self.applies_program(
+            self.ensure_state(),
+            self.pushes,
+            workers,
+            weights,
+            scales,
+            np.int32(n),
+            pull_at,
+        )
+        if self.wave:
+            self._compute_wave(pulled)
+        self.applies, self.wave = [], {}
+
+    def _compute_wave(self, pulled) -> None:
+        t = self.t
+        sizes = np.zeros(self.w, np.int64)
+        coefficient, weight = np.zeros((2, self.w), np.float32)
+        for k, (_, rows, _, c, wt) in self.wave.items():
+            sizes[k], coefficient[k], weight[k] = len(rows), c, wt
+        rows = np.concatenate([self.wave[k][1] for k in sorted(self.wave)])
+        step_index = next(iter(self.wave.values()))[2]
+        blocks = t.batch_of(rows, sizes, None, step_index)
+        if self.shared and blocks.shared == self.shared:
+            self._wave_on_mesh(pulled, blocks, coefficient, weight)
+        else:
+            self._wave_per_device(pulled, blocks, coefficient, weight)
+
+    def _wave_on_mesh(self, pulled, blocks, coefficient, weight) -> None:
+        fresh = np.zeros(self.w, bool)
+        fresh[list(self.wave)] = True
+        host = jax.device_put((coefficient, weight, fresh), self.stacked)
+        inputs = [self._assemble([f(b) for b in blocks]) for f in _FIELDS]
+        self.pushes, losses = self.wave_program(pulled, *inputs, *host[:2], self.pushes, host[2])
+        by_device = {s.device: s.data for s in losses.addressable_shards}
+        for k in self.wave:
+            self.losses[k] = by_device[self.devices[k]]
+
+    def _wave_per_device(self, pulled, blocks, coefficient, weight) -> None:
+        mine = _shards(pulled, self.devices)
+        held = _shards(self.pushes, self.devices)
+        for k in sorted(self.wave):
+            sums = self.t.worker_sums(self.squeeze(mine[k]), blocks[k])
+            held[k] = self.piece(sums.grad, mine[k], coefficient[k], weight[k])
+            self.losses[k] = sums.loss
+        leaves = [jax.tree.leaves(h) for h in held]
+        treedef = jax.tree.structure(self.pushes)
+        self.pushes = treedef.unflatten(
+            [self._assemble([leaf[i] for leaf in leaves]) for i in range(len(leaves[0]))]
+        )
+
+    def _assemble(self, arrays: list):
+        shape = (self.w, *arrays[0].shape[1:])
+        return jax.make_array_from_single_device_arrays(shape, self.stacked, arrays)
+
+    # -- the state, checkpoints ------------------------------------------------------------
+    def ensure_state(self) -> TrainState:
+        if self.state is None:
+            self.state = self.t.state  # replicated on the mesh
+        if self.pushes is None:
+            self.load({})
+        return self.state
+
+    def server_state(self) -> TrainState:
+        """The state after every update scheduled so far (runs what is pending)."""
+        self.ensure_state()
+        self.run()
+        return self.state
+
+    def in_flight(self, k: int) -> tuple[Any, np.ndarray]:
+        """Worker k's push in flight and its loss sum, on the host."""
+        self.server_state()
+        push = jax.tree.map(lambda a: np.asarray(a)[0], _shards(self.pushes, self.devices)[k])
+        return push, np.asarray(self.losses[k])
+
+    def load(self, flights: dict[int, tuple]) -> None:
+        """Starts from the trainer's state and the given pushes in flight (worker -> host
+        push and loss sum), as restored from a checkpoint."""
+        self.state = self.t.state
+        self.applies, self.wave = [], {}
+        params = jax.tree.map(np.asarray, self.state.params)
+        per = [flights[k][0] if k in flights else jax.tree.map(np.zeros_like, params) for k in
+               range(self.w)]  # fmt: skip
+        placed = [jax.device_put(jax.tree.map(lambda a: a[None], p), d) for p, d in
+                  zip(per, self.devices, strict=True)]  # fmt: skip
+        leaves = [jax.tree.leaves(p) for p in placed]
+        treedef = jax.tree.structure(params)
+        self.pushes = treedef.unflatten(
+            [self._assemble([leaf[i] for leaf in leaves]) for i in range(len(leaves[0]))]
+        )
+        self.losses = {
+            k: jax.device_put(np.asarray(loss), self.devices[k]) for k, (_, loss) in flights.items()
+        }
+
+    def warm_up(self, shared: int) -> None:
+        """Compiles the scan, the per-device helpers and the wave program of the shared
+        bucket, run once on the trainer's state (nothing is donated: it stays as it was) and
+        pushes of zeros, so that no split compiles."""
+        kept = self.state, self.pushes, self.losses
+        self.load({})
+        zeros = np.zeros(self.length, np.float32)
+        idle = np.zeros(self.w, np.int32)
+        args = (zeros.astype(np.int32), zeros, zeros, np.int32(0), idle)
+        pulled = self.applies_program(self.state, self.pushes, *args)[1]
+        for mine in _shards(pulled, self.devices):
+            jax.block_until_ready(
+                (self.squeeze(mine), self.piece(mine, mine, *np.ones(2, np.float32)))
+            )
+        if shared:
+            t = self.t
+            x, y = t.dataset.x_train[:1], t.dataset.y_train[:1]
+            blank = np.zeros(shared, bool)
+            empty = [
+                np.zeros((shared, *x.shape[1:]), x.dtype),
+                np.zeros((shared, *y.shape[1:]), y.dtype),
+            ]
+            blocks = t.placement.blocks(
+                [Block(p, shared, np.zeros(shared, np.int64), blank) for p in range(self.w)],
+                [empty[0]] * self.w, [empty[1]] * self.w, [blank] * self.w, None, shared,
+            )  # fmt: skip
+            inputs = [self._assemble([f(b) for b in blocks]) for f in _FIELDS]
+            c, wt, fresh = jax.device_put(
+                (np.ones(self.w, np.float32),) * 2 + (idle > 0,), self.stacked
+            )
+            jax.block_until_ready(self.wave_program(pulled, *inputs, c, wt, self.pushes, fresh))
+            self.shared = shared
+        self.state, self.pushes, self.losses = kept
+
+
+_FIELDS = (lambda b: b.x, lambda b: b.y, lambda b: b.mask)
+
+
+def _shards(tree, devices) -> list:
+    """Each device's own piece [1, ...] of a tree of arrays [D, ...] on the data axis."""
+    leaves, treedef = jax.tree.flatten(tree)
+    by_device = [{s.device: s.data for s in leaf.addressable_shards} for leaf in leaves]
+    return [treedef.unflatten([m[d] for m in by_device]) for d in devices]
