@@ -4,7 +4,7 @@ python -m experiments.ablate --config=configs/ablation_multihost.py --workdir=/t
 
 Each cell goes through `omnilearn_jax.launch --num_processes=2`; the runner splits the
 base's cpu_devices=4 into 2 a process, so the cell computes what the same config computes
-in one process with 4 devices (tests/test_ablate_multihost.py checks that it does).
+in one process with 4 devices (tests/test_multiprocess.py compares 2 processes with 1).
 """
 
 import ml_collections

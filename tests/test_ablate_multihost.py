@@ -1,5 +1,6 @@
-"""A multi-process ablation cell: run through the ablation runner as 2 JAX processes x 2 CPU
-devices, it computes the same losses and splits as the same cell in one process x 4 devices."""
+"""A multi-process ablation cell: the runner launches it as 2 JAX processes x 2 CPU devices,
+sharing its cores, and the cell's run is whole. That two processes compute what one does is
+test_multiprocess.py's comparison (a moving split, zero-row workers), not repeated here."""
 
 import dataclasses
 import json
@@ -7,14 +8,12 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import yaml
 
 from experiments import ablate
 from experiments.ablation import spec
 from experiments.ablation.runner import cell_command
-from omnilearn_jax import launch
 from omnilearn_jax.runstore import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -110,31 +109,10 @@ def test_two_process_cell_matches_the_one_process_run(tmp_path):
     assert "[p0] training mlp" in log and "4 workers on 4 cpu devices (2 process(es))" in log
     assert "[launch] all 2 processes finished" in log
 
-    # The cell's own main.py arguments, in one process with the base's 4 devices.
-    single = tmp_path / "single"
-    main_args = [a for a in header[7:] if not a.startswith("--workdir=")]
-    cmd = [sys.executable, "-m", "omnilearn_jax.main", *main_args, f"--workdir={single}"]
-    one = subprocess.run(
-        [*cmd, "--config.cpu_devices=4"],
-        cwd=ROOT,
-        env=launch.child_env(),  # drops the tests' forced 8-device flag
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert one.returncode == 0, one.stdout[-2000:] + one.stderr[-3000:]
-    assert "4 workers on 4 cpu devices (1 process(es))" in one.stdout + one.stderr
-    a = [r for r in read_metrics(single) if "loss" in r]
+    # That two processes compute what one does is test_multiprocess.py's comparison; here,
+    # that the cell's run is whole: every step logged, the batch kept, the splits moving.
     b = [r for r in read_metrics(cell_dir) if "loss" in r]
-    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 9))
-    # Gloo sums across processes in another order than one process: rounding only.
-    np.testing.assert_allclose([r["loss"] for r in b], [r["loss"] for r in a], atol=1e-6)
-    assert [r["batch_sizes"] for r in b] == [r["batch_sizes"] for r in a]
-    assert [r["time"] for r in b] == [r["time"] for r in a]  # the virtual clock agrees
-    # HL8: the controller moved samples, so agreeing on the splits is not trivial.
-    assert len({tuple(r["batch_sizes"]) for r in a}) > 1
-    assert all(sum(r["batch_sizes"]) == 128 for r in a)
-    ea = [r["eval_loss"] for r in read_metrics(single) if "eval_loss" in r]
-    eb = [r["eval_loss"] for r in read_metrics(cell_dir) if "eval_loss" in r]
-    assert len(ea) == len(eb) == 2
-    np.testing.assert_allclose(eb, ea, atol=1e-6)
+    assert [r["step"] for r in b] == list(range(1, 9))
+    assert all(sum(r["batch_sizes"]) == 128 for r in b)
+    assert len({tuple(r["batch_sizes"]) for r in b}) > 1  # HL8: the controller moved samples
+    assert len([r for r in read_metrics(cell_dir) if "eval_loss" in r]) == 2

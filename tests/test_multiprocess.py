@@ -1,9 +1,10 @@
 """Multi-process runs on one machine: same numbers as one process, and failures end promptly.
 
 Each test starts real processes (gloo CPU collectives over localhost), so they are slow-ish;
-the run store of process 0 is compared with a one-process run of the same config. The same
-comparison with a moving controller, through the ablation runner, is in
-test_ablate_multihost.py (one comparison each: a fixed skewed split here, decisions there).
+the run store of process 0 is compared with a one-process run of the same config, once, with
+a controller whose splits move and a worker that holds no rows for a while
+(test_ablate_multihost.py runs a multi-process cell through the ablation runner and trusts
+this comparison for its numbers).
 """
 
 import json
@@ -19,10 +20,18 @@ import numpy as np
 import pytest
 
 from omnilearn_jax import launch
-from omnilearn_jax.runstore import read_metrics
+from omnilearn_jax.runstore import read_measured, read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SKEWED = "--config.controller.sizes=(0,1,2,3,4,5,6,43)"
+# Proportional control while worker 2 is away (no rows) in steps [5, 12): splits that move,
+# and zero-row workers, which the processes must agree on.
+MOVING = (
+    "--config.controller.name=proportional",
+    "--config.hetero.name=preempt",
+    "--config.hetero.preempt_worker=2",
+    "--config.hetero.preempt_intervals=(5,12)",
+    "--config.hetero.preempt_trickle=0.0",
+)
 
 
 def run_single(workdir, *overrides):
@@ -97,9 +106,14 @@ def audited_env(tmp_path, workdir) -> dict[str, str]:
 
 
 def compare_runs(tmp_path, *overrides, env=None):
+    """The 2-process run, then one process with the cost the 2-process run calibrated (when
+    it calibrated): the same modelled machine, so the same decisions and clock."""
     one, two = tmp_path / "one", tmp_path / "two"
-    run_single(one, *overrides)
     out = run_launched(two, *overrides, env=env)
+    cost = read_measured(str(two)).get("per_sample_cost")
+    if cost is not None:
+        overrides = (*overrides, f"--config.cost.per_sample_cost={cost!r}")
+    run_single(one, *overrides)
     assert "8 workers on 8 cpu devices (2 process(es))" in out
     assert "[launch] all 2 processes finished" in out
     a = [r for r in read_metrics(one) if "loss" in r]
@@ -194,15 +208,21 @@ def test_launcher_arguments_and_environment(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_processes_match_one_process_on_a_skewed_split(tmp_path):
+def test_two_processes_match_one_process_while_the_split_moves(tmp_path):
     """Also: process 1 writes nothing in the run directory but its part of the checkpoints
     (an audit hook in each process logs what it writes there), and the cost it calibrates is
     process 0's (else the processes' worker times differ, which the decision digest compared
     at each checkpoint reports as an error: checked by calibrating per process, 2026-12-01)."""
     env = audited_env(tmp_path, tmp_path / "two")
     calibrated = "--config.cost.per_sample_cost=0"
-    a, b = compare_runs(tmp_path, SKEWED, "--config.train.checkpoint_every=5", calibrated, env=env)
-    assert all(r["batch_sizes"] == [0, 1, 2, 3, 4, 5, 6, 43] for r in a + b)
+    a, b = compare_runs(tmp_path, *MOVING, "--config.train.checkpoint_every=5", calibrated, env=env)
+    assert [r["batch_sizes"] for r in b] == [r["batch_sizes"] for r in a]
+    assert [r["time"] for r in b] == [r["time"] for r in a]  # the virtual clock agrees
+    assert len({tuple(r["batch_sizes"]) for r in a}) > 1  # the controller moved samples
+    away = [r["step"] for r in a if r["batch_sizes"][2] == 0]
+    assert away == list(range(6, 13)), away  # no rows for worker 2 in 0-based steps [5, 12)
+    assert away == [r["step"] for r in a if r["speeds"][2] == 0]
+    assert all(sum(r["batch_sizes"]) == 64 for r in a)
     assert a[-1]["loss"] < a[0]["loss"] - 0.5  # it trained, so equal curves mean something
     writes = [
         line.split("\t")
