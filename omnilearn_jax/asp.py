@@ -258,7 +258,7 @@ class AsyncLoop(Runner):
         rows = self.t.sampler.stream(self.stream_pos, total)
         self.stream_pos += total
         offsets = np.concatenate([[0], np.cumsum(group_sizes)])
-        params = self.server_state().params
+        params = None if self.batched else self.server_state().params
         futures = {}
         for k in ready:
             mine = rows[offsets[k] : offsets[k + 1]]

@@ -38,7 +38,7 @@ from omnilearn_jax.masking import Block
 from omnilearn_jax.step import AXIS, TrainState
 
 
-def make_applies(tx, length: int, mesh):
+def applies_fn(tx, length: int, mesh):
     """state, pushes in flight [D, ...], then per update (worker, weight, step scale) [length]
     of which the first `count` are applied, and per device the number of updates after which
     it pulls -> (state, each device's pulled parameters [D, ...] sharded on the data axis)."""
@@ -63,11 +63,11 @@ def make_applies(tx, length: int, mesh):
         )
         return final, jax.sharding.reshard(pulled, NamedSharding(mesh, P(AXIS)))
 
-    return jax.jit(run)
+    return run
 
 
-def make_wave(device_sums, l2: float, mesh):
-    """One launch over the mesh: each device's sums from its own pulled parameters, turned
+def wave_fn(device_sums, l2: float, mesh):
+    """Over the mesh: each device's sums from its own pulled parameters, turned
     into its worker's push (coefficient * gradient sum + weight * L2 * pulled); devices not
     in the wave keep the push they hold. Every input and output is [D, ...] on the data axis."""
 
@@ -82,9 +82,21 @@ def make_wave(device_sums, l2: float, mesh):
         return pushes, sums.loss
 
     spec = P(AXIS)
-    return jax.jit(
-        jax.shard_map(per_device, mesh=mesh, in_specs=(spec,) * 8, out_specs=(spec, spec))
-    )
+    return jax.shard_map(per_device, mesh=mesh, in_specs=(spec,) * 8, out_specs=(spec, spec))
+
+
+def make_fused(applies, wave):
+    """The pending updates and then the wave's gradients, as one program over the mesh:
+    (state, pushes, *the applies' inputs, x, y, mask, coefficient, weight, fresh) ->
+    (state, pushes, loss sums [D])."""
+
+    def run(state, pushes, workers, weights, scales, count, pull_at, *inputs):
+        state, pulled = applies(state, pushes, workers, weights, scales, count, pull_at)
+        *inputs, fresh = inputs
+        new, losses = wave(pulled, *inputs, pushes, fresh)
+        return state, new, losses
+
+    return jax.jit(run)
 
 
 def _push(grad, pulled, coefficient, weight, l2: float):
@@ -102,8 +114,9 @@ class BatchedServer:
         self.l2 = l2
         mesh = t.placement.mesh
         self.stacked = NamedSharding(mesh, P(AXIS))
-        self.applies_program = make_applies(t.tx, length, mesh)
-        self.wave_program = make_wave(t.steps.device_sums, l2, mesh)
+        applies = applies_fn(t.tx, length, mesh)
+        self.applies_program = jax.jit(applies)
+        self.fused = make_fused(applies, wave_fn(t.steps.device_sums, l2, mesh))
         self.piece = jax.jit(
             lambda g, p, c, w: jax.tree.map(lambda a, b: _push(a, b, c, w, l2), g, p)
         )
@@ -143,10 +156,10 @@ class BatchedServer:
 
     # -- running a batch -------------------------------------------------------------------
     def run(self) -> None:
-        """Applies the pending updates in one scan, then computes the pending wave."""
+        """Applies the pending updates in one scan, then computes the pending wave; one
+        program over the mesh when the wave's devices all compute the shared bucket."""
         if not self.applies and not self.wave:
             return
-        n = len(self.applies)
         workers = np.zeros(self.length, np.int32)
         weights, scales = np.zeros((2, self.length), np.float32)
         for i, (k, weight, scale) in enumerate(self.applies):
@@ -154,47 +167,34 @@ class BatchedServer:
         pull_at = np.zeros(self.w, np.int32)
         for k, (j, *_) in self.wave.items():
             pull_at[k] = j
-        self.state, pulled = self.applies_program(
-            self.ensure_state(),
-            self.pushes,
-            workers,
-            weights,
-            scales,
-            np.int32(n),
-            pull_at,
-        )
-        if self.wave:
-            self._compute_wave(pulled)
+        todo = (workers, weights, scales, np.int32(len(self.applies)), pull_at)
+        state, wave = self.ensure_state(), self.wave
         self.applies, self.wave = [], {}
-
-    def _compute_wave(self, pulled) -> None:
-        t = self.t
+        if not wave:
+            self.state = self.applies_program(state, self.pushes, *todo)[0]
+            return
         sizes = np.zeros(self.w, np.int64)
-        coefficient, weight = np.zeros((2, self.w), np.float32)
-        for k, (_, rows, _, c, wt) in self.wave.items():
-            sizes[k], coefficient[k], weight[k] = len(rows), c, wt
-        rows = np.concatenate([self.wave[k][1] for k in sorted(self.wave)])
-        step_index = next(iter(self.wave.values()))[2]
-        blocks = t.batch_of(rows, sizes, None, step_index)
+        coefficient, weight, fresh = np.zeros((3, self.w), np.float32)
+        for k, (_, rows, _, c, wt) in wave.items():
+            sizes[k], coefficient[k], weight[k], fresh[k] = len(rows), c, wt, 1
+        rows = np.concatenate([wave[k][1] for k in sorted(wave)])
+        blocks = self.t.batch_of(rows, sizes, None, next(iter(wave.values()))[2])
         if self.shared and blocks.shared == self.shared:
-            self._wave_on_mesh(pulled, blocks, coefficient, weight)
-        else:
-            self._wave_per_device(pulled, blocks, coefficient, weight)
+            inputs = [self._assemble([f(b) for b in blocks]) for f in _FIELDS]
+            host = jax.device_put((coefficient, weight, fresh > 0), self.stacked)
+            self.state, self.pushes, losses = self.fused(state, self.pushes, *todo, *inputs, *host)
+            by_device = {s.device: s.data for s in losses.addressable_shards}
+            for k in wave:
+                self.losses[k] = by_device[self.devices[k]]
+            return
+        self.state, pulled = self.applies_program(state, self.pushes, *todo)
+        self._wave_per_device(wave, pulled, blocks, coefficient, weight)
 
-    def _wave_on_mesh(self, pulled, blocks, coefficient, weight) -> None:
-        fresh = np.zeros(self.w, bool)
-        fresh[list(self.wave)] = True
-        host = jax.device_put((coefficient, weight, fresh), self.stacked)
-        inputs = [self._assemble([f(b) for b in blocks]) for f in _FIELDS]
-        self.pushes, losses = self.wave_program(pulled, *inputs, *host[:2], self.pushes, host[2])
-        by_device = {s.device: s.data for s in losses.addressable_shards}
-        for k in self.wave:
-            self.losses[k] = by_device[self.devices[k]]
-
-    def _wave_per_device(self, pulled, blocks, coefficient, weight) -> None:
+    def _wave_per_device(self, wave, pulled, blocks, coefficient, weight) -> None:
+        """Each wave device's own (device, bucket) program, dispatched asynchronously."""
         mine = _shards(pulled, self.devices)
         held = _shards(self.pushes, self.devices)
-        for k in sorted(self.wave):
+        for k in sorted(wave):
             sums = self.t.worker_sums(self.squeeze(mine[k]), blocks[k])
             held[k] = self.piece(sums.grad, mine[k], coefficient[k], weight[k])
             self.losses[k] = sums.loss
@@ -210,10 +210,8 @@ class BatchedServer:
 
     # -- the state, checkpoints ------------------------------------------------------------
     def ensure_state(self) -> TrainState:
-        if self.state is None:
-            self.state = self.t.state  # replicated on the mesh
-        if self.pushes is None:
-            self.load({})
+        if self.pushes is None:  # a fresh start: the trainer's state, nothing in flight
+            self.state, self.pushes, self.losses = self.t.state, self._placed({}), {}
         return self.state
 
     def server_state(self) -> TrainState:
@@ -233,22 +231,25 @@ class BatchedServer:
         push and loss sum), as restored from a checkpoint."""
         self.state = self.t.state
         self.applies, self.wave = [], {}
-        params = jax.tree.map(np.asarray, self.state.params)
-        per = [flights[k][0] if k in flights else jax.tree.map(np.zeros_like, params) for k in
-               range(self.w)]  # fmt: skip
-        placed = [jax.device_put(jax.tree.map(lambda a: a[None], p), d) for p, d in
-                  zip(per, self.devices, strict=True)]  # fmt: skip
-        leaves = [jax.tree.leaves(p) for p in placed]
-        treedef = jax.tree.structure(params)
-        self.pushes = treedef.unflatten(
-            [self._assemble([leaf[i] for leaf in leaves]) for i in range(len(leaves[0]))]
-        )
+        self.pushes = self._placed({k: push for k, (push, _) in flights.items()})
         self.losses = {
             k: jax.device_put(np.asarray(loss), self.devices[k]) for k, (_, loss) in flights.items()
         }
 
+    def _placed(self, pushes: dict):
+        """Pushes in flight (worker -> host tree; zeros for the others) as [D, ...] on the
+        data axis."""
+        params = jax.tree.map(np.asarray, self.t.state.params)
+        per = [pushes.get(k, jax.tree.map(np.zeros_like, params)) for k in range(self.w)]
+        placed = [jax.device_put(jax.tree.map(lambda a: a[None], p), d) for p, d in
+                  zip(per, self.devices, strict=True)]  # fmt: skip
+        leaves = [jax.tree.leaves(p) for p in placed]
+        return jax.tree.structure(params).unflatten(
+            [self._assemble([leaf[i] for leaf in leaves]) for i in range(len(leaves[0]))]
+        )
+
     def warm_up(self, shared: int) -> None:
-        """Compiles the scan, the per-device helpers and the wave program of the shared
+        """Compiles the scan, the per-device helpers and the fused program of the shared
         bucket, run once on the trainer's state (nothing is donated: it stays as it was) and
         pushes of zeros, so that no split compiles."""
         kept = self.state, self.pushes, self.losses
@@ -277,7 +278,8 @@ class BatchedServer:
             c, wt, fresh = jax.device_put(
                 (np.ones(self.w, np.float32),) * 2 + (idle > 0,), self.stacked
             )
-            jax.block_until_ready(self.wave_program(pulled, *inputs, c, wt, self.pushes, fresh))
+            out = self.fused(self.state, self.pushes, *args, *inputs, c, wt, fresh)
+            jax.block_until_ready(out)
             self.shared = shared
         self.state, self.pushes, self.losses = kept
 
