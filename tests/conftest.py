@@ -34,6 +34,15 @@ def _cache_dir() -> str:
 
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+# XLA's backend (LLVM) optimises compiled CPU code at level 0 in tests: compiling is most of
+# a cold test run's CPU and takes about half as long at level 0 (test_text.py: 61 CPU-s cold
+# at the default level, 35 at 0), while the programs, and so every asserted number, are the
+# same maths. Subprocesses inherit it (they drop only the device-count flag). Set
+# OMNILEARN_TEST_XLA_OPT to another level to test with it.
+_OPT = "--xla_backend_optimization_level"
+if _OPT not in os.environ["XLA_FLAGS"]:
+    level = os.environ.get("OMNILEARN_TEST_XLA_OPT", "0")
+    os.environ["XLA_FLAGS"] += f" {_OPT}={level}"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("WANDB_MODE", "disabled")
 JAX_CACHE = os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _cache_dir())

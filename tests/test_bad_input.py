@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+from omnilearn_jax import launch
 from omnilearn_jax.compiles import CompileCounter
 from omnilearn_jax.train import Trainer
 from tests.test_train import ROOT, smoke_config
@@ -222,7 +223,7 @@ def test_bad_command_line_fails_clearly(tmp_path, args, message):
     workdir = tmp_path / "run"
     workdir.mkdir()
     (workdir / "metrics.jsonl").write_bytes(SENTINEL)
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = launch.child_env()  # main.py makes its devices; other XLA flags stay
     proc = subprocess.run(
         [sys.executable, "-m", "omnilearn_jax.main", f"--workdir={workdir}", *args],
         cwd=ROOT,
@@ -237,7 +238,7 @@ def test_bad_command_line_fails_clearly(tmp_path, args, message):
 
 
 def test_missing_workdir_flag_is_reported(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = launch.child_env()  # main.py makes its devices; other XLA flags stay
     proc = subprocess.run(
         [sys.executable, "-m", "omnilearn_jax.main", "--config=configs/smoke.py"],
         cwd=ROOT,

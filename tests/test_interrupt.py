@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from omnilearn_jax import launch
 from omnilearn_jax.interrupt import Interrupted
 from omnilearn_jax.loop import Loop
 from omnilearn_jax.runstore import read_metrics
@@ -53,7 +54,7 @@ def test_a_signal_saves_the_step_reached_and_the_same_run_resumes_there(
 
 
 def test_ctrl_c_on_the_command_line_is_one_line_and_status_130(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = launch.child_env()  # main.py makes its devices; other XLA flags stay
     cmd = [sys.executable, "-m", "omnilearn_jax.main", "--config=configs/smoke.py"]
     cmd += [f"--workdir={tmp_path}", "--config.train.num_steps=1000000"]
     cmd += ["--config.train.log_every=20", "--config.train.eval_every=1000000"]

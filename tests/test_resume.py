@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from omnilearn_jax import train
+from omnilearn_jax import launch, train
 from omnilearn_jax.runstore import read_metrics, start_measured, write_measured
 from omnilearn_jax.train import Trainer
 from tests.test_train import ROOT, run_main, smoke_config
@@ -47,7 +47,7 @@ def test_sigkill_at_a_random_step_then_resume_equals_an_unbroken_run(tmp_path, r
     kill_at = int(rng.integers(6, STEPS - 4))  # seeded: the fixture prints the seed
     print(f"killed at step {kill_at}")
     workdir = tmp_path / "killed"
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = launch.child_env()  # main.py makes its devices; other XLA flags stay
     cmd = [
         sys.executable,
         "-m",

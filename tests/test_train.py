@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from omnilearn_jax import launch
 from omnilearn_jax.runstore import read_metrics
 from omnilearn_jax.train import Trainer
 
@@ -15,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run_main(workdir, *overrides, config="configs/smoke.py"):
     """Runs the real command line in a fresh process (it sets up its own 8 CPU devices)."""
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = launch.child_env()  # main.py makes its devices; other XLA flags stay
     cmd = [
         sys.executable,
         "-m",
@@ -153,8 +154,7 @@ def test_a_plugin_that_runs_jax_when_imported_is_a_clear_error(tmp_path):
     )
     cmd = [sys.executable, "-m", "omnilearn_jax.main", "--config=configs/smoke.py"]
     cmd += [f"--workdir={tmp_path / 'run'}", "--config.controller.plugin=eager_policy_probe"]
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
-    env.pop("XLA_FLAGS", None)
+    env = launch.child_env({**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "eager_policy_probe ran a JAX operation when imported" in proc.stderr, proc.stderr

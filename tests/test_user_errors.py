@@ -7,13 +7,14 @@ import sys
 
 import pytest
 
-from omnilearn_jax import usererrors
+from omnilearn_jax import launch, usererrors
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def main(workdir, *args, env_extra=None):
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", usererrors.VERBOSE_ENV)}
+    env = launch.child_env()  # main.py makes its devices; other XLA flags stay
+    env.pop(usererrors.VERBOSE_ENV, None)
     env.update(env_extra or {})
     cmd = [sys.executable, "-m", "omnilearn_jax.main", f"--workdir={workdir}", *args]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
