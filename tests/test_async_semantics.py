@@ -1,4 +1,5 @@
-"""Async mode: workers without rows, and each update as a share of one BSP step."""
+"""Async mode: workers without rows, each update as a share of one BSP step, and the
+virtual clock's batched execution against the event-by-event one."""
 
 import jax
 import jax.numpy as jnp
@@ -6,6 +7,8 @@ import numpy as np
 import pytest
 
 from omnilearn_jax import config_check, optim
+from omnilearn_jax.asp import AsyncLoop
+from omnilearn_jax.compiles import CompileCounter
 from omnilearn_jax.runstore import read_metrics
 from omnilearn_jax.train import Trainer
 from tests.test_async import _config, _max_diff, _params
@@ -117,3 +120,69 @@ def test_linear_lr_scaling_with_share_weighting_is_rejected():
         config_check.check_for_devices(config, 8)
     config.asp.weighting = "mean"
     config_check.check_for_devices(config, 8)
+
+
+def _unequal(**kw):
+    """Four workers at speeds 1, 1, 2, 4 under the proportional controller (so the split
+    moves off the uniform one), staleness bound 1, sgd with momentum and weight decay."""
+    config = _config(
+        num_workers=4,
+        num_devices=4,
+        mode="asp",
+        train__num_steps=24,
+        train__eval_every=100,
+        asp__staleness_bound=1,
+        optimizer__momentum=0.9,
+        optimizer__weight_decay=0.05,
+        controller__name="proportional",
+        **kw,
+    )
+    config.hetero.name = "cores"
+    config.hetero.cores = (1.0, 1.0, 2.0, 4.0)
+    return config
+
+
+def test_batched_execution_equals_event_by_event(tmp_path):
+    """The virtual clock's batches (a wave's gradients in one call, the updates between
+    waves in one scan) give the parameters and records of the event-by-event execution,
+    through waves on the shared bucket (one program over the mesh) and per device."""
+    ran = {"fused": 0, "per_device": 0}
+    runs = {}
+    for batched in (True, False):
+        loop = AsyncLoop(Trainer(_unequal(), str(tmp_path / str(batched))), batched=batched)
+        if batched:
+            fused, per_device = loop.exec.fused, loop.exec._wave_per_device
+
+            def count(name, fn):
+                return lambda *a: (ran.__setitem__(name, ran[name] + 1), fn(*a))[1]
+
+            loop.exec.fused = count("fused", fused)
+            loop.exec._wave_per_device = count("per_device", per_device)
+        loop.run()
+        records = [r for r in read_metrics(tmp_path / str(batched)) if "staleness" in r]
+        runs[batched] = records, _params(tmp_path / str(batched))
+    (batched, params), (eager, reference) = runs[True], runs[False]
+    assert ran["fused"] > 0 and ran["per_device"] > 0, ran
+    assert _max_diff(params, reference) <= 1e-6
+    keys = ("step", "time", "worker", "staleness", "worker_batch", "batch_sizes")
+    assert [[r[k] for k in keys] for r in batched] == [[r[k] for k in keys] for r in eager]
+    assert len({r["staleness"] for r in batched}) > 2  # stale pushes of several ages
+    assert len({tuple(r["batch_sizes"]) for r in batched}) > 1  # the split moved
+    assert np.allclose([r["loss"] for r in batched], [r["loss"] for r in eager], atol=1e-6)
+
+
+def test_batched_execution_compiles_nothing_when_the_split_changes(tmp_path):
+    """After warm-up, splits that take the mesh path, the per-device path, and a worker with
+    no rows run without a compile."""
+    trainer = Trainer(_unequal(controller__b_min=0), str(tmp_path))
+    loop = AsyncLoop(trainer)
+    loop.warm_up(np.full(4, 16))
+    splits = [(16, 16, 16, 16), (8, 8, 16, 32), (0, 24, 8, 32), (16, 16, 16, 16)]
+    with CompileCounter() as compiles:
+        for sizes in splits:
+            for _ in range(6):
+                loop.start_ready(np.array(sizes))
+                loop.apply_next()
+        state = loop.server_state()
+    assert compiles.count == 0
+    assert int(state.step) == 6 * len(splits)
