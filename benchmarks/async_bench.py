@@ -1,16 +1,19 @@
 """How much an asynchronous round costs against a BSP step of the same work.
 
-    python -m benchmarks.async_bench [--workers 4] [--batch 128] [--rounds 30] [--json PATH]
+    python -m benchmarks.async_bench [--workers 4] [--batch 128] [--rounds 10]
+        [--clocks virtual,wall] [--json PATH] [--md PATH]
 
-Same model, data and devices, measured side by side in one process, after compilation:
+Same model, data and devices, measured side by side in one process, after compilation, on
+each clock (`clock=virtual`: the schedule runs in batches, asp_exec.py; `clock=wall`: each
+worker's gradient on its own device, dispatched concurrently and timed):
 
 1. the round: a BSP step computes all W workers' batches (B samples) and applies one update;
    an async round applies W updates (each worker's batch computed from its own pulled
    version, as `asp.AsyncLoop` runs them). Blocks of rounds alternate between the two so
    machine load hits both alike; the best block of each is kept.
 2. the loop: the one runner's loop body (`advance` of `loop.Loop` and `asp.AsyncLoop`:
-   layout, compute, virtual clock, controller, records flushed to a run store), n BSP
-   steps against n * W async updates, blocks alternating, best block kept.
+   layout, compute, clock, controller, records flushed to a run store), n BSP steps against
+   n * W async updates, blocks alternating, best block kept.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ import jax
 import numpy as np
 
 
-def config(mode: str, args, steps: int):
+def config(mode: str, args, steps: int, clock: str = "virtual"):
     from configs import smoke
 
     c = smoke.get_config()
+    c.clock = clock
     c.num_workers = c.num_devices = args.workers
     c.global_batch_size = args.batch
     c.model.name = args.model
@@ -42,10 +46,10 @@ def config(mode: str, args, steps: int):
     return c
 
 
-def build(mode: str, args):
+def build(mode: str, args, clock: str = "virtual"):
     from omnilearn_jax.train import Trainer
 
-    trainer = Trainer(config(mode, args, 10**6), tempfile.mkdtemp(prefix="async_bench_"))
+    trainer = Trainer(config(mode, args, 10**6, clock), tempfile.mkdtemp(prefix="async_bench_"))
     trainer.compile_variants()  # every bucket program, as the loops do at warm-up
     return trainer
 
@@ -110,12 +114,12 @@ def side_by_side(bsp, asp, blocks: int, n: int) -> tuple[float, float]:
     return min(t_bsp), min(t_asp)
 
 
-def rounds(args) -> tuple[float, float]:
-    bsp, asp = bsp_rounds(build("bsp", args)), async_rounds(build("asp", args))
+def rounds(args, clock: str = "virtual") -> tuple[float, float]:
+    bsp, asp = bsp_rounds(build("bsp", args, clock)), async_rounds(build("asp", args, clock))
     return side_by_side(bsp, asp, args.blocks, args.rounds)
 
 
-def _runner_body(mode: str, args):
+def _runner_body(mode: str, args, clock: str = "virtual"):
     """n steps' worth of the runner's own loop body (`advance`: layout, compute, clock,
     controller, records), flushed to a run store every 20 records."""
     import controllers
@@ -125,7 +129,7 @@ def _runner_body(mode: str, args):
     from omnilearn_jax.train import Trainer
 
     workdir = tempfile.mkdtemp(prefix=f"async_bench_{mode}_")
-    trainer = Trainer(config(mode, args, 10**6), workdir)
+    trainer = Trainer(config(mode, args, 10**6, clock), workdir)
     runner = (AsyncLoop if mode == "asp" else Loop)(trainer)
     w, b = args.workers, args.batch
     cstate = jax.jit(trainer.controller.init, static_argnums=(0, 1))(w, b)
@@ -149,9 +153,41 @@ def _runner_body(mode: str, args):
     return run
 
 
-def loops(args) -> tuple[float, float]:
-    bsp, asp = _runner_body("bsp", args), _runner_body("asp", args)
+def loops(args, clock: str = "virtual") -> tuple[float, float]:
+    bsp, asp = _runner_body("bsp", args, clock), _runner_body("asp", args, clock)
     return side_by_side(bsp, asp, args.blocks, args.loop_steps)
+
+
+def measure(args) -> dict:
+    """Per clock: BSP step and async round, BSP and async loop body (seconds), and ratios."""
+    out = {}
+    for clock in args.clocks.split(","):
+        bsp, asp = rounds(args, clock)
+        loop_bsp, loop_asp = loops(args, clock)
+        out[clock] = {
+            "bsp_step_s": bsp,
+            "async_round_s": asp,
+            "ratio": asp / bsp,
+            "bsp_loop_per_step_s": loop_bsp,
+            "async_loop_per_round_s": loop_asp,
+            "loop_ratio": loop_asp / loop_bsp,
+        }
+    return out
+
+
+def table(results: dict) -> str:
+    """The results as a Markdown table, one row per clock and measurement."""
+    rows = ["| clock | what | BSP (ms) | async (ms) | async / BSP |", "|---|---|---|---|---|"]
+    for clock, r in results.items():
+        rows.append(
+            f"| {clock} | step vs round (B samples) | {r['bsp_step_s'] * 1e3:.2f} | "
+            f"{r['async_round_s'] * 1e3:.2f} | {r['ratio']:.2f}x |"
+        )
+        rows.append(
+            f"| {clock} | loop body, per B samples | {r['bsp_loop_per_step_s'] * 1e3:.2f} | "
+            f"{r['async_loop_per_round_s'] * 1e3:.2f} | {r['loop_ratio']:.2f}x |"
+        )
+    return "\n".join(rows) + "\n"
 
 
 def main() -> None:
@@ -162,61 +198,40 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--blocks", type=int, default=5)
     parser.add_argument("--loop-steps", type=int, default=10)
+    parser.add_argument("--clocks", default="virtual,wall")
     parser.add_argument("--json", default="", help="also write the results here")
     parser.add_argument("--md", default="", help="and a short Markdown report here")
     args = parser.parse_args()
     jax.config.update("jax_num_cpu_devices", max(args.workers, 8))
-    bsp, asp = rounds(args)
-    loop_bsp, loop_asp = loops(args)
+    load_before = os.getloadavg()[0]
+    results = measure(args)
     machine = (
         f"{platform.machine()} {os.cpu_count()} cores, {jax.devices()[0].platform}, "
-        f"load {os.getloadavg()[0]:.1f}"
+        f"load {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
     print(f"machine: {machine}; {args.model} on digits, W={args.workers}, B={args.batch}")
-    print(f"BSP step (W batches, 1 update):       {bsp * 1e3:8.2f} ms")
-    print(f"async round (W batches, W updates):   {asp * 1e3:8.2f} ms")
-    print(f"async / BSP, same work:               {asp / bsp:8.2f}x")
-    print(f"BSP loop, per step (B samples):       {loop_bsp * 1e3:8.2f} ms")
-    print(f"async loop, per W updates:            {loop_asp * 1e3:8.2f} ms")
-    print(f"async / BSP loop, same work:          {loop_asp / loop_bsp:8.2f}x")
+    print(table(results))
     if args.md:
         command = "python -m benchmarks.async_bench " + " ".join(
             f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("json", "md")
         )
-        rows = [
-            ("BSP step (W batches, 1 update)", bsp),
-            ("async round (W batches, W updates)", asp),
-            ("BSP loop body, per step", loop_bsp),
-            ("async loop body, per W updates", loop_asp),
-        ]
         with open(args.md, "w") as f:
             f.write(
                 f"# Async round against a BSP step\n\n`{command}`, "
                 f"{datetime.date.today().isoformat()}, {machine}; {args.model} on digits, "
                 f"W={args.workers}, B={args.batch}. Best of {args.blocks} alternating blocks "
-                f"each.\n\n| what | ms |\n|---|---|\n"
-                + "".join(f"| {name} | {t * 1e3:.2f} |\n" for name, t in rows)
-                + f"\nasync / BSP, same work: round {asp / bsp:.2f}x, loop "
-                f"{loop_asp / loop_bsp:.2f}x (goal: at most 1.3x each).\n"
+                f"each. Goal: async / BSP at most 1.3x in every row.\n\n" + table(results)
             )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(
-                {
-                    "benchmark": "async_round",
-                    "date": datetime.date.today().isoformat(),
-                    "machine": machine,
-                    "args": vars(args),
-                    "bsp_step_s": bsp,
-                    "async_round_s": asp,
-                    "ratio": asp / bsp,
-                    "bsp_loop_per_step_s": loop_bsp,
-                    "async_loop_per_round_s": loop_asp,
-                    "loop_ratio": loop_asp / loop_bsp,
-                },
-                f,
-                indent=2,
-            )
+            record = {
+                "benchmark": "async_round",
+                "date": datetime.date.today().isoformat(),
+                "machine": machine,
+                "args": vars(args),
+                "clocks": results,
+            }
+            json.dump(record, f, indent=2)
 
 
 if __name__ == "__main__":
