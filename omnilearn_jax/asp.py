@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -45,6 +46,7 @@ import optax
 
 from omnilearn_jax import masking, optim
 from omnilearn_jax.asp_exec import BatchedServer
+from omnilearn_jax.asp_wall import Unmeasured
 from omnilearn_jax.loop import Runner
 from omnilearn_jax.runlog import RunLog
 from omnilearn_jax.step import TrainState
@@ -126,7 +128,15 @@ class AsyncLoop(Runner):
         self.staleness: list[list[int]] = [[] for _ in range(self.w)]
         self.events: list = []  # heap of (finish time, worker, start version, rows)
         self.flights: dict[int, Flight] = {}  # worker -> its gradient in flight
-        self._pool = None if self.batched else ThreadPoolExecutor(self.w, thread_name_prefix="w")
+        # One thread a worker; on the wall clock without injected waits, where devices share
+        # the host's cores, as many compute at once as there are cores (as a BSP step's
+        # devices do, step.py), so each measured time is the worker's own compute.
+        threads = self.w
+        if self.wall and not t.steps.inject and jax.devices()[0].platform == "cpu":
+            threads = min(self.w, len(os.sched_getaffinity(0)) or 1)
+        self._pool = None if self.batched else ThreadPoolExecutor(threads, thread_name_prefix="w")
+        self.unmeasured = Unmeasured()  # wall clock: started, time not known yet
+        self._round_of: dict[int, int] = {}  # worker -> the round it started in
         self._last = (0, math.nan, np.zeros(self.w))
 
     @property
@@ -158,6 +168,7 @@ class AsyncLoop(Runner):
 
     # -- checkpoints: every worker and the gradients still in flight -------------------
     def _in_flight(self) -> dict:
+        self.unmeasured.settle_all(self._measured)
         out = {}
         for k, f in self.flights.items():
             if self.batched:
@@ -181,6 +192,7 @@ class AsyncLoop(Runner):
         }
 
     def extra_meta(self) -> dict:
+        self.unmeasured.settle_all(self._measured)
         return {
             "now": self.now,
             "stream_pos": self.stream_pos,
@@ -270,14 +282,14 @@ class AsyncLoop(Runner):
             futures[k] = self._pool.submit(
                 self._compute, k, params, (mine, round_index, speeds), coefficient, weight
             )
-        if self.wall:  # each device's compute, measured from its own launch
-            measured = np.zeros(self.w)
-            for k, future in futures.items():
-                push, loss, seconds = future.result()
-                futures[k], measured[k] = (push, loss), seconds
-            times = measured
-        else:
-            times = self.t.timer.cost.worker_times(round_index, group_sizes, speeds)
+        if self.wall:  # each device's compute, measured from its own launch: it lands in
+            for k in ready:  # the queue when its time is known (apply_next, asp_wall.py)
+                self.busy[k] = True
+                self.flights[k] = Flight(self.done, int(group_sizes[k]), futures[k])
+                self.unmeasured.add(k, self.now, futures[k])
+                self._round_of[k] = round_index
+            return ready
+        times = self.t.timer.cost.worker_times(round_index, group_sizes, speeds)
         times = self.t.timer.accept(round_index, times, group_sizes)
         for k in ready:
             duration = float(times[k]) + self.comm
@@ -291,13 +303,24 @@ class AsyncLoop(Runner):
         asp = self.cfg.asp
         return update_weights(asp.weighting, asp.lr_scaling, b_k, self.b, self.w)
 
+    def _measured(self, k: int, clock: float) -> None:
+        """Wall clock: worker k's compute time is known; its update joins the queue."""
+        flight = self.flights[k]
+        push, loss, seconds = flight.push.result()
+        times, sizes = np.zeros(self.w), np.zeros(self.w, np.int64)
+        times[k], sizes[k] = seconds, flight.rows
+        duration = float(self.t.timer.accept(self._round_of.pop(k), times, sizes)[k]) + self.comm
+        self.last_time[k] = duration
+        self.flights[k] = Flight(flight.version, flight.rows, (push, loss))
+        heapq.heappush(self.events, (clock + duration, k, flight.version, flight.rows))
+
     def _compute(self, k: int, params, batch: tuple, coefficient: float, weight: float):
         """On worker k's thread: lay out its batch, pull, compute, and push."""
         block = self.t.worker_batch(k, *batch)
         pulled = jax.device_put(params, self.t.worker_device(k))
         if self.wall:
             jax.block_until_ready(pulled)
-        start = time.perf_counter()
+        start = self.unmeasured.launch(k) if self.wall else time.perf_counter()
         sums = self.t.worker_sums(pulled, block)
         if self.wall:
             sums.count.block_until_ready()
@@ -307,6 +330,12 @@ class AsyncLoop(Runner):
         return (push, sums.loss, seconds) if self.wall else (push, sums.loss)
 
     def apply_next(self) -> dict[str, Any]:
+        if self.wall:  # a worker's first time is waited for: records and the controller
+            # then always see a measured time for every worker that started
+            if any(self.last_time[k] == 0 for k in self.unmeasured.flights):
+                self.unmeasured.settle_all(self._measured)
+            head = lambda: self.events[0] if self.events else None  # noqa: E731
+            self.unmeasured.settle(head, self.comm, self._measured)
         if not self.events:
             raise RuntimeError(
                 f"no worker can start at update {self.done}: every worker holds no rows or "

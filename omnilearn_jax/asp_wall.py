@@ -1,0 +1,72 @@
+"""Async on the wall clock: gradients in flight whose compute time is not measured yet.
+
+With `clock=wall` an update lands at (clock when its worker started) + (its measured compute
+seconds) + (the parameter transfer), and the server applies updates in that order. The host
+need not wait for every gradient it started before it applies the next update: a worker
+still computing has already taken at least the seconds since its compute was launched, so
+its update cannot land before start + transfer + elapsed. The server waits only for the
+workers whose lower bound is still ahead of the earliest measured update, and at most until
+it no longer is. So workers compute at the same time, each on its own device, and the order
+of updates is exactly the order of their measured times.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+
+Measured = Callable[[int, float], None]  # (worker, clock at its start) -> None
+
+
+class Unmeasured:
+    """Worker -> (clock at its start, its future); `launched` is set from the worker's thread
+    when its compute starts (what its measured time counts from)."""
+
+    def __init__(self):
+        self.flights: dict[int, tuple[float, Future]] = {}
+        self.launched: dict[int, float] = {}
+
+    def add(self, k: int, clock: float, future: Future) -> None:
+        self.flights[k] = (clock, future)
+
+    def launch(self, k: int) -> float:
+        """Called on worker k's thread as its compute starts; returns the start time."""
+        self.launched[k] = now = time.perf_counter()
+        return now
+
+    def settle(self, first: Callable[[], tuple | None], comm: float, measured: Measured) -> None:
+        """Calls `measured(k, clock at its start)` for each worker whose time is known, until
+        no worker still computing could land before the earliest measured event `first()`
+        ((finish, worker, ...), or None: then it waits for one), waiting no longer than
+        that takes."""
+        while self.flights:
+            done = [k for k, (_, f) in self.flights.items() if f.done()]
+            for k in done:
+                self._done(k, measured)
+            if done:
+                continue
+            head = first()
+            if head is None:
+                wait([f for _, f in self.flights.values()], return_when=FIRST_COMPLETED)
+                continue
+            slack = {}
+            now = time.perf_counter()
+            for k, (clock, _) in self.flights.items():
+                bound = clock + comm + (now - self.launched[k] if k in self.launched else 0.0)
+                if (bound, k) < (head[0], head[1]):
+                    slack[k] = head[0] - bound
+            if not slack:
+                return
+            futures = [self.flights[k][1] for k in slack]
+            wait(futures, timeout=max(min(slack.values()), 1e-4), return_when=FIRST_COMPLETED)
+
+    def settle_all(self, measured: Measured) -> None:
+        for k in list(self.flights):
+            self.flights[k][1].result()
+            self._done(k, measured)
+
+    def _done(self, k: int, measured: Measured) -> None:
+        clock, _ = self.flights.pop(k)
+        self.launched.pop(k, None)
+        measured(k, clock)
