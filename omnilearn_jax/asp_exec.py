@@ -41,7 +41,10 @@ from omnilearn_jax.step import AXIS, TrainState
 def applies_fn(tx, length: int, mesh):
     """state, pushes in flight [D, ...], then per update (worker, weight, step scale) [length]
     of which the first `count` are applied, and per device the number of updates after which
-    it pulls -> (state, each device's pulled parameters [D, ...] sharded on the data axis)."""
+    it pulls -> (state, each device's pulled parameters). The pulled parameters of device d
+    are rows [d * n, (d + 1) * n) of arrays [D * n, ...] on the data axis (n: a leaf's first
+    dimension), so each device's piece has the parameters' own shapes and feeds the BSP
+    step's (device, bucket) programs as it is."""
 
     def run(state, pushes, workers, weights, scales, count, pull_at):
         pushes = jax.sharding.reshard(pushes, NamedSharding(mesh, P()))  # one all-gather
@@ -58,28 +61,46 @@ def applies_fn(tx, length: int, mesh):
 
         steps = jnp.arange(length)
         final, history = jax.lax.scan(body, state, (steps, workers, weights, scales))
-        pulled = jax.tree.map(
-            lambda p, h: jnp.concatenate([p[None], h])[pull_at], state.params, history
-        )
+
+        def pulled(p, h):
+            mine = jnp.concatenate([p[None], h])[pull_at]
+            return mine.reshape(-1, *p.shape[1:])
+
+        pulled = jax.tree.map(pulled, state.params, history)
         return final, jax.sharding.reshard(pulled, NamedSharding(mesh, P(AXIS)))
 
     return run
 
 
+def _merge(l2: float):
+    """On one device: its worker's push (coefficient * gradient sum + weight * L2 * pulled)
+    where it is in the wave (`fresh`), else the push it holds."""
+
+    def merge(grad, pulled, coefficient, weight, held, fresh):
+        def one(g, p, h):
+            push = coefficient[0] * g + weight[0] * l2 * p[None] if l2 else coefficient[0] * g
+            return jnp.where(fresh[0], push, h)
+
+        return jax.tree.map(one, grad, pulled, held)
+
+    return merge
+
+
+def merge_fn(l2: float, mesh):
+    """Over the mesh: (gradient sums [D, ...], pulled parameters, coefficient, weight,
+    pushes held, fresh) -> pushes [D, ...] (a wave computed device by device)."""
+    spec = P(AXIS)
+    return jax.shard_map(_merge(l2), mesh=mesh, in_specs=(spec,) * 6, out_specs=spec)
+
+
 def wave_fn(device_sums, l2: float, mesh):
-    """Over the mesh: each device's sums from its own pulled parameters, turned
-    into its worker's push (coefficient * gradient sum + weight * L2 * pulled); devices not
-    in the wave keep the push they hold. Every input and output is [D, ...] on the data axis."""
+    """Over the mesh: each device's sums from its own pulled parameters, turned into its
+    worker's push; devices not in the wave keep the push they hold."""
+    merge = _merge(l2)
 
     def per_device(pulled, x, y, mask, coefficient, weight, held, fresh):
-        sums = device_sums(jax.tree.map(lambda a: a[0], pulled), x, y, mask)
-        pushes = jax.tree.map(
-            lambda g, p, h: jnp.where(fresh[0], _push(g, p, coefficient[0], weight[0], l2), h),
-            sums.grad,
-            pulled,
-            held,
-        )
-        return pushes, sums.loss
+        sums = device_sums(pulled, x, y, mask)
+        return merge(sums.grad, pulled, coefficient, weight, held, fresh), sums.loss
 
     spec = P(AXIS)
     return jax.shard_map(per_device, mesh=mesh, in_specs=(spec,) * 8, out_specs=(spec, spec))
@@ -99,10 +120,6 @@ def make_fused(applies, wave):
     return jax.jit(run)
 
 
-def _push(grad, pulled, coefficient, weight, l2: float):
-    return coefficient * grad + weight * l2 * pulled if l2 else coefficient * grad
-
-
 class BatchedServer:
     """The server's state and the pushes in flight, advanced by batches of a schedule."""
 
@@ -117,10 +134,12 @@ class BatchedServer:
         applies = applies_fn(t.tx, length, mesh)
         self.applies_program = jax.jit(applies)
         self.fused = make_fused(applies, wave_fn(t.steps.device_sums, l2, mesh))
-        self.piece = jax.jit(
-            lambda g, p, c, w: jax.tree.map(lambda a, b: _push(a, b, c, w, l2), g, p)
-        )
-        self.squeeze = jax.jit(lambda tree: jax.tree.map(lambda a: a[0], tree))
+        self.merge = jax.jit(merge_fn(l2, mesh))
+        if any(leaf.ndim == 0 for leaf in jax.tree.leaves(t.state.params)):
+            raise NotImplementedError(
+                "batched async execution lays parameters out by their first axis; this "
+                "model has a scalar parameter"
+            )
         self.shared = 0  # the bucket the wave program is compiled for
         self.state: TrainState | None = None
         self.pushes = None  # tree [D, ...] sharded: each device's worker's push in flight
@@ -188,19 +207,25 @@ class BatchedServer:
                 self.losses[k] = by_device[self.devices[k]]
             return
         self.state, pulled = self.applies_program(state, self.pushes, *todo)
-        self._wave_per_device(wave, pulled, blocks, coefficient, weight)
+        self._wave_per_device(wave, pulled, blocks, coefficient, weight, fresh)
 
-    def _wave_per_device(self, wave, pulled, blocks, coefficient, weight) -> None:
-        """Each wave device's own (device, bucket) program, dispatched asynchronously."""
+    def _wave_per_device(self, wave, pulled, blocks, coefficient, weight, fresh) -> None:
+        """Each wave device's own (device, bucket) program, dispatched asynchronously, then
+        one program over the mesh that turns the sums into pushes."""
         mine = _shards(pulled, self.devices)
-        held = _shards(self.pushes, self.devices)
+        grads = _shards(self.pushes, self.devices)  # placeholders where not in the wave
         for k in sorted(wave):
-            sums = self.t.worker_sums(self.squeeze(mine[k]), blocks[k])
-            held[k] = self.piece(sums.grad, mine[k], coefficient[k], weight[k])
+            sums = self.t.worker_sums(mine[k], blocks[k])
+            grads[k] = sums.grad
             self.losses[k] = sums.loss
-        leaves = [jax.tree.leaves(h) for h in held]
-        treedef = jax.tree.structure(self.pushes)
-        self.pushes = treedef.unflatten(
+        grads = self._assemble_tree(grads)
+        host = jax.device_put((coefficient, weight, fresh > 0), self.stacked)
+        self.pushes = self.merge(grads, pulled, *host[:2], self.pushes, host[2])
+
+    def _assemble_tree(self, per_device: list):
+        """Per-device trees of pieces [1, ...] as one tree of arrays [D, ...]."""
+        leaves = [jax.tree.leaves(p) for p in per_device]
+        return jax.tree.structure(per_device[0]).unflatten(
             [self._assemble([leaf[i] for leaf in leaves]) for i in range(len(leaves[0]))]
         )
 
@@ -243,25 +268,22 @@ class BatchedServer:
         per = [pushes.get(k, jax.tree.map(np.zeros_like, params)) for k in range(self.w)]
         placed = [jax.device_put(jax.tree.map(lambda a: a[None], p), d) for p, d in
                   zip(per, self.devices, strict=True)]  # fmt: skip
-        leaves = [jax.tree.leaves(p) for p in placed]
-        return jax.tree.structure(params).unflatten(
-            [self._assemble([leaf[i] for leaf in leaves]) for i in range(len(leaves[0]))]
-        )
+        return self._assemble_tree(placed)
 
     def warm_up(self, shared: int) -> None:
-        """Compiles the scan, the per-device helpers and the fused program of the shared
-        bucket, run once on the trainer's state (nothing is donated: it stays as it was) and
-        pushes of zeros, so that no split compiles."""
+        """Compiles the scan, the merge and the fused program of the shared bucket, run once
+        on the trainer's state (nothing is donated: it stays as it was) and pushes of zeros,
+        so that no split compiles."""
         kept = self.state, self.pushes, self.losses
         self.load({})
         zeros = np.zeros(self.length, np.float32)
         idle = np.zeros(self.w, np.int32)
         args = (zeros.astype(np.int32), zeros, zeros, np.int32(0), idle)
         pulled = self.applies_program(self.state, self.pushes, *args)[1]
-        for mine in _shards(pulled, self.devices):
-            jax.block_until_ready(
-                (self.squeeze(mine), self.piece(mine, mine, *np.ones(2, np.float32)))
-            )
+        host = jax.device_put(
+            (np.ones(self.w, np.float32),) * 2 + (idle > 0,), self.stacked
+        )  # coefficient, weight, fresh
+        jax.block_until_ready(self.merge(self.pushes, pulled, *host[:2], self.pushes, host[2]))
         if shared:
             t = self.t
             x, y = t.dataset.x_train[:1], t.dataset.y_train[:1]
@@ -275,10 +297,7 @@ class BatchedServer:
                 [empty[0]] * self.w, [empty[1]] * self.w, [blank] * self.w, None, shared,
             )  # fmt: skip
             inputs = [self._assemble([f(b) for b in blocks]) for f in _FIELDS]
-            c, wt, fresh = jax.device_put(
-                (np.ones(self.w, np.float32),) * 2 + (idle > 0,), self.stacked
-            )
-            out = self.fused(self.state, self.pushes, *args, *inputs, c, wt, fresh)
+            out = self.fused(self.state, self.pushes, *args, *inputs, *host)
             jax.block_until_ready(out)
             self.shared = shared
         self.state, self.pushes, self.losses = kept
@@ -288,7 +307,7 @@ _FIELDS = (lambda b: b.x, lambda b: b.y, lambda b: b.mask)
 
 
 def _shards(tree, devices) -> list:
-    """Each device's own piece [1, ...] of a tree of arrays [D, ...] on the data axis."""
+    """Each device's own piece of a tree of arrays sharded on the data axis (no copies)."""
     leaves, treedef = jax.tree.flatten(tree)
     by_device = [{s.device: s.data for s in leaf.addressable_shards} for leaf in leaves]
     return [treedef.unflatten([m[d] for m in by_device]) for d in devices]
