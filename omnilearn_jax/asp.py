@@ -22,12 +22,14 @@ and equal speeds, the W updates of a round are exactly one BSP step (plain SGD, 
 included). `weighting=lr` pushes the worker's mean gradient and scales the update by b_k / B
 (a step size by share, which Adam does not normalise away); `mean` pushes the mean gradient.
 
-Execution: the server state lives on one device (worker 0's), each worker computes on its
-own device from its own copy of the version it pulled, in a thread of its own, so the
-workers in flight compute at the same time while the server applies updates. On the virtual
-clock the event order does not depend on the computation, so nothing waits for a gradient
-until the server applies it; on the wall clock each started group is computed concurrently
-and its measured times order the events.
+Execution (docs/async.md): on the virtual clock the schedule does not depend on parameter
+values, so this class decides it on the host and `asp_exec.BatchedServer` runs it in batches
+(each wave's gradients in one call on the per-device layout, the updates between waves in one
+`lax.scan`). On the wall clock the measured times order the updates: the server's state lives
+on one device (worker 0's), each worker computes on its own device in a thread of its own,
+the workers compute at the same time, and an update is applied once no worker still computing
+can land before it (`asp_wall.py`). `batched=False` runs the virtual clock's schedule event by
+event, as the wall clock does (the reference in tests).
 """
 
 from __future__ import annotations
@@ -35,16 +37,13 @@ from __future__ import annotations
 import heapq
 import math
 import os
-import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 
 from omnilearn_jax import masking, optim
+from omnilearn_jax.asp_eager import EagerServer
 from omnilearn_jax.asp_exec import BatchedServer
 from omnilearn_jax.asp_wall import Unmeasured
 from omnilearn_jax.loop import Runner
@@ -57,7 +56,6 @@ class Flight(NamedTuple):
 
     version: int
     rows: int
-    push: Any  # Future of (contribution, on the server's device; loss sum) or the pair
 
 
 def update_weights(weighting: str, lr_scaling: str, b_k: int, b: int, w: int):
@@ -70,30 +68,6 @@ def update_weights(weighting: str, lr_scaling: str, b_k: int, b: int, w: int):
         return 1.0 / b_k, 1.0, share
     linear = b_k * w / b if lr_scaling == "linear" else 1.0
     return 1.0 / b_k, 1.0, linear
-
-
-def make_server(tx):
-    """state, contribution (on the server's device), weight, step scale -> state."""
-
-    def apply(state: TrainState, contribution, weight, step_scale):
-        updates, opt_state = tx.update(
-            contribution, state.opt_state, state.params, weight=weight, step_scale=step_scale
-        )
-        return TrainState(state.step + 1, optax.apply_updates(state.params, updates), opt_state)
-
-    return jax.jit(apply)
-
-
-def make_contribution(l2: float):
-    """What a worker pushes: coefficient * gradient sum + weight * L2 * pulled parameters
-    (the gradient sum of a local program has a leading device axis of 1)."""
-
-    def contribution(grad_sum, pulled, coefficient, weight):
-        if not l2:
-            return jax.tree.map(lambda g: coefficient * g[0], grad_sum)
-        return jax.tree.map(lambda g, p: coefficient * g[0] + weight * l2 * p, grad_sum, pulled)
-
-    return jax.jit(contribution)
 
 
 class AsyncLoop(Runner):
@@ -111,13 +85,17 @@ class AsyncLoop(Runner):
         self.budget = float(cfg.asp.time_budget)
         self.comm = t.timer.comm_time  # push + pull of the parameters
         self.wall = cfg.clock == "wall"
-        self.server_device = t.worker_device(0)
-        self.apply = make_server(t.tx)
         l2 = optim.coupled_decay(cfg.optimizer)
-        self.contribute = make_contribution(l2)
-        self.batched = batched and not self.wall
-        self.exec = BatchedServer(t, l2, max(2 * self.w, 8)) if self.batched else None
-        self.server: TrainState | None = None  # the server's state, on its device
+        self.unmeasured = Unmeasured()  # wall clock: started, time not known yet
+        if batched and not self.wall:
+            self.exec = BatchedServer(t, l2, max(2 * self.w, 8))
+        else:  # one thread a worker; on the wall clock without injected waits, where
+            # devices share the host's cores, as many compute at once as there are cores (as
+            # a BSP step's devices do), so each measured time is the worker's own compute
+            threads = self.w
+            if self.wall and not t.steps.inject and jax.devices()[0].platform == "cpu":
+                threads = min(self.w, len(os.sched_getaffinity(0)) or 1)
+            self.exec = EagerServer(t, l2, threads, self.unmeasured if self.wall else None)
         self.now = 0.0
         self.stream_pos = 0
         self.iterations = np.zeros(self.w, np.int64)  # pushes per worker (SSP clocks)
@@ -128,14 +106,6 @@ class AsyncLoop(Runner):
         self.staleness: list[list[int]] = [[] for _ in range(self.w)]
         self.events: list = []  # heap of (finish time, worker, start version, rows)
         self.flights: dict[int, Flight] = {}  # worker -> its gradient in flight
-        # One thread a worker; on the wall clock without injected waits, where devices share
-        # the host's cores, as many compute at once as there are cores (as a BSP step's
-        # devices do, step.py), so each measured time is the worker's own compute.
-        threads = self.w
-        if self.wall and not t.steps.inject and jax.devices()[0].platform == "cpu":
-            threads = min(self.w, len(os.sched_getaffinity(0)) or 1)
-        self._pool = None if self.batched else ThreadPoolExecutor(threads, thread_name_prefix="w")
-        self.unmeasured = Unmeasured()  # wall clock: started, time not known yet
         self._round_of: dict[int, int] = {}  # worker -> the round it started in
         self._last = (0, math.nan, np.zeros(self.w))
 
@@ -147,36 +117,22 @@ class AsyncLoop(Runner):
         try:
             return super().run()
         finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True, cancel_futures=True)
+            self.exec.close()
 
     # -- the server's state ------------------------------------------------------------
     def server_state(self) -> TrainState:
-        if self.batched:
-            return self.exec.server_state()
-        if self.server is None:  # through the host: a plain single-device state, not a view
-            # of the mesh's replicated one (whose arrays keep the mesh in their type)
-            host = jax.tree.map(np.asarray, self.t.state)
-            self.server = jax.device_put(host, self.server_device)
-        return self.server
+        return self.exec.server_state()
 
     def sync(self) -> None:
-        if self.batched:
-            self.t.state = self.exec.server_state()  # replicated on the mesh already
-        elif self.server is not None:
-            self.t.state = self.t.placement.replicate(self.server)
+        self.t.state = self.exec.replicated_state()
 
     # -- checkpoints: every worker and the gradients still in flight -------------------
     def _in_flight(self) -> dict:
         self.unmeasured.settle_all(self._measured)
         out = {}
-        for k, f in self.flights.items():
-            if self.batched:
-                push, loss = self.exec.in_flight(k)
-                out[str(k)] = {"push": push, "loss": loss}
-                continue
-            push, loss = f.push.result() if isinstance(f.push, Future) else f.push
-            out[str(k)] = {"push": jax.tree.map(np.asarray, push), "loss": np.asarray(loss)}
+        for k in self.flights:
+            push, loss = self.exec.in_flight(k)
+            out[str(k)] = {"push": push, "loss": loss}
         return out
 
     def extra_arrays(self) -> dict:
@@ -217,19 +173,9 @@ class AsyncLoop(Runner):
         self.events = [tuple(e) for e in meta["events"]]
         heapq.heapify(self.events)
         self.staleness = meta["staleness"]
-        self.flights = {}
-        if self.batched:
-            got = arrays["flights"]
-            self.exec.load({int(k): (got[k]["push"], got[k]["loss"]) for k in got})
-        for k, (version, rows) in meta["flights"].items():
-            if self.batched:
-                self.flights[int(k)] = Flight(version, rows, None)
-                continue
-            got = arrays["flights"][k]
-            push = jax.device_put(got["push"], self.server_device)
-            loss = jax.device_put(got["loss"], self.t.worker_device(int(k)))
-            self.flights[int(k)] = Flight(version, rows, (push, loss))
-        self.server = None
+        got = arrays["flights"]
+        self.exec.load({int(k): (got[k]["push"], got[k]["loss"]) for k in got})
+        self.flights = {int(k): Flight(*f) for k, f in meta["flights"].items()}
 
     # -- the schedule --------------------------------------------------------------------
     def finished(self) -> bool:
@@ -270,32 +216,22 @@ class AsyncLoop(Runner):
         rows = self.t.sampler.stream(self.stream_pos, total)
         self.stream_pos += total
         offsets = np.concatenate([[0], np.cumsum(group_sizes)])
-        params = None if self.batched else self.server_state().params
-        futures = {}
         for k in ready:
             mine = rows[offsets[k] : offsets[k + 1]]
             coefficient, weight, _ = self.weights(int(group_sizes[k]))
-            if self.batched:  # computed later, with its wave (asp_exec.py)
-                self.exec.start(k, mine, round_index, coefficient, weight)
-                futures[k] = None
-                continue
-            futures[k] = self._pool.submit(
-                self._compute, k, params, (mine, round_index, speeds), coefficient, weight
-            )
-        if self.wall:  # each device's compute, measured from its own launch: it lands in
-            for k in ready:  # the queue when its time is known (apply_next, asp_wall.py)
-                self.busy[k] = True
-                self.flights[k] = Flight(self.done, int(group_sizes[k]), futures[k])
-                self.unmeasured.add(k, self.now, futures[k])
-                self._round_of[k] = round_index
+            future = self.exec.start(k, mine, round_index, speeds, coefficient, weight)
+            self.busy[k] = True
+            self.flights[k] = Flight(self.done, int(group_sizes[k]))
+            if self.wall:  # each device's compute, measured from its own launch: it lands
+                self.unmeasured.add(k, self.now, future)  # in the queue when its time is
+                self._round_of[k] = round_index  # known (apply_next, asp_wall.py)
+        if self.wall:
             return ready
         times = self.t.timer.cost.worker_times(round_index, group_sizes, speeds)
         times = self.t.timer.accept(round_index, times, group_sizes)
         for k in ready:
             duration = float(times[k]) + self.comm
-            self.busy[k] = True
             self.last_time[k] = duration
-            self.flights[k] = Flight(self.done, int(group_sizes[k]), futures[k])
             heapq.heappush(self.events, (self.now + duration, k, self.done, int(group_sizes[k])))
         return ready
 
@@ -306,28 +242,11 @@ class AsyncLoop(Runner):
     def _measured(self, k: int, clock: float) -> None:
         """Wall clock: worker k's compute time is known; its update joins the queue."""
         flight = self.flights[k]
-        push, loss, seconds = flight.push.result()
         times, sizes = np.zeros(self.w), np.zeros(self.w, np.int64)
-        times[k], sizes[k] = seconds, flight.rows
+        times[k], sizes[k] = self.exec.seconds(k), flight.rows
         duration = float(self.t.timer.accept(self._round_of.pop(k), times, sizes)[k]) + self.comm
         self.last_time[k] = duration
-        self.flights[k] = Flight(flight.version, flight.rows, (push, loss))
         heapq.heappush(self.events, (clock + duration, k, flight.version, flight.rows))
-
-    def _compute(self, k: int, params, batch: tuple, coefficient: float, weight: float):
-        """On worker k's thread: lay out its batch, pull, compute, and push."""
-        block = self.t.worker_batch(k, *batch)
-        pulled = jax.device_put(params, self.t.worker_device(k))
-        if self.wall:
-            jax.block_until_ready(pulled)
-        start = self.unmeasured.launch(k) if self.wall else time.perf_counter()
-        sums = self.t.worker_sums(pulled, block)
-        if self.wall:
-            sums.count.block_until_ready()
-        seconds = time.perf_counter() - start
-        push = self.contribute(sums.grad, pulled, np.float32(coefficient), np.float32(weight))
-        push = jax.device_put(push, self.server_device)  # the push, from the worker's thread
-        return (push, sums.loss, seconds) if self.wall else (push, sums.loss)
 
     def apply_next(self) -> dict[str, Any]:
         if self.wall:  # a worker's first time is waited for: records and the controller
@@ -342,15 +261,9 @@ class AsyncLoop(Runner):
                 f"is unavailable"
             )
         finish, k, version, b_k = heapq.heappop(self.events)
-        flight = self.flights.pop(k)
+        del self.flights[k]
         _, weight, step_scale = self.weights(b_k)
-        if self.batched:
-            loss = self.exec.apply(k, weight, step_scale)
-        else:
-            push, loss = flight.push.result() if isinstance(flight.push, Future) else flight.push
-            self.server = self.apply(
-                self.server_state(), push, np.float32(weight), np.float32(step_scale)
-            )
+        loss = self.exec.apply(k, weight, step_scale)
         staleness = self.done - version
         record = {
             "step": self.done + 1,
@@ -384,21 +297,11 @@ class AsyncLoop(Runner):
         return cstate, sizes
 
     def warm_up(self, sizes: np.ndarray) -> None:
-        """Compiles the trainer's programs, then the server update and each worker's
-        contribution (on a throwaway copy), so that no update compiles."""
+        """Compiles the trainer's programs, then the executor's, so that no update
+        compiles."""
         t = self.t
         t.warm_up(0, sizes, t.timer.speeds(0))
-        if self.batched:
-            self.exec.warm_up(masking.uniform_bucket(self.b, t.layout))
-            return
-        copy = jax.device_put(jax.tree.map(np.array, t.state), self.server_device)
-        zeros = jax.tree.map(jnp.zeros_like, copy.params)
-        for k in range(self.w):  # a local program's sums have a leading device axis of 1
-            pulled = jax.device_put(copy.params, t.worker_device(k))
-            grad = jax.device_put(jax.tree.map(lambda z: z[None], zeros), t.worker_device(k))
-            push = self.contribute(grad, pulled, np.float32(1.0), np.float32(1.0))
-            jax.block_until_ready(push)
-        jax.block_until_ready(self.apply(copy, zeros, np.float32(1.0), np.float32(1.0)))
+        self.exec.warm_up(masking.uniform_bucket(self.b, t.layout))
 
     # -- records -------------------------------------------------------------------------
     def flush(self, log: RunLog) -> None:

@@ -148,8 +148,10 @@ class BatchedServer:
         self.wave: dict[int, tuple] = {}  # worker -> (updates before its pull, rows, ...)
 
     # -- the schedule's stream -------------------------------------------------------------
-    def start(self, k: int, rows, step_index: int, coefficient: float, weight: float) -> None:
-        """Worker k pulls the current version and starts on `rows` (training rows)."""
+    def start(self, k: int, rows, step_index: int, speeds, coefficient: float, weight: float):
+        """Worker k pulls the current version and starts on `rows` (training rows); it is
+        computed with its wave (the virtual clock's `speeds` add nothing to a batch)."""
+        del speeds
         if k in self.wave or self._input_fault_between(step_index):
             self.run()
         self.wave[k] = (len(self.applies), np.asarray(rows), step_index, coefficient, weight)
@@ -244,6 +246,12 @@ class BatchedServer:
         self.ensure_state()
         self.run()
         return self.state
+
+    def replicated_state(self) -> TrainState:
+        return self.server_state()  # replicated on the mesh already
+
+    def close(self) -> None:
+        pass
 
     def in_flight(self, k: int) -> tuple[Any, np.ndarray]:
         """Worker k's push in flight and its loss sum, on the host."""
