@@ -40,31 +40,32 @@ from omnilearn_jax.step import AXIS, TrainState
 
 def applies_fn(tx, length: int, mesh):
     """state, pushes in flight [D, ...], then per update (worker, weight, step scale) [length]
-    of which the first `count` are applied, and per device the number of updates after which
-    it pulls -> (state, each device's pulled parameters). The pulled parameters of device d
-    are rows [d * n, (d + 1) * n) of arrays [D * n, ...] on the data axis (n: a leaf's first
-    dimension), so each device's piece has the parameters' own shapes and feeds the BSP
-    step's (device, bucket) programs as it is."""
+    of which the first `count` are applied (one loop of `count` trips), and per device the
+    number of updates after which it pulls -> (state, each device's pulled parameters). The
+    pulled parameters of device d are rows [d * n, (d + 1) * n) of arrays [D * n, ...] on the
+    data axis (n: a leaf's first dimension), so each device's piece has the parameters' own
+    shapes and feeds the BSP step's (device, bucket) programs as it is."""
 
     def run(state, pushes, workers, weights, scales, count, pull_at):
         pushes = jax.sharding.reshard(pushes, NamedSharding(mesh, P()))  # one all-gather
 
-        def update(st, k, w, s):
-            push = jax.tree.map(lambda a: a[k], pushes)
-            updates, opt_state = tx.update(push, st.opt_state, st.params, weight=w, step_scale=s)
-            return TrainState(st.step + 1, optax.apply_updates(st.params, updates), opt_state)
+        def body(i, carry):  # a loop of `count` trips: the unused tail costs nothing
+            st, history = carry
+            push = jax.tree.map(lambda a: a[workers[i]], pushes)
+            updates, opt_state = tx.update(
+                push, st.opt_state, st.params, weight=weights[i], step_scale=scales[i]
+            )
+            st = TrainState(st.step + 1, optax.apply_updates(st.params, updates), opt_state)
+            history = jax.tree.map(lambda h, p: h.at[i + 1].set(p), history, st.params)
+            return st, history
 
-        def body(st, xs):
-            i, k, w, s = xs
-            st = jax.lax.cond(i < count, update, lambda st, *_: st, st, k, w, s)
-            return st, st.params
+        history = jax.tree.map(
+            lambda p: jnp.zeros((length + 1, *p.shape), p.dtype).at[0].set(p), state.params
+        )
+        final, history = jax.lax.fori_loop(0, count, body, (state, history))
 
-        steps = jnp.arange(length)
-        final, history = jax.lax.scan(body, state, (steps, workers, weights, scales))
-
-        def pulled(p, h):
-            mine = jnp.concatenate([p[None], h])[pull_at]
-            return mine.reshape(-1, *p.shape[1:])
+        def pulled(p, h):  # version pull_at[d] for device d, rows [d * n, (d + 1) * n)
+            return h[pull_at].reshape(-1, *p.shape[1:])
 
         pulled = jax.tree.map(pulled, state.params, history)
         return final, jax.sharding.reshard(pulled, NamedSharding(mesh, P(AXIS)))
