@@ -1,4 +1,5 @@
-"""Test set-up: 8 fake CPU devices, no GPU, no network, W&B off, a persistent compile cache.
+"""Test set-up: 8 fake CPU devices, no GPU, no network, W&B off, a persistent compile cache,
+XLA's backend optimisation at level 0 (compiling is most of a cold run).
 
 The environment is set before JAX is imported, so the test process and every subprocess it
 starts (main.py, the launcher, ablation cells) read the same settings.
