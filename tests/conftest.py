@@ -70,16 +70,19 @@ def rng(request):
 # collection order. The files that take longest go first, so that neither worker is left
 # with a long file at the end (measured CPU seconds, most first; the rest keep their order).
 LONGEST_FIRST = (
-    "test_paper_pipeline.py",
     "test_step.py",
     "test_multiprocess.py",
-    "test_ablate.py",
-    "test_text.py",
-    "test_async.py",
+    "test_paper_pipeline.py",
     "test_resume.py",
-    "test_data_models.py",
-    "test_ablate_multihost.py",
+    "test_async.py",
+    "test_text.py",
+    "test_ablate.py",
+    "test_user_errors.py",
+    "test_controllers_policies.py",
     "test_train.py",
+    "test_async_semantics.py",
+    "test_interrupt.py",
+    "test_ablate_multihost.py",
 )
 
 
