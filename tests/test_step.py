@@ -61,7 +61,7 @@ def _fresh_state(placement, params, tx):
     return placement.replicate(TrainState(jnp.zeros((), jnp.int32), fresh, tx.init(fresh)))
 
 
-def _run_cases(digits, dtype, tol, memory_rows=0):
+def _run_cases(digits, dtype, tol, memory_rows=0, backends=BACKENDS):
     apply, params = models.create({"name": "mlp", "hidden": 16}, digits.input_shape, 10, 0)
     params = jax.tree.map(lambda p: p.astype(dtype), params)
     x_all = digits.x_train[:B].astype(dtype)
@@ -71,7 +71,7 @@ def _run_cases(digits, dtype, tol, memory_rows=0):
     rng = np.random.default_rng(0)
     d = len(jax.devices())
     worst = 0.0
-    for backend in BACKENDS:
+    for backend in backends:
         for num_workers in (d, 4 * d):
             layout = masking.make_layout(  # ratio 2: four buckets to compile, not seven
                 num_workers=num_workers,
@@ -96,19 +96,22 @@ def test_uneven_gradients_match_single_device_float32(digits):
 
 
 def test_uneven_gradients_match_single_device_float64(digits):
+    """At float64 the difference is rounding alone (1e-10). One backend: the masked sums are
+    the same code on both, and float32 checks both backends' reductions."""
     with jax.enable_x64(True):
-        _run_cases(digits, np.float64, 1e-10)
+        _run_cases(digits, np.float64, 1e-10, backends=("shard_map",))
 
 
 def test_blocks_over_the_memory_budget_accumulate_to_the_same_gradient(digits):
     """memory_rows=16: blocks of 24 to 64 rows run as 16-row chunks (buckets become
-    multiples of 16 above it), and the gradient is still that of the whole batch."""
+    multiples of 16 above it), and the gradient is still that of the whole batch (the chunked
+    sums are the same code on both backends)."""
     layout = masking.make_layout(num_workers=8, num_devices=8, capacity=B, memory_rows=16)
     assert layout.chunk == 16 and layout.buckets == (8, 16, 32, 48, 64)
     wide = masking.make_layout(num_workers=8, num_devices=8, capacity=B, ratio=2.0, memory_rows=16)
     assert wide.chunk == 16 and wide.buckets == (8, 16, 32, 64)  # what _run_cases uses
     with jax.enable_x64(True):
-        _run_cases(digits, np.float64, 1e-10, memory_rows=16)
+        _run_cases(digits, np.float64, 1e-10, memory_rows=16, backends=("shard_map",))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
