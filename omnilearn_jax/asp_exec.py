@@ -48,29 +48,74 @@ def applies_fn(tx, length: int, mesh):
 
     def run(state, pushes, workers, weights, scales, count, pull_at):
         pushes = jax.sharding.reshard(pushes, NamedSharding(mesh, P()))  # one all-gather
+        flat = _Flat(state.params)  # the loop runs on one vector (see _Flat)
+        st = TrainState(state.step, flat.vector(state.params), flat.vectors(state.opt_state))
+        pushes = flat.rows(pushes)
 
         def body(i, carry):  # a loop of `count` trips: the unused tail costs nothing
             st, history = carry
-            push = jax.tree.map(lambda a: a[workers[i]], pushes)
             updates, opt_state = tx.update(
-                push, st.opt_state, st.params, weight=weights[i], step_scale=scales[i]
+                pushes[workers[i]], st.opt_state, st.params, weight=weights[i], step_scale=scales[i]
             )
             st = TrainState(st.step + 1, optax.apply_updates(st.params, updates), opt_state)
-            history = jax.tree.map(lambda h, p: h.at[i + 1].set(p), history, st.params)
-            return st, history
+            return st, history.at[i + 1].set(st.params)
 
-        history = jax.tree.map(
-            lambda p: jnp.zeros((length + 1, *p.shape), p.dtype).at[0].set(p), state.params
-        )
-        final, history = jax.lax.fori_loop(0, count, body, (state, history))
-
-        def pulled(p, h):  # version pull_at[d] for device d, rows [d * n, (d + 1) * n)
-            return h[pull_at].reshape(-1, *p.shape[1:])
-
-        pulled = jax.tree.map(pulled, state.params, history)
+        history = jnp.zeros((length + 1, *st.params.shape), st.params.dtype).at[0].set(st.params)
+        st, history = jax.lax.fori_loop(0, count, body, (st, history))
+        final = TrainState(st.step, flat.tree(st.params), flat.trees(state.opt_state, st.opt_state))
+        # version pull_at[d] for device d, as rows [d * n, (d + 1) * n) of each leaf
+        pulled = flat.stacked(history[pull_at])
         return final, jax.sharding.reshard(pulled, NamedSharding(mesh, P(AXIS)))
 
     return run
+
+
+class _Flat:
+    """Parameters as one vector inside a traced program, and back: the updates' loop then
+    runs a few operations on one array per update instead of a few per leaf (on CPU each
+    costs a launch). The optimisers here are elementwise (sgd, momentum, adamw, decay,
+    step scale, the finite check), so the update of the vector is that of the tree, and
+    any subtree of the optimiser state shaped like the parameters becomes a vector too."""
+
+    def __init__(self, params):
+        self.treedef = jax.tree.structure(params)
+        self.shapes = [leaf.shape for leaf in jax.tree.leaves(params)]
+        self.sizes = [int(np.prod(shape)) for shape in self.shapes]
+
+    def _like(self, x) -> bool:
+        return jax.tree.structure(x) == self.treedef
+
+    def vector(self, tree):
+        return jnp.concatenate([leaf.reshape(-1) for leaf in jax.tree.leaves(tree)])
+
+    def rows(self, stacked):
+        """A tree of arrays [D, ...] as one array [D, size]."""
+        leaves = jax.tree.leaves(stacked)
+        return jnp.concatenate([leaf.reshape(leaf.shape[0], -1) for leaf in leaves], axis=1)
+
+    def tree(self, vector):
+        parts = jnp.split(vector, np.cumsum(self.sizes)[:-1])
+        leaves = [part.reshape(shape) for part, shape in zip(parts, self.shapes, strict=True)]
+        return self.treedef.unflatten(leaves)
+
+    def stacked(self, rows):
+        """Rows [D, size] as a tree whose leaf of shape (n, ...) is [D * n, ...]."""
+        parts = jnp.split(rows, np.cumsum(self.sizes)[:-1], axis=1)
+        leaves = [
+            part.reshape(-1, *shape[1:]) for part, shape in zip(parts, self.shapes, strict=True)
+        ]
+        return self.treedef.unflatten(leaves)
+
+    def vectors(self, opt_state):
+        return jax.tree.map(
+            lambda x: self.vector(x) if self._like(x) else x, opt_state, is_leaf=self._like
+        )
+
+    def trees(self, like, opt_state):
+        """`opt_state` of `vectors(like)` with its vectors shaped as `like`'s subtrees."""
+        return jax.tree.map(
+            lambda o, x: self.tree(x) if self._like(o) else x, like, opt_state, is_leaf=self._like
+        )
 
 
 def _merge(l2: float):
@@ -136,12 +181,14 @@ class BatchedServer:
         self.applies_program = jax.jit(applies)
         self.fused = make_fused(applies, wave_fn(t.steps.device_sums, l2, mesh))
         self.merge = jax.jit(merge_fn(l2, mesh))
-        if any(leaf.ndim == 0 for leaf in jax.tree.leaves(t.state.params)):
+        leaves = jax.tree.leaves(t.state.params)
+        if any(leaf.ndim == 0 for leaf in leaves) or len({leaf.dtype for leaf in leaves}) > 1:
             raise NotImplementedError(
-                "batched async execution lays parameters out by their first axis; this "
-                "model has a scalar parameter"
+                "batched async execution lays parameters out by their first axis and updates "
+                "them as one vector; this model has a scalar parameter or mixed dtypes"
             )
         self.shared = 0  # the bucket the wave program is compiled for
+        self._placed_inputs: dict[bytes, tuple] = {}
         self.state: TrainState | None = None
         self.pushes = None  # tree [D, ...] sharded: each device's worker's push in flight
         self.losses: dict[int, Any] = {}  # worker -> loss sum [1] of its latest push
@@ -203,7 +250,7 @@ class BatchedServer:
         blocks = self.t.batch_of(rows, sizes, None, next(iter(wave.values()))[2])
         if self.shared and blocks.shared == self.shared:
             inputs = [self._assemble([f(b) for b in blocks]) for f in _FIELDS]
-            host = jax.device_put((coefficient, weight, fresh > 0), self.stacked)
+            host = self._per_device(coefficient, weight, fresh)
             self.state, self.pushes, losses = self.fused(state, self.pushes, *todo, *inputs, *host)
             by_device = {s.device: s.data for s in losses.addressable_shards}
             for k in wave:
@@ -222,8 +269,19 @@ class BatchedServer:
             grads[k] = sums.grad
             self.losses[k] = sums.loss
         grads = self._assemble_tree(grads)
-        host = jax.device_put((coefficient, weight, fresh > 0), self.stacked)
+        host = self._per_device(coefficient, weight, fresh)
         self.pushes = self.merge(grads, pulled, *host[:2], self.pushes, host[2])
+
+    def _per_device(self, coefficient, weight, fresh) -> tuple:
+        """A wave's coefficients, weights and membership, one value a device, placed on the
+        data axis; kept for the next wave (a split held by a controller repeats them)."""
+        key = coefficient.tobytes() + weight.tobytes() + fresh.tobytes()
+        if key not in self._placed_inputs:
+            if len(self._placed_inputs) > 64:
+                self._placed_inputs.clear()
+            host = (coefficient, weight, fresh > 0)
+            self._placed_inputs[key] = jax.device_put(host, self.stacked)
+        return self._placed_inputs[key]
 
     def _assemble_tree(self, per_device: list):
         """Per-device trees of pieces [1, ...] as one tree of arrays [D, ...]."""
