@@ -129,7 +129,7 @@ def _unequal(**kw):
         num_workers=4,
         num_devices=4,
         mode="asp",
-        train__num_steps=24,
+        train__num_steps=16,
         train__eval_every=100,
         asp__staleness_bound=1,
         optimizer__momentum=0.9,
