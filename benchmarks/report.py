@@ -295,20 +295,20 @@ def end_to_end(small: bool) -> dict:
 
 
 def async_vs_bsp(small: bool) -> dict:
-    """Wall time of W async updates against one BSP step of the same work."""
-    from benchmarks.async_bench import build, time_async, time_bsp
+    """An async round and loop body against a BSP step and loop body of the same work, on
+    the virtual clock (batched execution) and the wall clock (benchmarks/async_bench.py)."""
+    from benchmarks.async_bench import measure
 
-    args = argparse.Namespace(workers=4, batch=128, model="cnn", rounds=5 if small else 20)
-    bsp = time_bsp(build("bsp", args), args.rounds)
-    asp = time_async(build("asp", args), args.rounds)
-    return {
-        "workers": 4,
-        "batch": 128,
-        "model": "cnn",
-        "bsp_step_s": bsp,
-        "async_round_s": asp,
-        "ratio": asp / bsp,
-    }
+    args = argparse.Namespace(
+        workers=4,
+        batch=128,
+        model="cnn",
+        rounds=5 if small else 10,
+        blocks=3 if small else 7,
+        loop_steps=5 if small else 10,
+        clocks="virtual,wall",
+    )
+    return {"workers": 4, "batch": 128, "model": "cnn", "blocks": args.blocks, **measure(args)}
 
 
 def _timed_run(cmd: list[str], workdir: str) -> dict:
