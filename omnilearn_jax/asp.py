@@ -44,7 +44,7 @@ import numpy as np
 
 from omnilearn_jax import masking, optim
 from omnilearn_jax.asp_eager import EagerServer
-from omnilearn_jax.asp_exec import BatchedServer
+from omnilearn_jax.asp_exec import BatchedServer, batchable
 from omnilearn_jax.asp_wall import Unmeasured
 from omnilearn_jax.loop import Runner
 from omnilearn_jax.runlog import RunLog
@@ -75,8 +75,9 @@ class AsyncLoop(Runner):
     tag = ("mode:asp",)
 
     def __init__(self, trainer, batched: bool = True):
-        """`batched`: on the virtual clock, run the schedule in batches (asp_exec.py);
-        False runs it event by event, as the wall clock does (the reference for tests)."""
+        """`batched`: on the virtual clock, run the schedule in batches (asp_exec.py; a
+        model with a scalar parameter or mixed dtypes runs event by event instead); False
+        runs it event by event, as the wall clock does (the reference for tests)."""
         super().__init__(trainer)
         t, cfg = trainer, self.cfg
         self.w, self.b = cfg.num_workers, cfg.global_batch_size
@@ -87,7 +88,7 @@ class AsyncLoop(Runner):
         self.wall = cfg.clock == "wall"
         l2 = optim.coupled_decay(cfg.optimizer)
         self.unmeasured = Unmeasured()  # wall clock: started, time not known yet
-        if batched and not self.wall:
+        if batched and not self.wall and batchable(t.state.params):
             self.exec = BatchedServer(t, l2, max(2 * self.w, 8))
         else:  # one thread a worker; on the wall clock without injected waits, where
             # devices share the host's cores, as many compute at once as there are cores (as

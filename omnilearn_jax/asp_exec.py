@@ -166,6 +166,13 @@ def make_fused(applies, wave):
     return jax.jit(run)
 
 
+def batchable(params) -> bool:
+    """Whether parameters fit the batched layout: every leaf has a first axis (each device's
+    piece is rows of it) and one dtype (the updates' loop runs on one vector)."""
+    leaves = jax.tree.leaves(params)
+    return all(leaf.ndim > 0 for leaf in leaves) and len({leaf.dtype for leaf in leaves}) == 1
+
+
 class BatchedServer:
     """The server's state and the pushes in flight, advanced by batches of a schedule."""
 
@@ -181,8 +188,7 @@ class BatchedServer:
         self.applies_program = jax.jit(applies)
         self.fused = make_fused(applies, wave_fn(t.steps.device_sums, l2, mesh))
         self.merge = jax.jit(merge_fn(l2, mesh))
-        leaves = jax.tree.leaves(t.state.params)
-        if any(leaf.ndim == 0 for leaf in leaves) or len({leaf.dtype for leaf in leaves}) > 1:
+        if not batchable(t.state.params):
             raise NotImplementedError(
                 "batched async execution lays parameters out by their first axis and updates "
                 "them as one vector; this model has a scalar parameter or mixed dtypes"
