@@ -25,7 +25,7 @@ included). `weighting=lr` pushes the worker's mean gradient and scales the updat
 Execution (docs/async.md): on the virtual clock the schedule does not depend on parameter
 values, so this class decides it on the host and `asp_exec.BatchedServer` runs it in batches
 (each wave's gradients in one call on the per-device layout, the updates between waves in one
-`lax.scan`). On the wall clock the measured times order the updates: the server's state lives
+jitted loop). On the wall clock the measured times order the updates: the server's state lives
 on one device (worker 0's), each worker computes on its own device in a thread of its own,
 the workers compute at the same time, and an update is applied once no worker still computing
 can land before it (`asp_wall.py`). `batched=False` runs the virtual clock's schedule event by

@@ -12,12 +12,12 @@ and hands it here as a stream of starts and applies; the work is run in batches:
   (device, bucket) program, dispatched asynchronously. Each device turns its sums into what
   its worker pushes and keeps it, in flight, on its own device: one array [D, ...] sharded
   over the data axis.
-- the applies between two waves: one jitted `lax.scan` over the server updates (a fixed
-  length, the unused tail skipped), which also gives each worker of the next wave the
-  parameters of the version it pulled.
+- the applies between two waves: one jitted loop over the server updates (`lax.fori_loop`,
+  as many trips as updates, at most a fixed number; the parameters as one vector), which
+  also gives each worker of the next wave the parameters of the version it pulled.
 
 A wave is run when the server is about to apply a push of one of its workers, when the
-applies pending reach the scan's length, and whenever the state or a push is needed (an
+applies pending reach the loop's bound, and whenever the state or a push is needed (an
 evaluation, a checkpoint). All of these points follow from the schedule alone, so a resumed
 run batches exactly as an unbroken one and reproduces it bit for bit. The server's state is
 replicated on the mesh, as a BSP step's is. Nothing here compiles after `warm_up`.
@@ -231,7 +231,7 @@ class BatchedServer:
 
     # -- running a batch -------------------------------------------------------------------
     def run(self) -> None:
-        """Applies the pending updates in one scan, then computes the pending wave; one
+        """Applies the pending updates in one loop, then computes the pending wave; one
         program over the mesh when the wave's devices all compute the shared bucket."""
         if not self.applies and not self.wave:
             return
@@ -344,9 +344,9 @@ class BatchedServer:
         return self._assemble_tree(placed)
 
     def warm_up(self, shared: int) -> None:
-        """Compiles the scan, the merge and the fused program of the shared bucket, run once
-        on the trainer's state (nothing is donated: it stays as it was) and pushes of zeros,
-        so that no split compiles."""
+        """Compiles the updates' loop, the merge and the fused program of the shared bucket,
+        run once on the trainer's state (nothing is donated: it stays as it was) and pushes
+        of zeros, so that no split compiles."""
         kept = self.state, self.pushes, self.losses
         self.load({})
         zeros = np.zeros(self.length, np.float32)
