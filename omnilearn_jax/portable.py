@@ -7,12 +7,14 @@ of 10 for the default config on 8 devices). Instead the program is compiled once
 and loaded onto each device with that device's assignment, which takes milliseconds. JAX
 does the same for GPUs in its persistent compilation cache.
 
-The serialised program is kept by a fingerprint of the lowered module (and the JAX version
-and platform): in memory, and beside JAX's persistent compilation cache when one is
-configured. That second copy matters: an executable that JAX itself read back from its cache
-cannot be serialised again on CPU (its code is not kept), so when JAX reports a cache hit
-for the first compile and no serialised copy of ours exists, each device compiles (or reads
-JAX's cache) on its own, which is always correct, only slower.
+The serialised program is kept by a fingerprint of the lowered module, the JAX version and
+platform, and the XLA flags that shape code generation (all of `XLA_FLAGS` but the forced CPU
+device count: a program compiled at another optimisation level rounds differently): in
+memory, and beside JAX's persistent compilation cache when one is configured. That second
+copy matters: an executable that JAX itself read back from its cache cannot be serialised
+again on CPU (its code is not kept), so when JAX reports a cache hit for the first compile
+and no serialised copy of ours exists, each device compiles (or reads JAX's cache) on its
+own, which is always correct, only slower.
 
 Loading uses `jax.experimental.serialize_executable` and two of its internals; if they
 change or a backend cannot serialise, each device compiles on its own as well. Tests run
@@ -79,7 +81,13 @@ def _portable(lowered, devices: Sequence) -> dict:
 
 def _fingerprint(text: str, device) -> str:
     where = f"{jax.__version__}|{device.platform}|{device.client.platform_version}"
-    return hashlib.sha256((where + "\n" + text).encode()).hexdigest()
+    return hashlib.sha256((where + "|" + _codegen_flags() + "\n" + text).encode()).hexdigest()
+
+
+def _codegen_flags() -> str:
+    """XLA_FLAGS without the forced CPU device count (it does not change a program's code)."""
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    return " ".join(sorted(f for f in flags if "force_host_platform_device_count" not in f))
 
 
 def _disk_path(key: str) -> str | None:

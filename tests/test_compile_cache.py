@@ -40,3 +40,24 @@ def test_the_compile_event_fires_on_a_cache_hit():
         jax.monitoring.unregister_event_listener(listen)
     assert counts == [1, 1]
     assert len(hits) >= 1  # the second, at least, came from the cache
+
+
+def test_a_serialised_program_is_kept_apart_for_other_codegen_flags(monkeypatch):
+    """portable.py's copies: a program compiled at another XLA optimisation level rounds
+    differently, so it gets another key; the forced CPU device count does not change code."""
+    from omnilearn_jax import portable
+
+    text, device = "module @m {}", jax.devices()[0]
+    keys = {}
+    for name, flags in (
+        ("o0", "--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0"),
+        (
+            "o0, 4 devices",
+            "--xla_backend_optimization_level=0 --xla_force_host_platform_device_count=4",
+        ),
+        ("default", "--xla_force_host_platform_device_count=8"),
+    ):
+        monkeypatch.setenv("XLA_FLAGS", flags)
+        keys[name] = portable._fingerprint(text, device)
+    assert keys["o0"] == keys["o0, 4 devices"]
+    assert keys["o0"] != keys["default"]
