@@ -81,7 +81,9 @@ class TimeGuard:
         # One far-off reading is rejected; a second in a row means the worker really changed
         # speed (a preempted node), so it is accepted: the guard filters spikes, not trends.
         confirmed = outlier & self.suspect
-        self.suspect = outlier & ~confirmed
+        # Only the workers read now change their flag: async on the wall clock checks one
+        # worker a call, and a flag cleared by the others' calls would never confirm.
+        self.suspect = np.where(busy, outlier & ~confirmed, self.suspect)
         bad |= outlier & ~confirmed
         for k in np.flatnonzero(bad):
             fallback = self.per_sample[k] * sizes[k]
