@@ -2,12 +2,14 @@
 
 With `clock=wall` an update lands at (clock when its worker started) + (its measured compute
 seconds) + (the parameter transfer), and the server applies updates in that order. The host
-need not wait for every gradient it started before it applies the next update: a worker
-still computing has already taken at least the seconds since its compute was launched, so
-its update cannot land before start + transfer + elapsed. The server waits only for the
-workers whose lower bound is still ahead of the earliest measured update, and at most until
-it no longer is. So workers compute at the same time, each on its own device, and the order
-of updates is exactly the order of their measured times.
+need not wait for every gradient it started before it applies the next update: an update
+cannot land before start + transfer, so the server waits only for the workers that started
+early enough to land before the earliest measured update. Their elapsed compute time is not
+a lower bound of the time they will be charged: the measured-time guard may replace a
+far-off reading by a smaller one from the worker's last good rate, and planted faults may
+replace it by anything (an elapsed bound let a later update be applied first under load,
+2026-12-01). So workers compute at the same time, each on its own device, and the order of
+updates is exactly the order of their accepted times.
 """
 
 from __future__ import annotations
@@ -38,8 +40,7 @@ class Unmeasured:
     def settle(self, first: Callable[[], tuple | None], comm: float, measured: Measured) -> None:
         """Calls `measured(k, clock at its start)` for each worker whose time is known, until
         no worker still computing could land before the earliest measured event `first()`
-        ((finish, worker, ...), or None: then it waits for one), waiting no longer than
-        that takes."""
+        ((finish, worker, ...), or None: then it waits for one)."""
         while self.flights:
             done = [k for k, (_, f) in self.flights.items() if f.done()]
             for k in done:
@@ -50,16 +51,10 @@ class Unmeasured:
             if head is None:
                 wait([f for _, f in self.flights.values()], return_when=FIRST_COMPLETED)
                 continue
-            slack = {}
-            now = time.perf_counter()
-            for k, (clock, _) in self.flights.items():
-                bound = clock + comm + (now - self.launched[k] if k in self.launched else 0.0)
-                if (bound, k) < (head[0], head[1]):
-                    slack[k] = head[0] - bound
-            if not slack:
+            early = [f for k, (clock, f) in self.flights.items() if (clock + comm, k) < head[:2]]
+            if not early:
                 return
-            futures = [self.flights[k][1] for k in slack]
-            wait(futures, timeout=max(min(slack.values()), 1e-4), return_when=FIRST_COMPLETED)
+            wait(early, return_when=FIRST_COMPLETED)
 
     def settle_all(self, measured: Measured) -> None:
         for k in list(self.flights):
