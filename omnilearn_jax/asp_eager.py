@@ -4,7 +4,7 @@ The server's state lives on one device (worker 0's). Each started worker runs in
 its own: it lays out its block, pulls the version it started from onto its own device,
 computes its sums there with the same per-(device, bucket) program a BSP step uses (compiled
 at warm-up), forms what it pushes and sends it to the server's device. With `wall`, its
-compute is timed from its own launch (`Unmeasured.launch`) until its sums are ready.
+compute is timed from its own launch until its sums are ready.
 
 It has the interface of `asp_exec.BatchedServer`, so `asp.AsyncLoop` runs either; on the
 virtual clock it is the reference the batched execution is tested against.
@@ -77,7 +77,7 @@ class EagerServer:
         timed = self.unmeasured is not None
         if timed:  # the transfer is not compute
             jax.block_until_ready(pulled)
-        start = self.unmeasured.launch(k) if timed else time.perf_counter()
+        start = time.perf_counter()
         sums = self.t.worker_sums(pulled, block)
         if timed:
             sums.count.block_until_ready()

@@ -14,7 +14,6 @@ updates is exactly the order of their accepted times.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 
@@ -22,20 +21,13 @@ Measured = Callable[[int, float], None]  # (worker, clock at its start) -> None
 
 
 class Unmeasured:
-    """Worker -> (clock at its start, its future); `launched` is set from the worker's thread
-    when its compute starts (what its measured time counts from)."""
+    """Worker -> (clock at its start, its future)."""
 
     def __init__(self):
         self.flights: dict[int, tuple[float, Future]] = {}
-        self.launched: dict[int, float] = {}
 
     def add(self, k: int, clock: float, future: Future) -> None:
         self.flights[k] = (clock, future)
-
-    def launch(self, k: int) -> float:
-        """Called on worker k's thread as its compute starts; returns the start time."""
-        self.launched[k] = now = time.perf_counter()
-        return now
 
     def settle(self, first: Callable[[], tuple | None], comm: float, measured: Measured) -> None:
         """Calls `measured(k, clock at its start)` for each worker whose time is known, until
@@ -63,5 +55,4 @@ class Unmeasured:
 
     def _done(self, k: int, measured: Measured) -> None:
         clock, _ = self.flights.pop(k)
-        self.launched.pop(k, None)
         measured(k, clock)

@@ -19,6 +19,11 @@ def _config(**kw):
     return c
 
 
+def _async4(**kw):
+    """_config for async training of 4 workers on 4 devices."""
+    return _config(num_workers=4, num_devices=4, mode="asp", **kw)
+
+
 def _params(path):
     with np.load(path / "final_params.npz") as f:
         return {k: f[k] for k in f.files}
@@ -126,10 +131,7 @@ def test_proportional_equalises_staleness_at_async_hl8(tmp_path):
 
 def test_async_crash_and_resume_equals_an_unbroken_run(tmp_path):
     def config(crash):
-        c = _config(
-            num_workers=4,
-            num_devices=4,
-            mode="asp",
+        c = _async4(
             train__num_steps=40,
             train__eval_every=20,
             train__checkpoint_every=8,
@@ -162,10 +164,7 @@ def test_async_on_the_wall_clock_orders_updates_by_measured_times(tmp_path):
     length, so each measured time is at least its injected delay; the measured ratios
     themselves belong to benchmarks (benchmarks/report.py, async_vs_bsp)."""
     inject, cores = 0.003, (1.0, 1.0, 1.0, 0.5)
-    config = _config(
-        num_workers=4,
-        num_devices=4,
-        mode="asp",
+    config = _async4(
         clock="wall",
         train__num_steps=50,
         train__eval_every=50,

@@ -11,7 +11,7 @@ from omnilearn_jax.asp import AsyncLoop
 from omnilearn_jax.compiles import CompileCounter
 from omnilearn_jax.runstore import read_metrics
 from omnilearn_jax.train import Trainer
-from tests.test_async import _config, _max_diff, _params
+from tests.test_async import _async4, _config, _max_diff, _params
 
 
 def _run(path, **kw):
@@ -125,10 +125,7 @@ def test_linear_lr_scaling_with_share_weighting_is_rejected():
 def _unequal(**kw):
     """Four workers at speeds 1, 1, 2, 4 under the proportional controller (so the split
     moves off the uniform one), staleness bound 1, sgd with momentum and weight decay."""
-    config = _config(
-        num_workers=4,
-        num_devices=4,
-        mode="asp",
+    config = _async4(
         train__num_steps=16,
         train__eval_every=100,
         asp__staleness_bound=1,
