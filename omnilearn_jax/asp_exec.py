@@ -291,14 +291,10 @@ class BatchedServer:
 
     def _assemble_tree(self, per_device: list):
         """Per-device trees of pieces [1, ...] as one tree of arrays [D, ...]."""
-        leaves = [jax.tree.leaves(p) for p in per_device]
-        return jax.tree.structure(per_device[0]).unflatten(
-            [self._assemble([leaf[i] for leaf in leaves]) for i in range(len(leaves[0]))]
-        )
+        return jax.tree.map(lambda *leaves: self._assemble(list(leaves)), *per_device)
 
     def _assemble(self, arrays: list):
-        shape = (self.w, *arrays[0].shape[1:])
-        return jax.make_array_from_single_device_arrays(shape, self.stacked, arrays)
+        return self.t.steps.assemble(arrays)  # the BSP step's layout: one worker a device
 
     # -- the state, checkpoints ------------------------------------------------------------
     def ensure_state(self) -> TrainState:

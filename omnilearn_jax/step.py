@@ -309,12 +309,12 @@ class Steps:
     def _mesh_inputs(self, blocks: Blocks) -> list:
         fields = (lambda b: b.x, lambda b: b.y, lambda b: b.mask)
         fields += ((lambda b: b.delay),) if self.inject else ()
-        return [self._assemble([f(b) for b in blocks]) for f in fields]
+        return [self.assemble([f(b) for b in blocks]) for f in fields]
 
     def _launch_mesh(self, params, blocks: Blocks) -> Sums:
         return self._mesh_local(params, *self._mesh_inputs(blocks))
 
-    def _assemble(self, arrays: list):
+    def assemble(self, arrays: list):
         """Per-device arrays [1, ...] as one array [D, ...] sharded over the data axis."""
         shape = (len(self.placement.devices), *arrays[0].shape[1:])
         return jax.make_array_from_single_device_arrays(shape, self._stacked, arrays)
@@ -326,7 +326,7 @@ class Steps:
             r if r is not None else self.zeros(b.position, like)
             for b, r in zip(blocks, results, strict=True)
         ]
-        return jax.tree.map(lambda *leaves: self._assemble(list(leaves)), *results)
+        return jax.tree.map(lambda *leaves: self.assemble(list(leaves)), *results)
 
     def local(self, params, blocks: Blocks) -> Sums:
         return self.run_local(params, blocks)[0]
