@@ -25,18 +25,17 @@ included). `weighting=lr` pushes the worker's mean gradient and scales the updat
 Execution (docs/async.md): on the virtual clock the schedule does not depend on parameter
 values, so this class decides it on the host and `asp_exec.BatchedServer` runs it in batches
 (each wave's gradients in one call on the per-device layout, the updates between waves in one
-jitted loop). On the wall clock the measured times order the updates: the server's state lives
-on one device (worker 0's), each worker computes on its own device in a thread of its own,
-the workers compute at the same time, and an update is applied once no worker still computing
-can land before it (`asp_wall.py`). `batched=False` runs the virtual clock's schedule event by
-event, as the wall clock does (the reference in tests).
+jitted loop). On the wall clock the measured times order the updates: each worker's gradient
+is one launch on its own device, the workers compute at the same time, and an update is
+applied once no worker still computing can land before it (`asp_eager.py`, `asp_wall.py`).
+`batched=False` runs the virtual clock's schedule event by event, as the wall clock does (the
+reference in tests).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-import os
 from typing import Any, NamedTuple
 
 import jax
@@ -45,7 +44,7 @@ import numpy as np
 from omnilearn_jax import masking, optim
 from omnilearn_jax.asp_eager import EagerServer
 from omnilearn_jax.asp_exec import BatchedServer, batchable
-from omnilearn_jax.asp_wall import Unmeasured
+from omnilearn_jax.asp_wall import Unmeasured, charge_floor
 from omnilearn_jax.loop import Runner
 from omnilearn_jax.runlog import RunLog
 from omnilearn_jax.step import TrainState
@@ -90,13 +89,8 @@ class AsyncLoop(Runner):
         self.unmeasured = Unmeasured()  # wall clock: started, time not known yet
         if batched and not self.wall and batchable(t.state.params):
             self.exec = BatchedServer(t, l2, max(2 * self.w, 8))
-        else:  # one thread a worker; on the wall clock without injected waits, where
-            # devices share the host's cores, as many compute at once as there are cores (as
-            # a BSP step's devices do), so each measured time is the worker's own compute
-            threads = self.w
-            if self.wall and not t.steps.inject and jax.devices()[0].platform == "cpu":
-                threads = min(self.w, len(os.sched_getaffinity(0)) or 1)
-            self.exec = EagerServer(t, l2, threads, self.unmeasured if self.wall else None)
+        else:
+            self.exec = EagerServer(t, l2, self.unmeasured if self.wall else None)
         self.now = 0.0
         self.stream_pos = 0
         self.iterations = np.zeros(self.w, np.int64)  # pushes per worker (SSP clocks)
@@ -249,13 +243,20 @@ class AsyncLoop(Runner):
         self.last_time[k] = duration
         heapq.heappush(self.events, (clock + duration, k, flight.version, flight.rows))
 
+    def _floor(self, k: int) -> tuple[float, float]:
+        """Wall clock: worker k's charge bound and its limit (asp_wall.charge_floor)."""
+        timer, step = self.t.timer, self._round_of[k]
+        planted = (step, k) in timer.faults.bad_times
+        rate, rows = timer.guard.per_sample[k], self.flights[k].rows
+        return charge_floor(self.exec.elapsed(k), rate, rows, planted)
+
     def apply_next(self) -> dict[str, Any]:
         if self.wall:  # a worker's first time is waited for: records and the controller
             # then always see a measured time for every worker that started
             if any(self.last_time[k] == 0 for k in self.unmeasured.flights):
                 self.unmeasured.settle_all(self._measured)
             head = lambda: self.events[0] if self.events else None  # noqa: E731
-            self.unmeasured.settle(head, self.comm, self._measured)
+            self.unmeasured.settle(head, self.comm, self._measured, self._floor)
         if not self.events:
             raise RuntimeError(
                 f"no worker can start at update {self.done}: every worker holds no rows or "

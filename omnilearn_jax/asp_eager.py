@@ -1,10 +1,15 @@
 """Executing an async schedule event by event (the wall clock's way; docs/async.md).
 
-The server's state lives on one device (worker 0's). Each started worker runs in a thread of
-its own: it lays out its block, pulls the version it started from onto its own device,
-computes its sums there with the same per-(device, bucket) program a BSP step uses (compiled
-at warm-up), forms what it pushes and sends it to the server's device. With `wall`, its
-compute is timed from its own launch until its sums are ready.
+The server's parameters and the optimiser's parameter-shaped state are one vector each
+(flat.py). A started worker's whole gradient is one launch of a program compiled at warm-up
+for its bucket (once, loaded onto every device): it unpacks the parameters it pulled, computes
+the same sums a BSP step's local program does, and forms what it pushes, one vector. Launches
+are asynchronous, so the workers started compute at the same time, each on its own device;
+its rows go to the program from the host (the program's own transfer costs far less host
+time than a transfer call). The server applies a push on the pushing worker's device: the
+state moves there (one transfer an update instead of a push and a pull), and that worker's
+next pull, the common case, needs no transfer. On the wall clock a waiter thread a worker
+stamps when its sums are ready: its compute runs from its launch to then.
 
 It has the interface of `asp_exec.BatchedServer`, so `asp.AsyncLoop` runs either; on the
 virtual clock it is the reference the batched execution is tested against.
@@ -12,23 +17,26 @@ virtual clock it is the reference the batched execution is tested against.
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 
 from omnilearn_jax.asp_wall import Unmeasured
+from omnilearn_jax.flat import packer
 from omnilearn_jax.step import TrainState
 
 
 def make_server(tx):
-    """state, contribution (on the server's device), weight, step scale -> state."""
+    """state, contribution (on the server's device), [weight, step scale] -> state."""
 
-    def apply(state: TrainState, contribution, weight, step_scale):
+    def apply(state: TrainState, contribution, scales):
+        weight, step_scale = scales[0], scales[1]
         updates, opt_state = tx.update(
             contribution, state.opt_state, state.params, weight=weight, step_scale=step_scale
         )
@@ -37,85 +45,168 @@ def make_server(tx):
     return jax.jit(apply)
 
 
-def make_contribution(l2: float):
-    """What a worker pushes: coefficient * gradient sum + weight * L2 * pulled parameters
-    (the gradient sum of a local program has a leading device axis of 1)."""
+def make_worker(device_sums, pack, l2: float):
+    """((packed parameters, [coefficient, weight]), *block) -> (packed push, loss sum,
+    count), in one launch: the parameters unpacked, the local program's sums, and what the
+    worker pushes, coefficient * gradient sum + weight * L2 * pulled parameters."""
 
-    def contribution(grad_sum, pulled, coefficient, weight):
-        if not l2:
-            return jax.tree.map(lambda g: coefficient * g[0], grad_sum)
-        return jax.tree.map(lambda g, p: coefficient * g[0] + weight * l2 * p, grad_sum, pulled)
+    def worker(pulled, *block):
+        packed, (coefficient, weight) = pulled
+        sums = device_sums(pack.tree(packed), *block)
+        grad = pack.vector(jax.tree.map(lambda g: g[0], sums.grad))
+        if l2:
+            push = jax.tree.map(lambda g, p: coefficient * g + weight * l2 * p, grad, packed)
+        else:
+            push = jax.tree.map(lambda g: coefficient * g, grad)
+        return push, sums.loss, sums.count
 
-    return jax.jit(contribution)
+    return jax.jit(worker)
 
 
 class EagerServer:
-    """The server's state on one device; each push computed in a thread of its own."""
+    """The server's state (packed) on the device of the worker whose push it applied last;
+    each worker's push launched as soon as it starts."""
 
-    def __init__(self, trainer, l2: float, threads: int, unmeasured: Unmeasured | None = None):
+    def __init__(self, trainer, l2: float, unmeasured: Unmeasured | None = None):
         self.t = trainer
         self.unmeasured = unmeasured  # set on the wall clock: compute is timed
         self.server_device = trainer.worker_device(0)
+        self.pack = packer(trainer.state.params)
         self.apply_program = make_server(trainer.tx)
-        self.contribute = make_contribution(l2)
-        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="worker")
-        self.state: TrainState | None = None
-        self.pushes: dict[int, Any] = {}  # worker -> Future of, or, (push, loss[, seconds])
+        self.worker = make_worker(trainer.steps.device_sums, self.pack, l2)
+        self.programs: dict[tuple[int, int], Any] = {}  # (worker, rows) -> compiled worker
+        self.unpack_state = jax.jit(self._unpacked)
+        self.waiters: list[queue.SimpleQueue] = []  # wall clock: one thread a worker
+        self._scalars: dict[tuple, Any] = {}  # (device, a, b) -> placed [a, b]
+        self.state: TrainState | None = None  # packed
+        self.home = 0  # the worker on whose device the state is
+        self.pushes: dict[int, tuple] = {}  # worker -> (push, loss), on its device
+        self.times: dict[int, Future] = {}  # wall clock: worker -> its measured seconds
+        self.clocks: dict[int, list[float]] = {}  # wall clock: worker -> [launch, end]
+        self.lock = threading.Lock()  # the clocks' reads and writes: see `elapsed`
 
     def start(self, k: int, rows, step_index: int, speeds, coefficient: float, weight: float):
-        """Worker k pulls the current version and starts on `rows`; returns its future."""
-        params = self.server_state().params
-        batch = (rows, step_index, speeds)
-        future = self.pool.submit(self._compute, k, params, batch, coefficient, weight)
-        self.pushes[k] = future
+        """Worker k pulls the current version and starts on `rows`. Every launch is
+        asynchronous, so the workers started compute at the same time, each on its own
+        device. On the wall clock returns the future of its measured seconds."""
+        t, params, device = self.t, self._packed().params, self.t.worker_device(k)
+        block = t.worker_batch(k, rows, step_index, speeds, placed=False)
+        packed = params if self.home == k else jax.device_put(params, device)
+        pulled = (packed, self._placed(device, coefficient, weight))
+        timed = self.unmeasured is not None
+        if timed:  # from its launch, which sends its rows (on one host, memory copies)
+            with self.lock:
+                self.clocks[k] = [time.perf_counter()]
+        push, loss, count = self._launch(k, pulled, block)
+        self.pushes[k] = (push, loss)
+        if not timed:
+            return None
+        future = self.times[k] = Future()
+        self._waiter(k).put((future, count))
         return future
 
-    def _compute(self, k: int, params, batch: tuple, coefficient: float, weight: float):
-        """On worker k's thread: lay out its batch, pull, compute, and push."""
-        block = self.t.worker_batch(k, *batch)
-        pulled = jax.device_put(params, self.t.worker_device(k))
-        timed = self.unmeasured is not None
-        if timed:  # the transfer is not compute
-            jax.block_until_ready(pulled)
-        start = time.perf_counter()
-        sums = self.t.worker_sums(pulled, block)
-        if timed:
-            sums.count.block_until_ready()
-        seconds = time.perf_counter() - start
-        push = self.contribute(sums.grad, pulled, np.float32(coefficient), np.float32(weight))
-        return jax.device_put(push, self.server_device), sums.loss, seconds
+    def _waiter(self, k: int) -> queue.SimpleQueue:
+        """Worker k's waiter: a thread that stamps the end of each of its computes (a thread
+        a worker, started at the first: handing it work costs a queue's put)."""
+        while len(self.waiters) <= k:
+            inbox: queue.SimpleQueue = queue.SimpleQueue()
+            j = len(self.waiters)
+            threading.Thread(target=self._wait, args=(j, inbox), daemon=True).start()
+            self.waiters.append(inbox)
+        return self.waiters[k]
+
+    def _wait(self, k: int, inbox: queue.SimpleQueue) -> None:
+        """Worker k's waiter thread: for each (future, an output of its program), the
+        compute seconds from its launch until that output is ready."""
+        while (item := inbox.get()) is not None:
+            future, ready = item
+            try:
+                ready.block_until_ready()
+                with self.lock:
+                    end = time.perf_counter()
+                    self.clocks[k].append(end)
+                future.set_result(end - self.clocks[k][0])
+            except Exception as err:  # noqa: BLE001 - raised where the time is read
+                future.set_exception(err)
+
+    def _launch(self, k: int, pulled, block):
+        """Worker k's program of its block's bucket: (push, loss sum, count) on its device."""
+        args = (block.x, block.y, block.mask) + ((block.delay,) if self.t.steps.inject else ())
+        return self.programs[(k, block.rows)](pulled, *args)
+
+    def _placed(self, device, a: float, b: float):
+        """[a, b] (float32) on `device`: a worker's coefficient and weight, or an update's
+        weight and step scale. A split held by a controller repeats them: placed once."""
+        key = (device, a, b)
+        if key not in self._scalars:
+            if len(self._scalars) > 64:
+                self._scalars.clear()
+            self._scalars[key] = jax.device_put(np.array([a, b], np.float32), device)
+        return self._scalars[key]
+
+    def elapsed(self, k: int) -> float:
+        """Wall clock: worker k's compute seconds so far (0 before its launch), never more
+        than it will measure: the clock is read under the lock its end is taken under, so
+        a compute not yet seen to end ends after this reading."""
+        with self.lock:
+            now = time.perf_counter()
+            clocks = list(self.clocks.get(k, ()))
+        if not clocks:
+            return 0.0
+        return (clocks[1] if len(clocks) > 1 else now) - clocks[0]
 
     def seconds(self, k: int) -> float:
         """Worker k's measured compute seconds (waits for it)."""
-        return self._result(k)[2]
-
-    def _result(self, k: int) -> tuple:
-        got = self.pushes[k]
-        if isinstance(got, Future):
-            got = self.pushes[k] = got.result()
-        return got
+        return self.times[k].result()
 
     def apply(self, k: int, weight: float, step_scale: float):
-        """The server applies worker k's push; returns that push's loss sum."""
-        push, loss, _ = self._result(k)
-        del self.pushes[k]
-        state = self.server_state()
-        self.state = self.apply_program(state, push, np.float32(weight), np.float32(step_scale))
+        """The server applies worker k's push, on k's device (the state moves there: one
+        transfer an update instead of a push and a pull; the next pull of k, the common
+        case, then needs none); returns that push's loss sum."""
+        push, loss = self.pushes.pop(k)
+        self.times.pop(k, None)
+        state = self._move(self._packed(), k)
+        scales = self._placed(self.t.worker_device(k), weight, step_scale)
+        self.state = self.apply_program(state, push, scales)
         return loss
 
-    def server_state(self) -> TrainState:
-        if self.state is None:  # through the host: a plain single-device state, not a view
-            # of the mesh's replicated one (whose arrays keep the mesh in their type)
-            host = jax.tree.map(np.asarray, self.t.state)
-            self.state = jax.device_put(host, self.server_device)
+    def _move(self, state: TrainState, k: int) -> TrainState:
+        if self.home != k:
+            state, self.home = jax.device_put(state, self.t.worker_device(k)), k
+        return state
+
+    def _packed(self) -> TrainState:
+        if self.state is None:
+            self.state, self.home = self._pack_trainer_state(), 0
         return self.state
+
+    def _pack_trainer_state(self) -> TrainState:
+        """The trainer's state, packed, on the server's device; through the host: a plain
+        single-device state, not a view of the mesh's replicated one (whose arrays keep the
+        mesh in their type)."""
+        host = jax.tree.map(np.asarray, self.t.state)
+        state = TrainState(
+            host.step, self.pack.vector(host.params), self.pack.vectors(host.opt_state)
+        )
+        return jax.device_put(state, self.server_device)
+
+    def _unpacked(self, state: TrainState) -> TrainState:
+        like = self.t.state.opt_state
+        return TrainState(
+            state.step, self.pack.tree(state.params), self.pack.trees(like, state.opt_state)
+        )
+
+    def server_state(self) -> TrainState:
+        """The server's state with the parameters' own shapes (on the server's device)."""
+        self.state = self._move(self._packed(), 0)
+        return self.unpack_state(self.state)
 
     def replicated_state(self) -> TrainState:
         return self.t.placement.replicate(self.server_state())
 
     def in_flight(self, k: int) -> tuple[Any, np.ndarray]:
-        push, loss, _ = self._result(k)
-        return jax.tree.map(np.asarray, push), np.asarray(loss)
+        push, loss = self.pushes[k]
+        return jax.tree.map(np.asarray, self.pack.tree(np.asarray(push))), np.asarray(loss)
 
     def load(self, flights: dict[int, tuple]) -> None:
         """Starts from the trainer's state and the given pushes in flight (worker -> host
@@ -123,34 +214,35 @@ class EagerServer:
         self.state = None
         self.pushes = {
             k: (
-                jax.device_put(push, self.server_device),
+                jax.device_put(self.pack.vector(push), self.t.worker_device(k)),
                 jax.device_put(loss, self.t.worker_device(k)),
-                0.0,
             )
             for k, (push, loss) in flights.items()
         }
 
     def warm_up(self, shared: int) -> None:
-        """Compiles the server update and each worker's contribution (on a throwaway copy),
-        so that no update compiles; on the wall clock, runs each worker's programs once."""
+        """Compiles each bucket's worker program (once, loaded onto every device), the
+        server update and the unpacking, and runs each once (on a throwaway copy), so that
+        no update compiles and no first run's one-time cost is measured as compute."""
         del shared
         t = self.t
-        copy = jax.device_put(jax.tree.map(np.array, t.state), self.server_device)
-        zeros = jax.tree.map(jnp.zeros_like, copy.params)
-        one = np.float32(1.0)
-        for k in range(t.config.num_workers):  # a local program's sums: leading axis of 1
-            pulled = jax.device_put(copy.params, t.worker_device(k))
-            grad = jax.device_put(jax.tree.map(lambda z: z[None], zeros), t.worker_device(k))
-            jax.block_until_ready(self.contribute(grad, pulled, one, one))
-        jax.block_until_ready(self.apply_program(copy, zeros, one, one))
-        if self.unmeasured is not None:  # timed: a program's first run on a device carries
-            # one-time costs that would be measured as compute (and then held by the guard)
-            no_delay = np.full(t.config.num_workers, np.inf)
-            for k in range(t.config.num_workers):
-                pulled = jax.device_put(copy.params, t.worker_device(k))
-                for rows in t.layout.buckets:
-                    block = t.worker_batch(k, np.arange(rows), 0, no_delay)
-                    jax.block_until_ready(t.worker_sums(pulled, block))
+        copy = self._pack_trainer_state()
+        spec = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype)  # noqa: E731
+        first = (jax.tree.map(spec, copy.params), jax.ShapeDtypeStruct((2,), np.float32))
+        example = t.dataset.x_train[:1]
+        todo = [r for r in t.layout.buckets if (0, r) not in self.programs]
+        self.programs.update(t.steps.compile_local(self.worker, first, todo, example))
+        no_delay = np.full(t.config.num_workers, np.inf)
+        for k in range(t.config.num_workers):  # the server update runs on every device
+            device = t.worker_device(k)
+            mine, ones = jax.device_put(copy, device), self._placed(device, 1.0, 1.0)
+            for rows in t.layout.buckets:
+                block = t.worker_batch(k, np.arange(rows), 0, no_delay, placed=False)
+                push = self._launch(k, (mine.params, ones), block)[0]
+                jax.block_until_ready(self.apply_program(mine, push, ones))
+        jax.block_until_ready(self.unpack_state(copy))
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        for inbox in self.waiters:
+            inbox.put(None)
+        self.waiters = []

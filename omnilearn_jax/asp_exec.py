@@ -34,6 +34,7 @@ import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from omnilearn_jax.flat import Flat, flattenable
 from omnilearn_jax.masking import Block
 from omnilearn_jax.step import AXIS, TrainState
 
@@ -48,7 +49,7 @@ def applies_fn(tx, length: int, mesh):
 
     def run(state, pushes, workers, weights, scales, count, pull_at):
         pushes = jax.sharding.reshard(pushes, NamedSharding(mesh, P()))  # one all-gather
-        flat = _Flat(state.params)  # the loop runs on one vector (see _Flat)
+        flat = Flat(state.params)  # the loop runs on one vector (flat.py)
         st = TrainState(state.step, flat.vector(state.params), flat.vectors(state.opt_state))
         pushes = flat.rows(pushes)
 
@@ -68,54 +69,6 @@ def applies_fn(tx, length: int, mesh):
         return final, jax.sharding.reshard(pulled, NamedSharding(mesh, P(AXIS)))
 
     return run
-
-
-class _Flat:
-    """Parameters as one vector inside a traced program, and back: the updates' loop then
-    runs a few operations on one array per update instead of a few per leaf (on CPU each
-    costs a launch). The optimisers here are elementwise (sgd, momentum, adamw, decay,
-    step scale, the finite check), so the update of the vector is that of the tree, and
-    any subtree of the optimiser state shaped like the parameters becomes a vector too."""
-
-    def __init__(self, params):
-        self.treedef = jax.tree.structure(params)
-        self.shapes = [leaf.shape for leaf in jax.tree.leaves(params)]
-        self.sizes = [int(np.prod(shape)) for shape in self.shapes]
-
-    def _like(self, x) -> bool:
-        return jax.tree.structure(x) == self.treedef
-
-    def vector(self, tree):
-        return jnp.concatenate([leaf.reshape(-1) for leaf in jax.tree.leaves(tree)])
-
-    def rows(self, stacked):
-        """A tree of arrays [D, ...] as one array [D, size]."""
-        leaves = jax.tree.leaves(stacked)
-        return jnp.concatenate([leaf.reshape(leaf.shape[0], -1) for leaf in leaves], axis=1)
-
-    def tree(self, vector):
-        parts = jnp.split(vector, np.cumsum(self.sizes)[:-1])
-        leaves = [part.reshape(shape) for part, shape in zip(parts, self.shapes, strict=True)]
-        return self.treedef.unflatten(leaves)
-
-    def stacked(self, rows):
-        """Rows [D, size] as a tree whose leaf of shape (n, ...) is [D * n, ...]."""
-        parts = jnp.split(rows, np.cumsum(self.sizes)[:-1], axis=1)
-        leaves = [
-            part.reshape(-1, *shape[1:]) for part, shape in zip(parts, self.shapes, strict=True)
-        ]
-        return self.treedef.unflatten(leaves)
-
-    def vectors(self, opt_state):
-        return jax.tree.map(
-            lambda x: self.vector(x) if self._like(x) else x, opt_state, is_leaf=self._like
-        )
-
-    def trees(self, like, opt_state):
-        """`opt_state` of `vectors(like)` with its vectors shaped as `like`'s subtrees."""
-        return jax.tree.map(
-            lambda o, x: self.tree(x) if self._like(o) else x, like, opt_state, is_leaf=self._like
-        )
 
 
 def _merge(l2: float):
@@ -169,8 +122,7 @@ def make_fused(applies, wave):
 def batchable(params) -> bool:
     """Whether parameters fit the batched layout: every leaf has a first axis (each device's
     piece is rows of it) and one dtype (the updates' loop runs on one vector)."""
-    leaves = jax.tree.leaves(params)
-    return all(leaf.ndim > 0 for leaf in leaves) and len({leaf.dtype for leaf in leaves}) == 1
+    return all(leaf.ndim > 0 for leaf in jax.tree.leaves(params)) and flattenable(params)
 
 
 class BatchedServer:

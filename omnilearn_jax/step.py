@@ -212,32 +212,9 @@ class Steps:
         [1, L]; None: one label a row)."""
         if example_y is not None:
             self._label_shape = tuple(example_y.shape[1:])
-        params = state.params
-        template = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
+        template = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), state.params)
         todo = [r for r in buckets if any((p, r) not in self.variants for p in self._positions)]
-
-        def build(rows):
-            def args_for(device):
-                where = SingleDeviceSharding(device)
-
-                def spec(shape, dtype):
-                    return jax.ShapeDtypeStruct(shape, dtype, sharding=where)
-
-                args = [
-                    jax.tree.map(lambda t: spec(t.shape, t.dtype), template),
-                    spec((1, rows, *example_x.shape[1:]), example_x.dtype),
-                    spec((1, rows, *self._label_shape), np.int32),
-                    spec((1, rows), np.bool_),
-                ]
-                return tuple(args) + ((spec((1,), np.float32),) if self.inject else ())
-
-            by_device = portable.compile_for(self._local, args_for, self.devices, self.portable)
-            return {
-                (p, rows): by_device[d] for p, d in zip(self._positions, self.devices, strict=True)
-            }
-
-        for rows in todo:  # (not in threads: x64 and other JAX settings are per thread)
-            self.variants.update(build(rows))
+        self.variants.update(self.compile_local(self._local, template, todo, example_x))
         # The reduction and update, and the mesh-wide programs of the shared bucket, are
         # compiled by running them once on blocks of zeros and a throwaway copy of the state.
         if not self._finish_ready:
@@ -251,6 +228,37 @@ class Steps:
             zeros = self._zero_blocks(shared, example_x, shared)
             jax.block_until_ready((self.local(copy.params, zeros), self.train(copy, zeros)))
         return len(todo) * len(self.devices)
+
+    def compile_local(self, jitted, first, buckets: Sequence[int], example_x: np.ndarray) -> dict:
+        """{(position, rows): compiled} of `jitted(first, x, y, mask[, delay])` over a
+        device's block of each bucket in `buckets`, as the local programs are: compiled once
+        a bucket and loaded onto every local device (portable.py). `first`: the shapes and
+        dtypes (a tree of jax.ShapeDtypeStruct) of its first argument."""
+
+        def build(rows):
+            def args_for(device):
+                where = SingleDeviceSharding(device)
+
+                def spec(shape, dtype):
+                    return jax.ShapeDtypeStruct(shape, dtype, sharding=where)
+
+                args = [
+                    jax.tree.map(lambda t: spec(t.shape, t.dtype), first),
+                    spec((1, rows, *example_x.shape[1:]), example_x.dtype),
+                    spec((1, rows, *self._label_shape), np.int32),
+                    spec((1, rows), np.bool_),
+                ]
+                return tuple(args) + ((spec((1,), np.float32),) if self.inject else ())
+
+            by_device = portable.compile_for(jitted, args_for, self.devices, self.portable)
+            return {
+                (p, rows): by_device[d] for p, d in zip(self._positions, self.devices, strict=True)
+            }
+
+        out = {}
+        for rows in buckets:  # (not in threads: x64 and other JAX settings are per thread)
+            out.update(build(rows))
+        return out
 
     def _zero_blocks(self, rows: int, example_x: np.ndarray, shared: int) -> Blocks:
         """Every local device's block of `rows` zero rows, none of them valid, placed as

@@ -329,9 +329,14 @@ class Trainer:
         """The device of worker k (async mode has one worker per device)."""
         return self.placement.devices[k]
 
-    def worker_batch(self, k: int, rows, step_index: int, speeds: np.ndarray):
-        """Worker k's batch of the training rows `rows` (its b_k samples), placed on its
-        device as a `step.DeviceBlock` of its bucket's rows."""
+    def worker_batch(
+        self, k: int, rows, step_index: int, speeds: np.ndarray, placed: bool = True
+    ) -> step.DeviceBlock:
+        """Worker k's batch of the training rows `rows` (its b_k samples), as a
+        `step.DeviceBlock` of its bucket's rows placed on its device; with `placed=False`
+        its rows and delay stay on the host (with their leading axis of 1: a compiled
+        program given them transfers them itself, for a fraction of what a transfer call
+        costs on the host) and only its mask, kept from the last such batch, is placed."""
         rows = np.asarray(rows)
         sizes = np.zeros(self.config.num_workers, np.int64)
         sizes[k] = len(rows)
@@ -346,6 +351,9 @@ class Trainer:
         )
         delays = self.timer.batch_extras(sizes, speeds).get("delay")
         x = self.faults.inputs(step_index, x)
+        if not placed:
+            delay = None if delays is None else np.float32([delays[k]])
+            return step.DeviceBlock(k, block.rows, x[None], y[None], mask, delay)
         return self.placement.blocks([block], [x], [y], [mask], delays)[0]
 
     def worker_sums(self, params, block) -> step.Sums:
