@@ -83,6 +83,9 @@ class AsyncLoop(Runner):
         self.bound = int(cfg.asp.staleness_bound)
         self.every = int(cfg.asp.controller_every) or self.w
         self.budget = float(cfg.asp.time_budget)
+        # read once: each config lookup costs microseconds, and these are read every update
+        self.steps = int(cfg.train.num_steps)
+        self.weighting, self.lr_scaling = str(cfg.asp.weighting), str(cfg.asp.lr_scaling)
         self.comm = t.timer.comm_time  # push + pull of the parameters
         self.wall = cfg.clock == "wall"
         l2 = optim.coupled_decay(cfg.optimizer)
@@ -174,7 +177,7 @@ class AsyncLoop(Runner):
 
     # -- the schedule --------------------------------------------------------------------
     def finished(self) -> bool:
-        return self.done >= self.cfg.train.num_steps or bool(
+        return self.done >= self.steps or bool(
             self.budget and self.now >= self.budget
         )
 
@@ -184,17 +187,18 @@ class AsyncLoop(Runner):
     def describe(self) -> str:
         return f"; asynchronous, staleness bound {self.bound}"
 
-    def may_start(self, k: int, active: np.ndarray) -> bool:
+    def may_start(self, k: int, active: np.ndarray, slowest: int) -> bool:
+        """Whether worker k may start (SSP); `slowest`: the least clock of the workers
+        active or busy."""
         if self.busy[k] or not active[k]:
             return False
-        clocks = self.iterations[active | self.busy]
-        return self.bound < 0 or self.iterations[k] - clocks.min() <= self.bound
+        return self.bound < 0 or self.iterations[k] - slowest <= self.bound
 
     def start_ready(self, sizes: np.ndarray) -> list[int]:
         """Starts every idle worker with rows that may start, all from the current version;
         returns them."""
         round_index = self.done // self.w  # profiles are indexed by BSP-equivalent steps
-        speeds = self.t.timer.speeds(min(round_index, self.cfg.train.num_steps - 1))
+        speeds = self.t.timer.speeds(min(round_index, self.steps - 1))
         active = (np.asarray(sizes) > 0) & (speeds > 0)
         rejoin = active & self.parked
         if rejoin.any():  # back after holding no rows: at the slowest active worker's clock
@@ -202,7 +206,9 @@ class AsyncLoop(Runner):
             floor = self.iterations[others].min() if others.any() else self.iterations.max()
             self.iterations[rejoin] = np.maximum(self.iterations[rejoin], floor)
         self.parked = ~active & ~self.busy
-        ready = [k for k in range(self.w) if self.may_start(k, active)]
+        counted = active | self.busy
+        slowest = self.iterations[counted].min() if counted.any() else 0
+        ready = [k for k in range(self.w) if self.may_start(k, active, slowest)]
         if not ready:
             return ready
         group_sizes = np.zeros(self.w, np.int64)
@@ -231,8 +237,7 @@ class AsyncLoop(Runner):
         return ready
 
     def weights(self, b_k: int):
-        asp = self.cfg.asp
-        return update_weights(asp.weighting, asp.lr_scaling, b_k, self.b, self.w)
+        return update_weights(self.weighting, self.lr_scaling, b_k, self.b, self.w)
 
     def _measured(self, k: int, clock: float) -> None:
         """Wall clock: worker k's compute time is known; its update joins the queue."""
@@ -285,7 +290,7 @@ class AsyncLoop(Runner):
         return record
 
     def advance(self, cstate, sizes):
-        t, cfg = self.t, self.cfg
+        t = self.t
         t.faults.crash(self.done)
         self.start_ready(sizes)
         record = self.apply_next()
@@ -293,7 +298,7 @@ class AsyncLoop(Runner):
         self.pending.append(record)
         done = self.done
         if done % self.every == 0:
-            ahead = t.timer.speeds(min(done // self.w, cfg.train.num_steps - 1))
+            ahead = t.timer.speeds(min(done // self.w, self.steps - 1))
             obs = t.observe(done // self.w, sizes, self.last_time, ahead)
             sizes, cstate = t.next_sizes(cstate, obs)
         return cstate, sizes

@@ -39,15 +39,30 @@ from omnilearn_jax.masking import Block
 from omnilearn_jax.step import AXIS, TrainState
 
 
-def applies_fn(tx, length: int, mesh):
-    """state, pushes in flight [D, ...], then per update (worker, weight, step scale) [length]
-    of which the first `count` are applied (one loop of `count` trips), and per device the
-    number of updates after which it pulls -> (state, each device's pulled parameters). The
-    pulled parameters of device d are rows [d * n, (d + 1) * n) of arrays [D * n, ...] on the
-    data axis (n: a leaf's first dimension), so each device's piece has the parameters' own
-    shapes and feeds the BSP step's (device, bucket) programs as it is."""
+def plan_of(applies: list, length: int, pull_at: np.ndarray) -> np.ndarray:
+    """The applies' inputs as one float32 vector (one transfer, not five; the integers are
+    small and exact in float32): per update (worker, weight, step scale) [length] of which
+    the first `count` are applied, `count`, and per device the number of updates after which
+    it pulls [D]."""
+    plan = np.zeros(3 * length + 1 + len(pull_at), np.float32)
+    for i, update in enumerate(applies):
+        plan[[i, length + i, 2 * length + i]] = update
+    plan[3 * length], plan[3 * length + 1 :] = len(applies), pull_at
+    return plan
 
-    def run(state, pushes, workers, weights, scales, count, pull_at):
+
+def applies_fn(tx, length: int, mesh):
+    """state, pushes in flight [D, ...], the plan (`plan_of`) -> (state, each device's pulled
+    parameters): one loop of `count` trips. The pulled parameters of device d are rows
+    [d * n, (d + 1) * n) of arrays [D * n, ...] on the data axis (n: a leaf's first
+    dimension), so each device's piece has the parameters' own shapes and feeds the BSP
+    step's (device, bucket) programs as it is."""
+
+    def run(state, pushes, plan):
+        workers = plan[:length].astype(jnp.int32)
+        weights, scales = plan[length : 2 * length], plan[2 * length : 3 * length]
+        count = plan[3 * length].astype(jnp.int32)
+        pull_at = plan[3 * length + 1 :].astype(jnp.int32)
         pushes = jax.sharding.reshard(pushes, NamedSharding(mesh, P()))  # one all-gather
         flat = Flat(state.params)  # the loop runs on one vector (flat.py)
         st = TrainState(state.step, flat.vector(state.params), flat.vectors(state.opt_state))
@@ -107,11 +122,11 @@ def wave_fn(device_sums, l2: float, mesh):
 
 def make_fused(applies, wave):
     """The pending updates and then the wave's gradients, as one program over the mesh:
-    (state, pushes, *the applies' inputs, x, y, mask, coefficient, weight, fresh) ->
-    (state, pushes, loss sums [D])."""
+    (state, pushes, plan, x, y, mask, coefficient, weight, fresh) -> (state, pushes, loss
+    sums [D])."""
 
-    def run(state, pushes, workers, weights, scales, count, pull_at, *inputs):
-        state, pulled = applies(state, pushes, workers, weights, scales, count, pull_at)
+    def run(state, pushes, plan, *inputs):
+        state, pulled = applies(state, pushes, plan)
         *inputs, fresh = inputs
         new, losses = wave(pulled, *inputs, pushes, fresh)
         return state, new, losses
@@ -187,14 +202,10 @@ class BatchedServer:
         program over the mesh when the wave's devices all compute the shared bucket."""
         if not self.applies and not self.wave:
             return
-        workers = np.zeros(self.length, np.int32)
-        weights, scales = np.zeros((2, self.length), np.float32)
-        for i, (k, weight, scale) in enumerate(self.applies):
-            workers[i], weights[i], scales[i] = k, weight, scale
         pull_at = np.zeros(self.w, np.int32)
         for k, (j, *_) in self.wave.items():
             pull_at[k] = j
-        todo = (workers, weights, scales, np.int32(len(self.applies)), pull_at)
+        todo = (plan_of(self.applies, self.length, pull_at),)
         state, wave = self.ensure_state(), self.wave
         self.applies, self.wave = [], {}
         if not wave:
@@ -297,9 +308,8 @@ class BatchedServer:
         of zeros, so that no split compiles."""
         kept = self.state, self.pushes, self.losses
         self.load({})
-        zeros = np.zeros(self.length, np.float32)
         idle = np.zeros(self.w, np.int32)
-        args = (zeros.astype(np.int32), zeros, zeros, np.int32(0), idle)
+        args = (plan_of([], self.length, idle),)
         pulled = self.applies_program(self.state, self.pushes, *args)[1]
         host = jax.device_put(
             (np.ones(self.w, np.float32),) * 2 + (idle > 0,), self.stacked

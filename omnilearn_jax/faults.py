@@ -69,14 +69,15 @@ class TimeGuard:
         self.suspect = np.asarray(state["suspect"]).astype(bool)
 
     def __call__(self, step: int, times: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-        times = np.asarray(times, np.float64).copy()
+        times = np.array(times, np.float64)
         sizes = np.asarray(sizes, np.float64)
         busy = sizes > 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rate = times / sizes
-            ratio = rate / self.per_sample
         bad = busy & ~(np.isfinite(times) & (times > 0))
         known = busy & ~bad & np.isfinite(self.per_sample)
+        # (where= rather than np.errstate: this runs once an async update, and the context
+        # manager costs more than the arithmetic; entries left NaN are never read)
+        rate = np.divide(times, sizes, out=np.full_like(times, np.nan), where=busy & ~bad)
+        ratio = np.divide(rate, self.per_sample, out=np.full_like(times, np.nan), where=known)
         outlier = known & ((ratio > self.factor) | (ratio < 1 / self.factor))
         # One far-off reading is rejected; a second in a row means the worker really changed
         # speed (a preempted node), so it is accepted: the guard filters spikes, not trends.
