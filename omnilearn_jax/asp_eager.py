@@ -28,7 +28,7 @@ import numpy as np
 import optax
 
 from omnilearn_jax.asp_wall import Unmeasured
-from omnilearn_jax.flat import packer
+from omnilearn_jax.flat import packed_state, packer, unpacker
 from omnilearn_jax.step import TrainState
 
 
@@ -75,7 +75,7 @@ class EagerServer:
         self.apply_program = make_server(trainer.tx)
         self.worker = make_worker(trainer.steps.device_sums, self.pack, l2)
         self.programs: dict[tuple[int, int], Any] = {}  # (worker, rows) -> compiled worker
-        self.unpack_state = jax.jit(self._unpacked)
+        self.unpack_state = unpacker(self.pack, trainer.state.opt_state)
         self.waiters: list[queue.SimpleQueue] = []  # wall clock: one thread a worker
         self._scalars: dict[tuple, Any] = {}  # (device, a, b) -> placed [a, b]
         self.state: TrainState | None = None  # packed
@@ -181,20 +181,7 @@ class EagerServer:
         return self.state
 
     def _pack_trainer_state(self) -> TrainState:
-        """The trainer's state, packed, on the server's device; through the host: a plain
-        single-device state, not a view of the mesh's replicated one (whose arrays keep the
-        mesh in their type)."""
-        host = jax.tree.map(np.asarray, self.t.state)
-        state = TrainState(
-            host.step, self.pack.vector(host.params), self.pack.vectors(host.opt_state)
-        )
-        return jax.device_put(state, self.server_device)
-
-    def _unpacked(self, state: TrainState) -> TrainState:
-        like = self.t.state.opt_state
-        return TrainState(
-            state.step, self.pack.tree(state.params), self.pack.trees(like, state.opt_state)
-        )
+        return packed_state(self.pack, self.t.state, self.server_device)
 
     def server_state(self) -> TrainState:
         """The server's state with the parameters' own shapes (on the server's device)."""

@@ -83,3 +83,25 @@ class Whole:
     def trees(self, like, opt_state):
         del like
         return opt_state
+
+
+def packed_state(pack, state, device):
+    """A train state with its parameters (and the optimiser's parameter-shaped state) packed,
+    on `device`; through the host: a plain single-device state, not a view of the mesh's
+    replicated one (whose arrays keep the mesh in their type)."""
+    from omnilearn_jax.step import TrainState
+
+    host = jax.tree.map(np.asarray, state)
+    packed = TrainState(host.step, pack.vector(host.params), pack.vectors(host.opt_state))
+    return jax.device_put(packed, device)
+
+
+def unpacker(pack, like_opt_state):
+    """A jitted packed state -> the state with the parameters' own shapes."""
+    from omnilearn_jax.step import TrainState
+
+    def unpack(state):
+        opt_state = pack.trees(like_opt_state, state.opt_state)
+        return TrainState(state.step, pack.tree(state.params), opt_state)
+
+    return jax.jit(unpack)

@@ -141,25 +141,25 @@ def _unequal(**kw):
 
 def test_batched_execution_equals_event_by_event(tmp_path):
     """The virtual clock's batches (a wave's gradients in one call, the updates between
-    waves in one scan) give the parameters and records of the event-by-event execution,
+    waves in one loop) give the parameters and records of the event-by-event execution,
     through waves on the shared bucket (one program over the mesh) and per device."""
-    ran = {"fused": 0, "per_device": 0}
+    ran = {"mesh": 0, "per_device": 0}
     runs = {}
     for batched in (True, False):
         loop = AsyncLoop(Trainer(_unequal(), str(tmp_path / str(batched))), batched=batched)
         if batched:
-            fused, per_device = loop.exec.fused, loop.exec._wave_per_device
+            mesh, per_device = loop.exec.wave_program, loop.exec._wave_per_device
 
             def count(name, fn):
                 return lambda *a: (ran.__setitem__(name, ran[name] + 1), fn(*a))[1]
 
-            loop.exec.fused = count("fused", fused)
+            loop.exec.wave_program = count("mesh", mesh)
             loop.exec._wave_per_device = count("per_device", per_device)
         loop.run()
         records = [r for r in read_metrics(tmp_path / str(batched)) if "staleness" in r]
         runs[batched] = records, _params(tmp_path / str(batched))
     (batched, params), (eager, reference) = runs[True], runs[False]
-    assert ran["fused"] > 0 and ran["per_device"] > 0, ran
+    assert ran["mesh"] > 0 and ran["per_device"] > 0, ran
     assert _max_diff(params, reference) <= 1e-6
     keys = ("step", "time", "worker", "staleness", "worker_batch", "batch_sizes")
     assert [[r[k] for k in keys] for r in batched] == [[r[k] for k in keys] for r in eager]
