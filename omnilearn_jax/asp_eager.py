@@ -167,12 +167,16 @@ class EagerServer:
         self.times.pop(k, None)
         state = self._move(self._packed(), k)
         scales = self._placed(self.t.worker_device(k), weight, step_scale)
-        self.state = self.apply_program(state, push, scales)
+        new = self.apply_program(state, push, scales)
+        self.state = new._replace(step=state.step + 1)  # kept on the host (see _move)
         return loss
 
     def _move(self, state: TrainState, k: int) -> TrainState:
+        """The state on worker k's device; its step count stays on the host (a program
+        given it transfers it itself), so a move is one transfer call of what is packed."""
         if self.home != k:
-            state, self.home = jax.device_put(state, self.t.worker_device(k)), k
+            moved = jax.device_put((state.params, state.opt_state), self.t.worker_device(k))
+            state, self.home = state._replace(params=moved[0], opt_state=moved[1]), k
         return state
 
     def _packed(self) -> TrainState:
@@ -181,7 +185,8 @@ class EagerServer:
         return self.state
 
     def _pack_trainer_state(self) -> TrainState:
-        return packed_state(self.pack, self.t.state, self.server_device)
+        state = packed_state(self.pack, self.t.state, self.server_device)
+        return state._replace(step=np.asarray(state.step))
 
     def server_state(self) -> TrainState:
         """The server's state with the parameters' own shapes (on the server's device)."""
