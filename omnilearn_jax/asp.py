@@ -84,7 +84,7 @@ class AsyncLoop(Runner):
         self.every = int(cfg.asp.controller_every) or self.w
         self.budget = float(cfg.asp.time_budget)
         # read once: each config lookup costs microseconds, and these are read every update
-        self.steps = int(cfg.train.num_steps)
+        self.num_steps = int(cfg.train.num_steps)
         self.weighting, self.lr_scaling = str(cfg.asp.weighting), str(cfg.asp.lr_scaling)
         self.comm = t.timer.comm_time  # push + pull of the parameters
         self.wall = cfg.clock == "wall"
@@ -177,9 +177,7 @@ class AsyncLoop(Runner):
 
     # -- the schedule --------------------------------------------------------------------
     def finished(self) -> bool:
-        return self.done >= self.steps or bool(
-            self.budget and self.now >= self.budget
-        )
+        return self.done >= self.num_steps or bool(self.budget and self.now >= self.budget)
 
     def clock_time(self) -> float:
         return self.now
@@ -198,7 +196,7 @@ class AsyncLoop(Runner):
         """Starts every idle worker with rows that may start, all from the current version;
         returns them."""
         round_index = self.done // self.w  # profiles are indexed by BSP-equivalent steps
-        speeds = self.t.timer.speeds(min(round_index, self.steps - 1))
+        speeds = self.t.timer.speeds(min(round_index, self.num_steps - 1))
         active = (np.asarray(sizes) > 0) & (speeds > 0)
         rejoin = active & self.parked
         if rejoin.any():  # back after holding no rows: at the slowest active worker's clock
@@ -298,7 +296,7 @@ class AsyncLoop(Runner):
         self.pending.append(record)
         done = self.done
         if done % self.every == 0:
-            ahead = t.timer.speeds(min(done // self.w, self.steps - 1))
+            ahead = t.timer.speeds(min(done // self.w, self.num_steps - 1))
             obs = t.observe(done // self.w, sizes, self.last_time, ahead)
             sizes, cstate = t.next_sizes(cstate, obs)
         return cstate, sizes
