@@ -69,7 +69,8 @@ def test_settle_waits_for_a_worker_whose_bound_cannot_pass_the_head():
         pending = _flight(unmeasured, 0, 9.0)
         threading.Timer(0.05, pending.set_result, args=(0.0,)).start()
         floor = lambda k, limit=limit: (min(0.1, limit), limit)  # noqa: E731
-        unmeasured.settle(lambda: (10.0, 1), 0.5, lambda k, c: measured.append((k, c)), floor)
+        record = lambda k, c, out=measured: out.append((k, c))  # noqa: E731
+        unmeasured.settle(lambda: (10.0, 1), 0.5, record, floor)
         assert measured == [(0, 9.0)] and not unmeasured.flights
 
 
@@ -82,5 +83,6 @@ def test_settle_ties_go_to_the_lower_worker():
         if waits:
             threading.Timer(0.05, pending.set_result, args=(0.0,)).start()
         floor = lambda j: (0.5, 0.5)  # noqa: E731  lands at exactly 9.0 + 0.5 + 0.5
-        unmeasured.settle(lambda: (10.0, 1), 0.5, lambda j, c: measured.append(j), floor)
+        record = lambda j, c, out=measured: out.append(j)  # noqa: E731
+        unmeasured.settle(lambda: (10.0, 1), 0.5, record, floor)
         assert measured == ([k] if waits else [])
