@@ -227,11 +227,13 @@ class EagerServer:
         no_delay = np.full(t.config.num_workers, np.inf)
         for k in range(t.config.num_workers):  # the server update runs on every device
             device = t.worker_device(k)
-            mine, ones = jax.device_put(copy, device), self._placed(device, 1.0, 1.0)
+            moved = jax.device_put((copy.params, copy.opt_state), device)
+            mine = copy._replace(params=moved[0], opt_state=moved[1])  # as `_move` makes it
+            ones = self._placed(device, 1.0, 1.0)
             for rows in t.layout.buckets:
                 block = t.worker_batch(k, np.arange(rows), 0, no_delay, placed=False)
                 push = self._launch(k, (mine.params, ones), block)[0]
-                jax.block_until_ready(self.apply_program(mine, push, ones))
+            jax.block_until_ready(self.apply_program(mine, push, ones))
         jax.block_until_ready(self.unpack_state(copy))
 
     def close(self) -> None:

@@ -168,18 +168,20 @@ def test_batched_execution_equals_event_by_event(tmp_path):
     assert np.allclose([r["loss"] for r in batched], [r["loss"] for r in eager], atol=1e-6)
 
 
-def test_batched_execution_compiles_nothing_when_the_split_changes(tmp_path):
+def test_execution_compiles_nothing_when_the_split_changes(tmp_path):
     """After warm-up, splits that take the mesh path, the per-device path, and a worker with
-    no rows run without a compile."""
-    trainer = Trainer(_unequal(controller__b_min=0), str(tmp_path))
-    loop = AsyncLoop(trainer)
-    loop.warm_up(np.full(4, 16))
+    no rows run without a compile, batched and event by event (the wall clock's path, where
+    a compile would be timed as a worker's compute)."""
     splits = [(16, 16, 16, 16), (8, 8, 16, 32), (0, 24, 8, 32), (16, 16, 16, 16)]
-    with CompileCounter() as compiles:
-        for sizes in splits:
-            for _ in range(6):
-                loop.start_ready(np.array(sizes))
-                loop.apply_next()
-        state = loop.server_state()
-    assert compiles.count == 0
-    assert int(state.step) == 6 * len(splits)
+    for batched in (True, False):
+        trainer = Trainer(_unequal(controller__b_min=0), str(tmp_path / str(batched)))
+        loop = AsyncLoop(trainer, batched=batched)
+        loop.warm_up(np.full(4, 16))
+        with CompileCounter() as compiles:
+            for sizes in splits:
+                for _ in range(6):
+                    loop.start_ready(np.array(sizes))
+                    loop.apply_next()
+            state = loop.server_state()
+        assert compiles.count == 0, batched
+        assert int(state.step) == 6 * len(splits)
