@@ -43,8 +43,9 @@ import numpy as np
 
 from omnilearn_jax import masking, optim
 from omnilearn_jax.asp_eager import EagerServer
-from omnilearn_jax.asp_exec import BatchedServer, batchable
+from omnilearn_jax.asp_exec import BatchedServer
 from omnilearn_jax.asp_wall import Unmeasured, charge_floor
+from omnilearn_jax.flat import flattenable
 from omnilearn_jax.loop import Runner
 from omnilearn_jax.runlog import RunLog
 from omnilearn_jax.step import TrainState
@@ -90,10 +91,10 @@ class AsyncLoop(Runner):
         self.wall = cfg.clock == "wall"
         l2 = optim.coupled_decay(cfg.optimizer)
         self.unmeasured = Unmeasured()  # wall clock: started, time not known yet
-        if batched and not self.wall and batchable(t.state.params):
+        if batched and not self.wall and flattenable(t.state.params):
             self.exec = BatchedServer(t, l2, max(2 * self.w, 8))
         else:
-            self.exec = EagerServer(t, l2, self.unmeasured if self.wall else None)
+            self.exec = EagerServer(t, l2, timed=self.wall)
         self.now = 0.0
         self.stream_pos = 0
         self.iterations = np.zeros(self.w, np.int64)  # pushes per worker (SSP clocks)

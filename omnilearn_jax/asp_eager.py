@@ -27,7 +27,6 @@ import jax
 import numpy as np
 import optax
 
-from omnilearn_jax.asp_wall import Unmeasured
 from omnilearn_jax.flat import packed_state, packer, unpacker
 from omnilearn_jax.step import TrainState
 
@@ -67,9 +66,9 @@ class EagerServer:
     """The server's state (packed) on the device of the worker whose push it applied last;
     each worker's push launched as soon as it starts."""
 
-    def __init__(self, trainer, l2: float, unmeasured: Unmeasured | None = None):
+    def __init__(self, trainer, l2: float, timed: bool = False):
         self.t = trainer
-        self.unmeasured = unmeasured  # set on the wall clock: compute is timed
+        self.timed = timed  # the wall clock: each compute is timed
         self.server_device = trainer.worker_device(0)
         self.pack = packer(trainer.state.params)
         self.apply_program = make_server(trainer.tx)
@@ -90,16 +89,15 @@ class EagerServer:
         asynchronous, so the workers started compute at the same time, each on its own
         device. On the wall clock returns the future of its measured seconds."""
         t, params, device = self.t, self._packed().params, self.t.worker_device(k)
-        block = t.worker_batch(k, rows, step_index, speeds, placed=False)
+        block = t.worker_batch(k, rows, step_index, speeds)
         packed = params if self.home == k else jax.device_put(params, device)
         pulled = (packed, self._placed(device, coefficient, weight))
-        timed = self.unmeasured is not None
-        if timed:  # from its launch, which sends its rows (on one host, memory copies)
+        if self.timed:  # from its launch, which sends its rows (on one host, memory copies)
             with self.lock:
                 self.clocks[k] = [time.perf_counter()]
         push, loss, count = self._launch(k, pulled, block)
         self.pushes[k] = (push, loss)
-        if not timed:
+        if not self.timed:
             return None
         future = self.times[k] = Future()
         self._waiter(k).put((future, count))
@@ -231,7 +229,7 @@ class EagerServer:
             mine = copy._replace(params=moved[0], opt_state=moved[1])  # as `_move` makes it
             ones = self._placed(device, 1.0, 1.0)
             for rows in t.layout.buckets:
-                block = t.worker_batch(k, np.arange(rows), 0, no_delay, placed=False)
+                block = t.worker_batch(k, np.arange(rows), 0, no_delay)
                 push = self._launch(k, (mine.params, ones), block)[0]
             jax.block_until_ready(self.apply_program(mine, push, ones))
         jax.block_until_ready(self.unpack_state(copy))

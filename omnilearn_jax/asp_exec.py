@@ -115,18 +115,12 @@ def wave_fn(device_sums, pack, l2: float, mesh):
     return jax.shard_map(per_device, mesh=mesh, in_specs=(spec,) * 8, out_specs=(spec, spec))
 
 
-def batchable(params) -> bool:
-    """Whether parameters fit the batched execution: one dtype (they travel and are updated
-    as one vector)."""
-    return flattenable(params)
-
-
 class BatchedServer:
     """The server's state and the pushes in flight, advanced by batches of a schedule."""
 
     def __init__(self, trainer, l2: float, length: int):
         t = self.t = trainer
-        if not batchable(t.state.params):
+        if not flattenable(t.state.params):  # they travel and are updated as one vector
             raise NotImplementedError(
                 "batched async execution updates the parameters as one vector; this model's "
                 "parameters have mixed dtypes"

@@ -55,13 +55,13 @@ class Unmeasured:
         first: Callable[[], tuple | None],
         comm: float,
         measured: Measured,
-        floor: Floor | None = None,
+        floor: Floor,
     ) -> None:
         """Calls `measured(k, clock at its start)` for each worker whose time is known, until
         no worker still computing could land before the earliest measured event `first()`
         ((finish, worker, ...), or None: then it waits for one). `floor(k)`: a lower bound
         of the compute seconds worker k will be charged, as known now, and the largest value
-        that bound can reach before k's time is measured; None: no bound (0)."""
+        that bound can reach before k's time is measured."""
         while self.flights:
             done = [k for k, (_, f) in self.flights.items() if f.done()]
             for k in done:
@@ -74,7 +74,7 @@ class Unmeasured:
                 continue
             early, timeout = [], None
             for k, (clock, future) in self.flights.items():
-                bound, limit = floor(k) if floor else (0.0, 0.0)
+                bound, limit = floor(k)
                 if (clock + (bound + comm), k) >= head[:2]:
                     continue  # its charge, at least `bound`, lands it after the head
                 early.append(future)

@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from omnilearn_jax.step import TrainState
+
 
 def flattenable(params) -> bool:
     """One dtype: the parameters fit one vector."""
@@ -38,22 +40,9 @@ class Flat:
     def vector(self, tree):
         return jnp.concatenate([leaf.reshape(-1) for leaf in jax.tree.leaves(tree)])
 
-    def rows(self, stacked):
-        """A tree of arrays [D, ...] as one array [D, size]."""
-        leaves = jax.tree.leaves(stacked)
-        return jnp.concatenate([leaf.reshape(leaf.shape[0], -1) for leaf in leaves], axis=1)
-
     def tree(self, vector):
         parts = jnp.split(vector, np.cumsum(self.sizes)[:-1])
         leaves = [part.reshape(shape) for part, shape in zip(parts, self.shapes, strict=True)]
-        return self.treedef.unflatten(leaves)
-
-    def stacked(self, rows):
-        """Rows [D, size] as a tree whose leaf of shape (n, ...) is [D * n, ...]."""
-        parts = jnp.split(rows, np.cumsum(self.sizes)[:-1], axis=1)
-        leaves = [
-            part.reshape(-1, *shape[1:]) for part, shape in zip(parts, self.shapes, strict=True)
-        ]
         return self.treedef.unflatten(leaves)
 
     def vectors(self, opt_state):
@@ -89,8 +78,6 @@ def packed_state(pack, state, device):
     """A train state with its parameters (and the optimiser's parameter-shaped state) packed,
     on `device`; through the host: a plain single-device state, not a view of the mesh's
     replicated one (whose arrays keep the mesh in their type)."""
-    from omnilearn_jax.step import TrainState
-
     host = jax.tree.map(np.asarray, state)
     packed = TrainState(host.step, pack.vector(host.params), pack.vectors(host.opt_state))
     return jax.device_put(packed, device)
@@ -98,7 +85,6 @@ def packed_state(pack, state, device):
 
 def unpacker(pack, like_opt_state):
     """A jitted packed state -> the state with the parameters' own shapes."""
-    from omnilearn_jax.step import TrainState
 
     def unpack(state):
         opt_state = pack.trees(like_opt_state, state.opt_state)

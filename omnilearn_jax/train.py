@@ -329,14 +329,12 @@ class Trainer:
         """The device of worker k (async mode has one worker per device)."""
         return self.placement.devices[k]
 
-    def worker_batch(
-        self, k: int, rows, step_index: int, speeds: np.ndarray, placed: bool = True
-    ) -> step.DeviceBlock:
+    def worker_batch(self, k: int, rows, step_index: int, speeds: np.ndarray) -> step.DeviceBlock:
         """Worker k's batch of the training rows `rows` (its b_k samples), as a
-        `step.DeviceBlock` of its bucket's rows placed on its device; with `placed=False`
-        its rows and delay stay on the host (with their leading axis of 1: a compiled
-        program given them transfers them itself, for a fraction of what a transfer call
-        costs on the host) and only its mask, kept from the last such batch, is placed."""
+        `step.DeviceBlock` of its bucket's rows: its mask (kept from the last such batch) on
+        its device, its rows and delay on the host with their leading axis of 1 (a compiled
+        program given them transfers them itself, for a fraction of the host time a transfer
+        call costs)."""
         rows = np.asarray(rows)
         sizes = np.zeros(self.config.num_workers, np.int64)
         sizes[k] = len(rows)
@@ -351,10 +349,8 @@ class Trainer:
         )
         delays = self.timer.batch_extras(sizes, speeds).get("delay")
         x = self.faults.inputs(step_index, x)
-        if not placed:
-            delay = None if delays is None else np.float32([delays[k]])
-            return step.DeviceBlock(k, block.rows, x[None], y[None], mask, delay)
-        return self.placement.blocks([block], [x], [y], [mask], delays)[0]
+        delay = None if delays is None else np.float32([delays[k]])
+        return step.DeviceBlock(k, block.rows, x[None], y[None], mask, delay)
 
     def worker_sums(self, params, block) -> step.Sums:
         """The sums (gradient, loss, correct, count) of one worker's block, computed on its
