@@ -44,6 +44,14 @@ def make_server(tx):
     return jax.jit(apply)
 
 
+def contribution(grad, pulled, coefficient, weight, l2: float):
+    """What a worker pushes (asp.py): coefficient * gradient sum + weight * L2 * the
+    parameters it pulled, both packed alike."""
+    if not l2:
+        return jax.tree.map(lambda g: coefficient * g, grad)
+    return jax.tree.map(lambda g, p: coefficient * g + weight * l2 * p, grad, pulled)
+
+
 def make_worker(device_sums, pack, l2: float):
     """((packed parameters, [coefficient, weight]), *block) -> (packed push, loss sum,
     count), in one launch: the parameters unpacked, the local program's sums, and what the
@@ -53,11 +61,7 @@ def make_worker(device_sums, pack, l2: float):
         packed, (coefficient, weight) = pulled
         sums = device_sums(pack.tree(packed), *block)
         grad = pack.vector(jax.tree.map(lambda g: g[0], sums.grad))
-        if l2:
-            push = jax.tree.map(lambda g, p: coefficient * g + weight * l2 * p, grad, packed)
-        else:
-            push = jax.tree.map(lambda g: coefficient * g, grad)
-        return push, sums.loss, sums.count
+        return contribution(grad, packed, coefficient, weight, l2), sums.loss, sums.count
 
     return jax.jit(worker)
 

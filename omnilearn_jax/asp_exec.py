@@ -39,6 +39,7 @@ import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from omnilearn_jax.asp_eager import contribution
 from omnilearn_jax.flat import Flat, flattenable, packed_state, unpacker
 from omnilearn_jax.masking import Block
 from omnilearn_jax.step import AXIS, TrainState
@@ -89,8 +90,7 @@ def _merge(pack, l2: float):
 
     def merge(grad, pulled, coefficient, weight, held, fresh):
         g = pack.vector(jax.tree.map(lambda a: a[0], grad))[None]
-        push = coefficient[0] * g + weight[0] * l2 * pulled if l2 else coefficient[0] * g
-        return jnp.where(fresh[0], push, held)
+        return jnp.where(fresh[0], contribution(g, pulled, coefficient[0], weight[0], l2), held)
 
     return merge
 
