@@ -1,0 +1,1 @@
+"""Running a job: entry points, the training loop, the launcher, the run store, checkpoints."""
