@@ -1,0 +1,240 @@
+"""CPU-quota groups: a heterogeneous cluster on one Linux machine, the way the OmniLearn paper
+made one with containers (Docker's `--cpus`, Kubernetes CPU limits and SLURM's cgroup plugin
+are all the same kernel CFS quota).
+
+`quota_groups([1.0, 0.25])` creates one cgroup per process under a parent named after this
+(the launcher's) pid, `omnilearn-<pid>/p<i>`, with the process's share of a core as a quota
+per period: cgroup v2 `cpu.max` ("QUOTA PERIOD") or v1 `cpu.cfs_quota_us` and
+`cpu.cfs_period_us`. `Group.enter` is a `preexec_fn`: the child writes its own pid into
+`cgroup.procs` (and pins itself to cores when asked) before it execs, so everything it runs,
+JAX included, runs under the quota. The groups are removed when the context ends, on an
+exception or SIGTERM as well (the launcher turns SIGTERM into SIGTERM's exit). A launcher
+killed by SIGKILL cannot clean up: the next start sweeps groups whose owner pid is gone.
+
+Nothing here imports JAX; the cgroup filesystem's root is a parameter, so tests use a fake
+one in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = "/sys/fs/cgroup"
+# The kernel refuses a quota or a period under 1 ms (EINVAL).
+MIN_US = 1000
+# The period a process gets unless its quota would fall under MIN_US (a quarter of a core
+# gets 4 ms). Why so short: under a 100 ms period, the kernel's default, a quarter-core
+# process runs 25 ms at full speed, then waits 75 ms, so a step of a few ms takes either its
+# compute time or 75 ms more, never about 4x. docs/cluster_quotas.md has the measurements.
+PERIOD_US = 4000
+PREFIX = "omnilearn-"
+_ALTERNATIVES = (
+    "run as root on Linux with a writable cgroup cpu controller, or emulate heterogeneity "
+    "with --config.clock=wall --config.hetero.inject=SECONDS_PER_ROW, or pin processes "
+    "with taskset beside a CPU-bound co-runner"
+)
+
+
+class CgroupError(RuntimeError):
+    """Quota groups cannot be made here; the message is one line and names alternatives."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where groups go: `base` is the cpu hierarchy's root (v2: the unified mount)."""
+
+    version: int
+    base: Path
+
+
+@dataclass(frozen=True)
+class Group:
+    """One process's group: its directory, its quota and period (µs), its cores (if pinned)."""
+
+    path: Path
+    quota_us: int
+    period_us: int
+    cpus: frozenset[int] = frozenset()
+
+    def enter(self) -> None:
+        """Puts the calling process in the group (and on its cores): a `preexec_fn`."""
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+        if self.cpus:
+            os.sched_setaffinity(0, self.cpus)
+
+
+def detect(root: str | os.PathLike = ROOT) -> Layout:
+    """The cgroup layout under `root`: v2 with the cpu controller, else v1's cpu hierarchy."""
+    root = Path(root)
+    controllers = root / "cgroup.controllers"
+    if controllers.is_file() and "cpu" in controllers.read_text().split():
+        return Layout(2, root)
+    if (root / "cpu" / "cpu.cfs_quota_us").is_file():
+        return Layout(1, root / "cpu")
+    raise CgroupError(f"no cgroup cpu controller under {root} (neither v2 nor v1): {_ALTERNATIVES}")
+
+
+def quota_and_period(fraction: float, period_us: int = PERIOD_US) -> tuple[int, int]:
+    """(quota, period) in µs for `fraction` of a core: the period is `period_us`, or longer
+    where the quota would fall under the kernel's 1 ms minimum."""
+    if not fraction > 0:
+        raise ValueError(f"a CPU quota must be positive, got {fraction}")
+    period = max(period_us, MIN_US, math.ceil(MIN_US / fraction))
+    return round(fraction * period), period
+
+
+def parse_quotas(text: str, num_processes: int, ncpu: int | None = None) -> tuple[float, ...]:
+    """`--cpu_quota=1.0,0.25`: one fraction of a core per process, each in (0, ncpu]."""
+    ncpu = ncpu or os.cpu_count() or 1
+    try:
+        quotas = tuple(float(q) for q in text.split(","))
+    except ValueError:
+        raise ValueError(f"--cpu_quota takes numbers separated by commas, got {text!r}") from None
+    if len(quotas) != num_processes:
+        raise ValueError(
+            f"--cpu_quota gives {len(quotas)} quotas for {num_processes} processes: one each"
+        )
+    if bad := [q for q in quotas if not 0 < q <= ncpu]:
+        raise ValueError(f"--cpu_quota {bad[0]} is outside (0, {ncpu}] (cores on this machine)")
+    return quotas
+
+
+def parse_cpus(
+    text: str, num_processes: int, allowed: set[int] | None = None
+) -> tuple[frozenset[int], ...]:
+    """`--cpus=0,1` or `--cpus=0-1,2-3`: the cores of each process (an entry a core or a
+    range), each among the cores this process may use."""
+    allowed = os.sched_getaffinity(0) if allowed is None else allowed
+    entries = text.split(",")
+    if len(entries) != num_processes:
+        raise ValueError(
+            f"--cpus gives {len(entries)} entries for {num_processes} processes: one each "
+            "(a core, or a range like 0-3)"
+        )
+    sets = []
+    for entry in entries:
+        match = re.fullmatch(r"(\d+)(?:-(\d+))?", entry.strip())
+        if not match:
+            raise ValueError(f"--cpus entry {entry!r} is not a core or a range like 0-3")
+        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+        cores = frozenset(range(first, last + 1))
+        if not cores or not cores <= allowed:
+            raise ValueError(f"--cpus entry {entry!r} is not within the cores {sorted(allowed)}")
+        sets.append(cores)
+    return tuple(sets)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def _rmdir(path: Path) -> None:
+    """Removes one group; a group the kernel still sees busy right after its last process
+    was reaped gets a few more tries."""
+    for attempt in range(20):
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY or attempt == 19:
+                raise
+            time.sleep(0.01)
+
+
+def remove(parent: Path) -> list[Path]:
+    """Removes `parent` and its groups; returns the groups left behind (still busy)."""
+    left = []
+    for child in sorted(p for p in parent.glob("*") if p.is_dir()) if parent.is_dir() else []:
+        try:
+            _rmdir(child)
+        except OSError:
+            left.append(child)
+    if not left:
+        try:
+            _rmdir(parent)
+        except OSError:
+            left.append(parent)
+    return left
+
+
+def sweep(base: Path) -> list[Path]:
+    """Removes the groups of launchers that no longer run (killed by SIGKILL); returns the
+    parents removed. A parent whose pid was reused by a live process waits for that one."""
+    removed = []
+    for parent in sorted(base.glob(PREFIX + "*")):
+        match = re.fullmatch(re.escape(PREFIX) + r"(\d+)", parent.name)
+        stale = match and parent.is_dir() and not _alive(int(match.group(1)))
+        if stale and not remove(parent):
+            removed.append(parent)
+    return removed
+
+
+def create(
+    fractions: Sequence[float],
+    *,
+    root: str | os.PathLike = ROOT,
+    cpus: Sequence[frozenset[int]] = (),
+    period_us: int = PERIOD_US,
+    owner: int | None = None,
+) -> list[Group]:
+    """Creates one group per fraction under `omnilearn-<owner>` (default: this pid), after
+    sweeping stale ones; raises `CgroupError` (one line) where that is not possible."""
+    if not fractions:
+        raise ValueError("give one CPU quota per process")
+    layout = detect(root)
+    sweep(layout.base)
+    parent = layout.base / f"{PREFIX}{os.getpid() if owner is None else owner}"
+    try:
+        if layout.version == 2:  # children get cpu.max only where the parent delegates cpu
+            (layout.base / "cgroup.subtree_control").write_text("+cpu")
+        parent.mkdir()
+        if layout.version == 2:
+            (parent / "cgroup.subtree_control").write_text("+cpu")
+        groups = []
+        for i, fraction in enumerate(fractions):
+            quota, period = quota_and_period(fraction, period_us)
+            group = Group(parent / f"p{i}", quota, period, cpus[i] if cpus else frozenset())
+            group.path.mkdir()
+            if layout.version == 2:
+                (group.path / "cpu.max").write_text(f"{quota} {period}")
+            else:
+                (group.path / "cpu.cfs_period_us").write_text(str(period))
+                (group.path / "cpu.cfs_quota_us").write_text(str(quota))
+            groups.append(group)
+    except OSError as e:
+        remove(parent)
+        raise CgroupError(
+            f"cannot create CPU-quota groups under {layout.base} "
+            f"({e.strerror or e}): {_ALTERNATIVES}"
+        ) from e
+    return groups
+
+
+@contextlib.contextmanager
+def quota_groups(fractions: Sequence[float], **kwargs) -> Iterator[list[Group]]:
+    """`create(fractions, **kwargs)`, removed when the block ends however it ends (the
+    processes in them must have been reaped by then); groups left busy are named on stderr."""
+    groups = create(fractions, **kwargs)
+    try:
+        yield groups
+    finally:
+        if left := remove(groups[0].path.parent):
+            names = ", ".join(map(str, left))
+            print(f"[launch] cgroups left behind (still busy): {names}", file=sys.stderr)

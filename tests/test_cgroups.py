@@ -1,0 +1,225 @@
+"""CPU-quota groups against a fake cgroup root in a temporary folder: no cgroup permission
+and no JAX needed. The fake kernel is two rules of the real one: a group's control files do
+not stop `rmdir`, a live pid in its `cgroup.procs` does (EBUSY)."""
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from omnilearn_jax.run import cgroups
+
+_REAL_RMDIR = Path.rmdir
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture(autouse=True)
+def fake_kernel(monkeypatch):
+    def rmdir(self):
+        procs = self / "cgroup.procs"
+        if procs.is_file() and any(_alive(int(p)) for p in procs.read_text().split()):
+            raise OSError(errno.EBUSY, "Device or resource busy", str(self))
+        for f in self.iterdir():
+            if f.is_file():
+                f.unlink()
+        _REAL_RMDIR(self)
+
+    monkeypatch.setattr(Path, "rmdir", rmdir)
+
+
+def v1_root(tmp_path: Path) -> Path:
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("-1")
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000")
+    return tmp_path
+
+
+def v2_root(tmp_path: Path) -> Path:
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (tmp_path / "cgroup.subtree_control").write_text("")
+    return tmp_path
+
+
+def _reaped_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def entries(path: Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "fraction, period_us, expected",
+    [
+        (1.0, 4000, (4000, 4000)),
+        (0.25, 4000, (1000, 4000)),
+        (0.125, 4000, (1000, 8000)),  # the kernel's 1 ms minimum quota lengthens the period
+        (0.3, 2000, (1000, 3334)),
+        (2.0, 4000, (8000, 4000)),
+        (0.5, 500, (1000, 2000)),  # nor may the period itself be under 1 ms
+    ],
+)
+def test_quota_and_period(fraction, period_us, expected):
+    assert cgroups.quota_and_period(fraction, period_us) == expected
+
+
+def test_v1_groups_hold_quota_and_period(tmp_path):
+    groups = cgroups.create([1.0, 0.25], root=v1_root(tmp_path))
+    parent = tmp_path / "cpu" / f"omnilearn-{os.getpid()}"
+    assert [g.path for g in groups] == [parent / "p0", parent / "p1"]
+    assert (parent / "p0" / "cpu.cfs_period_us").read_text() == "4000"
+    assert (parent / "p0" / "cpu.cfs_quota_us").read_text() == "4000"
+    assert (parent / "p1" / "cpu.cfs_period_us").read_text() == "4000"
+    assert (parent / "p1" / "cpu.cfs_quota_us").read_text() == "1000"
+    assert not (parent / "p1" / "cpu.max").exists()
+
+
+def test_v2_groups_hold_cpu_max_and_delegate_cpu(tmp_path):
+    groups = cgroups.create([0.5, 0.125], root=v2_root(tmp_path), period_us=2000)
+    parent = tmp_path / f"omnilearn-{os.getpid()}"
+    assert [(g.quota_us, g.period_us) for g in groups] == [(1000, 2000), (1000, 8000)]
+    assert (parent / "p0" / "cpu.max").read_text() == "1000 2000"
+    assert (parent / "p1" / "cpu.max").read_text() == "1000 8000"
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "+cpu"
+    assert (parent / "cgroup.subtree_control").read_text() == "+cpu"
+    assert not (parent / "p0" / "cpu.cfs_quota_us").exists()
+
+
+def test_v2_is_chosen_only_with_the_cpu_controller(tmp_path):
+    v1_root(tmp_path)
+    (tmp_path / "cgroup.controllers").write_text("memory pids\n")  # a hybrid machine
+    assert cgroups.detect(tmp_path) == cgroups.Layout(1, tmp_path / "cpu")
+
+
+def test_a_child_joins_its_group_and_its_core_before_exec(tmp_path):
+    core = min(os.sched_getaffinity(0))
+    with cgroups.quota_groups([0.5], root=v1_root(tmp_path), cpus=[frozenset({core})]) as groups:
+        child = subprocess.run(
+            [sys.executable, "-c", "import os; print(os.getpid(), *os.sched_getaffinity(0))"],
+            preexec_fn=groups[0].enter,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        pid, *cores = map(int, child.stdout.split())
+        assert (groups[0].path / "cgroup.procs").read_text() == str(pid)
+        assert cores == [core]
+    assert entries(tmp_path / "cpu") == ["cpu.cfs_period_us", "cpu.cfs_quota_us"]
+
+
+def test_groups_are_removed_after_a_failure(tmp_path):
+    root = v2_root(tmp_path)
+    with pytest.raises(RuntimeError, match="step 3"), cgroups.quota_groups([1.0, 0.5], root=root):
+        raise RuntimeError("NaN at step 3")
+    assert entries(tmp_path) == ["cgroup.controllers", "cgroup.subtree_control"]
+
+
+def test_a_busy_group_is_left_and_named(tmp_path, capsys):
+    with cgroups.quota_groups([1.0, 0.5], root=v1_root(tmp_path)) as groups:
+        groups[1].enter()  # this test's own pid: alive, so the fake kernel says EBUSY
+    parent = tmp_path / "cpu" / f"omnilearn-{os.getpid()}"
+    assert [p.name for p in parent.iterdir() if p.is_dir()] == ["p1"]
+    assert f"cgroups left behind (still busy): {parent / 'p1'}" in capsys.readouterr().err
+
+
+def test_the_next_start_sweeps_groups_of_killed_launchers(tmp_path):
+    base = v1_root(tmp_path) / "cpu"
+    stale, live = base / f"omnilearn-{_reaped_pid()}", base / f"omnilearn-{os.getppid()}"
+    for group in (stale / "p0", stale / "p1", live / "p0", base / "someone-else"):
+        group.mkdir(parents=True)
+        (group / "cgroup.procs").write_text("")
+    cgroups.create([0.5], root=tmp_path)
+    assert [p for p in entries(base) if not p.startswith("cpu.")] == sorted(
+        [live.name, "someone-else", f"omnilearn-{os.getpid()}"]
+    )
+    assert entries(live) == ["p0"]
+
+
+def _one_line(error: pytest.ExceptionInfo) -> str:
+    message = str(error.value)
+    assert "\n" not in message
+    assert "--config.hetero.inject=" in message and "taskset" in message
+    return message
+
+
+def test_no_cpu_controller_is_a_one_line_error(tmp_path):
+    with pytest.raises(cgroups.CgroupError) as error:
+        cgroups.create([0.5], root=tmp_path)
+    assert _one_line(error).startswith(f"no cgroup cpu controller under {tmp_path} ")
+
+
+def test_an_unwritable_root_is_a_one_line_error(tmp_path, monkeypatch):
+    v1_root(tmp_path)
+
+    def refuse(self, *args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    with pytest.raises(cgroups.CgroupError) as error:
+        cgroups.create([0.5], root=tmp_path)
+    expected = f"cannot create CPU-quota groups under {tmp_path / 'cpu'} (Permission denied): "
+    assert _one_line(error).startswith(expected)
+
+
+@pytest.mark.parametrize(
+    "make_root, refused, reason",
+    [
+        (v1_root, "cpu/omnilearn-{pid}/p1/cpu.cfs_quota_us", "Invalid argument"),
+        (v2_root, "cgroup.subtree_control", "Device or resource busy"),  # a container's root
+    ],
+)
+def test_a_refused_write_removes_what_was_made(tmp_path, monkeypatch, make_root, refused, reason):
+    make_root(tmp_path)
+    target = tmp_path / refused.format(pid=os.getpid())
+    write = Path.write_text
+
+    def write_text(self, data, *args, **kwargs):
+        if self == target:
+            code = errno.EINVAL if reason == "Invalid argument" else errno.EBUSY
+            raise OSError(code, reason, str(self))
+        return write(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    with pytest.raises(cgroups.CgroupError) as error:
+        cgroups.create([1.0, 0.25], root=tmp_path)
+    assert f"({reason})" in _one_line(error)
+    base = tmp_path / "cpu" if make_root is v1_root else tmp_path
+    assert not any(p.name.startswith("omnilearn-") for p in base.iterdir())
+
+
+def test_parse_quotas():
+    assert cgroups.parse_quotas("1.0, 0.25", 2, ncpu=2) == (1.0, 0.25)
+    with pytest.raises(ValueError, match="gives 1 quotas for 2 processes"):
+        cgroups.parse_quotas("1.0", 2, ncpu=2)
+    with pytest.raises(ValueError, match=r"0.0 is outside \(0, 2\]"):
+        cgroups.parse_quotas("1,0", 2, ncpu=2)
+    with pytest.raises(ValueError, match=r"2.5 is outside \(0, 2\]"):
+        cgroups.parse_quotas("2.5,1", 2, ncpu=2)
+    with pytest.raises(ValueError, match="numbers separated by commas"):
+        cgroups.parse_quotas("1.0;0.5", 2, ncpu=2)
+
+
+def test_parse_cpus():
+    assert cgroups.parse_cpus("0,1", 2, allowed={0, 1}) == (frozenset({0}), frozenset({1}))
+    assert cgroups.parse_cpus("0-2,3", 2, allowed={0, 1, 2, 3}) == (
+        frozenset({0, 1, 2}),
+        frozenset({3}),
+    )
+    with pytest.raises(ValueError, match="gives 1 entries for 2 processes"):
+        cgroups.parse_cpus("0", 2, allowed={0, 1})
+    with pytest.raises(ValueError, match=r"'2' is not within the cores \[0, 1\]"):
+        cgroups.parse_cpus("0,2", 2, allowed={0, 1})
+    with pytest.raises(ValueError, match="'a' is not a core or a range"):
+        cgroups.parse_cpus("0,a", 2, allowed={0, 1})
