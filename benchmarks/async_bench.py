@@ -47,7 +47,7 @@ def config(mode: str, args, steps: int, clock: str = "virtual"):
 
 
 def build(mode: str, args, clock: str = "virtual"):
-    from omnilearn_jax.train import Trainer
+    from omnilearn_jax.run.train import Trainer
 
     trainer = Trainer(config(mode, args, 10**6, clock), tempfile.mkdtemp(prefix="async_bench_"))
     trainer.compile_variants()  # every bucket program, as the loops do at warm-up
@@ -72,7 +72,7 @@ def bsp_rounds(trainer):
 
 
 def async_rounds(trainer):
-    from omnilearn_jax.asp import AsyncLoop
+    from omnilearn_jax.asp.loop import AsyncLoop
 
     loop = AsyncLoop(trainer)
     w, b = trainer.config.num_workers, trainer.config.global_batch_size
@@ -123,10 +123,10 @@ def _runner_body(mode: str, args, clock: str = "virtual"):
     """n steps' worth of the runner's own loop body (`advance`: layout, compute, clock,
     controller, records), flushed to a run store every 20 records."""
     import controllers
-    from omnilearn_jax.asp import AsyncLoop
-    from omnilearn_jax.loop import Loop
-    from omnilearn_jax.runlog import RunLog
-    from omnilearn_jax.train import Trainer
+    from omnilearn_jax.asp.loop import AsyncLoop
+    from omnilearn_jax.run.loop import Loop
+    from omnilearn_jax.run.runlog import RunLog
+    from omnilearn_jax.run.train import Trainer
 
     workdir = tempfile.mkdtemp(prefix=f"async_bench_{mode}_")
     trainer = Trainer(config(mode, args, 10**6, clock), workdir)

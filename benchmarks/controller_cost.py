@@ -56,7 +56,7 @@ def main() -> None:
 
 def measure(config, steps: int) -> tuple[float, float]:
     """Median seconds of one training step and of one controller decision."""
-    from omnilearn_jax.train import Trainer
+    from omnilearn_jax.run.train import Trainer
 
     trainer = Trainer(config, "/tmp/omnilearn_controller_cost_unused")
     trainer.compile_variants()  # every bucket program, as the loop does at warm-up

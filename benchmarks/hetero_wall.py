@@ -45,7 +45,7 @@ def job(level: int, controller: str, clock: str, steps: int, inject: float):
 
 
 def total_time(config) -> float:
-    from omnilearn_jax.train import Trainer
+    from omnilearn_jax.run.train import Trainer
 
     with tempfile.TemporaryDirectory() as tmp:
         Trainer(config, tmp).run()

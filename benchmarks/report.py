@@ -101,7 +101,7 @@ def paper_trainer(
     `small` (a pipeline check) swaps the CNN for an MLP, which compiles in a fraction of
     the time."""
     from configs import paper_bsp
-    from omnilearn_jax.train import Trainer
+    from omnilearn_jax.run.train import Trainer
 
     c = paper_bsp.get_config(f"runlocal,model={'mlp' if small else 'cnn'},controller={controller}")
     if not small:
@@ -119,7 +119,7 @@ def paper_trainer(
 def compile_count(small: bool) -> dict:
     """XLA compilations while the split changes every step, after the warm-up (every
     bucket program compiled, then one step)."""
-    from omnilearn_jax.compiles import CompileCounter
+    from omnilearn_jax.engine.compiles import CompileCounter
 
     steps = 10 if small else 40
     with tempfile.TemporaryDirectory() as tmp:
@@ -223,8 +223,8 @@ def _plain_loop(trainer):
 def _trainer_loop(trainer, workdir: str):
     """The trainer's own loop body (loop.Loop.step: layout, jitted step, virtual clock,
     controller, allocation) with its logging to the run store every log_every steps."""
-    from omnilearn_jax.loop import Loop
-    from omnilearn_jax.runlog import RunLog
+    from omnilearn_jax.run.loop import Loop
+    from omnilearn_jax.run.runlog import RunLog
 
     loop = Loop(trainer)
     w, b = trainer.config.num_workers, trainer.config.global_batch_size

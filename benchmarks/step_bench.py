@@ -25,9 +25,10 @@ import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from omnilearn_jax import masking, models
-from omnilearn_jax.mesh import Placement
-from omnilearn_jax.step import TrainState
+from omnilearn_jax import models
+from omnilearn_jax.engine import buckets
+from omnilearn_jax.engine.mesh import Placement
+from omnilearn_jax.engine.step import TrainState
 
 
 def homogeneous_step(apply, tx, mesh):
@@ -55,10 +56,10 @@ def block_steps(apply, params, tx, x, batch: int, placement=None):
     """The trainer's steps with every bucket compiled, and its layout for `batch` rows."""
     devices = jax.devices()
     placement = placement or Placement("shard_map", devices)
-    layout = masking.make_layout(num_workers=len(devices), num_devices=len(devices), capacity=batch)
+    layout = buckets.make_layout(num_workers=len(devices), num_devices=len(devices), capacity=batch)
     steps = placement.steps(apply, tx, chunk=layout.chunk)
     state = fresh_state(placement, params, tx)
-    steps.compile(state, x[:1], layout.buckets, masking.uniform_bucket(batch, layout))
+    steps.compile(state, x[:1], layout.buckets, buckets.uniform_bucket(batch, layout))
     return placement, steps, layout
 
 

@@ -10,7 +10,7 @@ hetero=changing|hl2|hl4|hl8, seeds=N (default 1). 5 cells per seed.
 
 import ml_collections
 
-from omnilearn_jax.config_args import check_choice, parse_arg
+from omnilearn_jax.config.args import check_choice, parse_arg
 
 CONTROLLERS = ("static", "proportional", "pi", "predictive", "oracle")
 

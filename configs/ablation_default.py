@@ -13,7 +13,7 @@ is measured in docs/ablations.md.
 import ml_collections
 
 import controllers
-from omnilearn_jax.config_args import check_choice, parse_arg
+from omnilearn_jax.config.args import check_choice, parse_arg
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:

@@ -16,7 +16,7 @@ default 8), `controllers=A+B` (default static+proportional+pi+oracle; e.g.
 import ml_collections
 
 import controllers
-from omnilearn_jax.config_args import check_choice, parse_arg
+from omnilearn_jax.config.args import check_choice, parse_arg
 
 CONTROLLERS = ("static", "proportional", "pi", "oracle")
 

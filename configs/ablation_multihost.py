@@ -9,7 +9,7 @@ in one process with 4 devices (tests/test_multiprocess.py compares 2 processes w
 
 import ml_collections
 
-from omnilearn_jax.config_args import parse_arg
+from omnilearn_jax.config.args import parse_arg
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:

@@ -6,7 +6,7 @@ python -m experiments.ablate --config=configs/ablation_smoke.py --workdir=/tmp/a
 
 import ml_collections
 
-from omnilearn_jax.config_args import parse_arg
+from omnilearn_jax.config.args import parse_arg
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:

@@ -20,7 +20,7 @@ import os
 
 import ml_collections
 
-from omnilearn_jax.config_args import check_choice, parse_arg
+from omnilearn_jax.config.args import check_choice, parse_arg
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CURVES = {

@@ -3,7 +3,7 @@
 Usage: python -m omnilearn_jax.main --config=configs/default.py --workdir=runs/default
 """
 
-from omnilearn_jax.config_base import base_config
+from omnilearn_jax.config.schema import base_config
 
 
 def get_config(arg: str = ""):

@@ -15,7 +15,7 @@ update count is capped at 4 W times the BSP step count.
 import ml_collections
 
 from configs import paper_bsp
-from omnilearn_jax.config_args import parse_arg
+from omnilearn_jax.config.args import parse_arg
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:

@@ -3,7 +3,7 @@
     python -m omnilearn_jax.main --workdir=runs/paper_hl8_pi \
         --config=configs/paper_bsp.py:hetero=hl8,controller=pi,model=resnet18
 
-Variants (after ':', comma separated; see omnilearn_jax/config_args.py):
+Variants (after ':', comma separated; see omnilearn_jax/config/args.py):
   hetero=uniform|hl1|hl2|hl4|hl8   heterogeneity level (OmniLearn's BSP core tables)
   controller=NAME                   any registered controller (static, proportional, pi, ...)
   model=resnet18|cnn|mlp            the network
@@ -24,8 +24,8 @@ For `data=digits` (1,438 training rows) the same rule uses that count. For your 
 import ml_collections
 
 import controllers
-from omnilearn_jax.config_args import check_choice, parse_arg
-from omnilearn_jax.config_base import base_config
+from omnilearn_jax.config.args import check_choice, parse_arg
+from omnilearn_jax.config.schema import base_config
 
 HETERO = ("uniform", "hl1", "hl2", "hl4", "hl8")
 MODELS = ("resnet18", "cnn", "mlp")

@@ -21,7 +21,7 @@ The model is GPT-2-like (models/transformer.py) and its sizes are config keys:
 import ml_collections
 
 from configs import paper_asp, paper_bsp
-from omnilearn_jax.config_args import check_choice, parse_arg
+from omnilearn_jax.config.args import check_choice, parse_arg
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:

@@ -27,7 +27,7 @@ import os
 import ml_collections
 
 import controllers
-from omnilearn_jax.config_args import check_choice, parse_arg
+from omnilearn_jax.config.args import check_choice, parse_arg
 
 HETERO = ("changing", "hl1", "hl2", "hl4", "hl8")
 LEVELS = (2, 8, 8, 4)  # one level per 2 epochs of the 8

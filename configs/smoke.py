@@ -1,6 +1,6 @@
 """A tiny, fast config for tests: an MLP on digits, a few steps, W&B off."""
 
-from omnilearn_jax.config_base import base_config
+from omnilearn_jax.config.schema import base_config
 
 
 def get_config(arg: str = ""):

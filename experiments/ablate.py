@@ -19,7 +19,7 @@ import sys
 
 from experiments.ablation import spec, table
 from experiments.ablation.runner import Runner, cell_command, is_complete
-from omnilearn_jax import interrupt
+from omnilearn_jax.run import interrupt
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -27,7 +27,7 @@ ARMS = ("static", "proportional")
 
 def run(controller: str, seed: int, args, root: str) -> dict:
     from configs import paper_asp
-    from omnilearn_jax.train import Trainer
+    from omnilearn_jax.run.train import Trainer
 
     c = paper_asp.get_config(f"hetero=hl8,controller={controller},runlocal,model=mlp")
     c.seed = seed

@@ -36,8 +36,8 @@ CASES = (  # (label, controller, its arguments, linear cost and free communicati
 
 def run_case(controller: str, extra: dict, linear: bool, updates: int, workdir: str) -> list[dict]:
     from configs import smoke
-    from omnilearn_jax.runstore import read_metrics
-    from omnilearn_jax.train import Trainer
+    from omnilearn_jax.run.runstore import read_metrics
+    from omnilearn_jax.run.train import Trainer
 
     c = smoke.get_config()
     c.num_workers = c.num_devices = 4

@@ -46,7 +46,7 @@ def level_config(level: int, controller: str, steps: int):
 
 
 def settled_step_time(workdir: str, settle: int) -> float:
-    from omnilearn_jax.runstore import read_metrics
+    from omnilearn_jax.run.runstore import read_metrics
 
     times = [r["step_time"] for r in read_metrics(workdir) if "step_time" in r]
     return float(np.mean(times[settle:]))
@@ -55,7 +55,7 @@ def settled_step_time(workdir: str, settle: int) -> float:
 def run_levels(
     levels=LEVELS, controllers=CONTROLLERS, *, steps: int, settle: int, workdir: str
 ) -> dict[tuple[int, str], float]:
-    from omnilearn_jax.train import train_and_evaluate
+    from omnilearn_jax.run.train import train_and_evaluate
 
     results = {}
     for level in levels:

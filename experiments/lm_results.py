@@ -28,7 +28,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from omnilearn_jax import metrics
+from omnilearn_jax.run import metrics
 
 # Student-t 97.5% quantiles for 1..10 degrees of freedom (a 95% two-sided interval); the
 # study has 3 seeds. More seeds ask scipy.

@@ -95,7 +95,7 @@ def test_rerun_after_kill_finishes_only_the_missing_cells(resumed):
 
 
 def test_every_cell_has_an_offline_wandb_run_matching_its_metrics(resumed):
-    from omnilearn_jax.runstore import read_metrics
+    from omnilearn_jax.run.runstore import read_metrics
     from omnilearn_jax.tracking import find_offline_runs, read_offline_history
 
     workdir = resumed[0]

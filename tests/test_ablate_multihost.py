@@ -14,7 +14,7 @@ import yaml
 from experiments import ablate
 from experiments.ablation import spec
 from experiments.ablation.runner import cell_command
-from omnilearn_jax.runstore import read_metrics
+from omnilearn_jax.run.runstore import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTIHOST = "configs/ablation_multihost.py"

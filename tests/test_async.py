@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from omnilearn_jax.runstore import read_metrics
-from omnilearn_jax.train import Trainer
+from omnilearn_jax.run.runstore import read_metrics
+from omnilearn_jax.run.train import Trainer
 from tests.test_train import smoke_config
 
 

@@ -6,11 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from omnilearn_jax import config_check, optim
-from omnilearn_jax.asp import AsyncLoop
-from omnilearn_jax.compiles import CompileCounter
-from omnilearn_jax.runstore import read_metrics
-from omnilearn_jax.train import Trainer
+from omnilearn_jax.asp.loop import AsyncLoop
+from omnilearn_jax.config import checks
+from omnilearn_jax.engine import optim
+from omnilearn_jax.engine.compiles import CompileCounter
+from omnilearn_jax.run.runstore import read_metrics
+from omnilearn_jax.run.train import Trainer
 from tests.test_async import _async4, _config, _max_diff, _params
 
 
@@ -117,9 +118,9 @@ def test_linear_lr_scaling_with_share_weighting_is_rejected():
     config = _config(num_workers=4, num_devices=4, mode="asp")
     config.asp.lr_scaling = "linear"
     with pytest.raises(ValueError, match="twice"):
-        config_check.check_for_devices(config, 8)
+        checks.check_for_devices(config, 8)
     config.asp.weighting = "mean"
-    config_check.check_for_devices(config, 8)
+    checks.check_for_devices(config, 8)
 
 
 def _unequal(**kw):

@@ -7,8 +7,8 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from omnilearn_jax.asp_wall import Unmeasured, charge_floor
-from omnilearn_jax.faults import TimeGuard
+from omnilearn_jax.asp.wall import Unmeasured, charge_floor
+from omnilearn_jax.engine.faults import TimeGuard
 
 
 def test_the_charge_floor_never_exceeds_what_the_guard_charges():

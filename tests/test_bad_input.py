@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 
-from omnilearn_jax import launch
-from omnilearn_jax.compiles import CompileCounter
-from omnilearn_jax.train import Trainer
+from omnilearn_jax.engine.compiles import CompileCounter
+from omnilearn_jax.run import launch
+from omnilearn_jax.run.train import Trainer
 from tests.test_train import ROOT, smoke_config
 
 SENTINEL = b'{"step": 1, "loss": 1.0}\n'

@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 
-from omnilearn_jax import masking
-from omnilearn_jax.compiles import CompileCounter
-from omnilearn_jax.train import Trainer
+from omnilearn_jax.engine import buckets
+from omnilearn_jax.engine.compiles import CompileCounter
+from omnilearn_jax.run.train import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,30 +26,30 @@ def smoke_config(**overrides):
 
 
 def test_bucket_sizes_are_multiples_of_8_about_the_ratio_apart():
-    assert masking.bucket_sizes(128) == (8, 16, 24, 32, 40, 56, 72, 96, 120, 128)
-    assert masking.bucket_sizes(64, ratio=2.0) == (8, 16, 32, 64)
-    assert masking.bucket_sizes(100) == (8, 16, 24, 32, 40, 56, 72, 96, 104)
-    assert masking.bucket_sizes(5) == (8,)
+    assert buckets.bucket_sizes(128) == (8, 16, 24, 32, 40, 56, 72, 96, 120, 128)
+    assert buckets.bucket_sizes(64, ratio=2.0) == (8, 16, 32, 64)
+    assert buckets.bucket_sizes(100) == (8, 16, 24, 32, 40, 56, 72, 96, 104)
+    assert buckets.bucket_sizes(5) == (8,)
     for ratio in (1.1, 1.25, 1.5):
-        sizes = np.array(masking.bucket_sizes(1000, ratio))
+        sizes = np.array(buckets.bucket_sizes(1000, ratio))
         assert (sizes % 8 == 0).all() and (np.diff(sizes) > 0).all()
         # each bucket is the last times the ratio rounded up to 8 (the last: the capacity)
         np.testing.assert_array_equal(sizes[1:-1], np.ceil(sizes[:-2] * ratio / 8) * 8)
     # a memory budget: blocks above it are whole numbers of chunks
-    assert masking.bucket_sizes(128, memory_rows=30) == (8, 16, 24, 32, 64, 96, 128)
+    assert buckets.bucket_sizes(128, memory_rows=30) == (8, 16, 24, 32, 64, 96, 128)
     with pytest.raises(ValueError, match="bucket_ratio must be > 1"):
-        masking.bucket_sizes(64, ratio=1.0)
+        buckets.bucket_sizes(64, ratio=1.0)
     with pytest.raises(ValueError, match="memory_rows must be >= 0"):
-        masking.bucket_sizes(64, memory_rows=-8)
+        buckets.bucket_sizes(64, memory_rows=-8)
 
 
 def test_each_device_gets_the_smallest_bucket_holding_its_rows():
-    layout = masking.make_layout(num_workers=16, num_devices=8, capacity=128)
+    layout = buckets.make_layout(num_workers=16, num_devices=8, capacity=128)
     sizes = np.array([2, 2, 0, 0, 8, 9, 20, 30, 1, 0, 16, 16, 33, 34, 0, 1])
-    counts = masking.device_counts(sizes, layout)
+    counts = buckets.device_counts(sizes, layout)
     assert counts.tolist() == [4, 0, 17, 50, 1, 32, 67, 1]
-    assert masking.device_buckets(counts, layout).tolist() == [8, 0, 24, 56, 8, 32, 72, 8]
-    blocks = masking.pack(sizes, layout)
+    assert buckets.device_buckets(counts, layout).tolist() == [8, 0, 24, 56, 8, 32, 72, 8]
+    blocks = buckets.pack(sizes, layout)
     assert [b.rows for b in blocks] == [8, 0, 24, 56, 8, 32, 72, 8]
     assert [int(b.mask.sum()) for b in blocks] == counts.tolist()
     # the valid slots of all blocks, in device order, are the global batch in order
@@ -66,9 +66,9 @@ def test_each_device_gets_the_smallest_bucket_holding_its_rows():
     ],
 )
 def test_rows_computed_follow_the_rows_held(sizes, computed):
-    layout = masking.make_layout(num_workers=8, num_devices=8, capacity=128)
-    counts = masking.device_counts(np.array(sizes), layout)
-    assert int(masking.device_buckets(counts, layout).sum()) == computed
+    layout = buckets.make_layout(num_workers=8, num_devices=8, capacity=128)
+    counts = buckets.device_counts(np.array(sizes), layout)
+    assert int(buckets.device_buckets(counts, layout).sum()) == computed
 
 
 def test_a_trainer_runs_each_block_at_its_bucket_with_no_compile_after_warm_up(tmp_path):

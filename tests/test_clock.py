@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from omnilearn_jax.runstore import read_metrics
-from omnilearn_jax.train import Trainer
+from omnilearn_jax.run.runstore import read_metrics
+from omnilearn_jax.run.train import Trainer
 from tests.test_train import smoke_config
 
 
@@ -56,7 +56,7 @@ def test_wall_clock_measures_an_injected_slow_worker(tmp_path):
 def test_calibration_is_the_median_step_time_per_sample(monkeypatch):
     """calibrate_per_sample_cost times the real step: with a clock that advances 0.64 s
     between a step's start and end, the cost of 64 rows is exactly 0.01 s a sample."""
-    from omnilearn_jax import timing
+    from omnilearn_jax.engine import timing
 
     ticks = iter(np.arange(0, 100, 0.32))  # each reading 0.32 s after the last
     monkeypatch.setattr(timing.time, "perf_counter", lambda: float(next(ticks)))

@@ -5,7 +5,7 @@ import os
 import jax
 import jax.numpy as jnp
 
-from omnilearn_jax.compiles import CompileCounter
+from omnilearn_jax.engine.compiles import CompileCounter
 
 _HIT = "/jax/compilation_cache/cache_hits"
 
@@ -45,7 +45,7 @@ def test_the_compile_event_fires_on_a_cache_hit():
 def test_a_serialised_program_is_kept_apart_for_other_codegen_flags(monkeypatch):
     """portable.py's copies: a program compiled at another XLA optimisation level rounds
     differently, so it gets another key; the forced CPU device count does not change code."""
-    from omnilearn_jax import portable
+    from omnilearn_jax.engine import sharing
 
     text, device = "module @m {}", jax.devices()[0]
     keys = {}
@@ -58,6 +58,6 @@ def test_a_serialised_program_is_kept_apart_for_other_codegen_flags(monkeypatch)
         ("default", "--xla_force_host_platform_device_count=8"),
     ):
         monkeypatch.setenv("XLA_FLAGS", flags)
-        keys[name] = portable._fingerprint(text, device)
+        keys[name] = sharing._fingerprint(text, device)
     assert keys["o0"] == keys["o0, 4 devices"]
     assert keys["o0"] != keys["default"]

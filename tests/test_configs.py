@@ -10,9 +10,9 @@ from ml_collections import config_flags
 
 from configs import ablation_default, ablation_smoke, default, paper_bsp, smoke
 from experiments.ablation import spec
-from omnilearn_jax.config_args import parse_arg
-from omnilearn_jax.config_base import base_config
-from omnilearn_jax.config_check import check_config, check_config_types
+from omnilearn_jax.config.args import parse_arg
+from omnilearn_jax.config.checks import check_config, check_config_types
+from omnilearn_jax.config.schema import base_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIGITS_TRAIN = 1438  # 1797 digits minus the 359 test rows
@@ -116,7 +116,7 @@ def test_overriding_the_batch_size_leaves_no_stale_derived_value():
 
 
 def test_run_with_overridden_batch_size_uses_the_new_derived_values(tmp_path):
-    from omnilearn_jax.train import train_and_evaluate
+    from omnilearn_jax.run.train import train_and_evaluate
 
     c = paper_bsp.get_config("runlocal,model=mlp,epochs=2")
     c.num_devices = 4  # the tests have 8 CPU devices; 4 workers on 4 of them
@@ -224,7 +224,7 @@ def test_malformed_configs_fail_with_a_clear_one_line_error(make, message):
     ],
 )
 def test_the_trainer_rejects_the_same_configs(tmp_path, changes, message):
-    from omnilearn_jax.train import Trainer
+    from omnilearn_jax.run.train import Trainer
 
     c = _paper(**changes)
     c.num_devices = 4

@@ -70,7 +70,7 @@ def test_a_run_profiles_its_step_keeps_the_curve_and_reuses_it(tmp_path, monkeyp
     curve lands in the run directory and drives the clock; asked again on the same
     directory (as a resumed run's Trainer asks) it reads it back instead of measuring again."""
     from omnilearn_jax.cluster import measure
-    from omnilearn_jax.train import Trainer
+    from omnilearn_jax.run.train import Trainer
     from tests.test_train import smoke_config
 
     config = smoke_config()
@@ -95,7 +95,7 @@ def test_a_run_profiles_its_step_keeps_the_curve_and_reuses_it(tmp_path, monkeyp
 
 def test_the_curves_config_replays_the_shipped_cpu_curve():
     from configs import curves
-    from omnilearn_jax.config_check import check_config
+    from omnilearn_jax.config.checks import check_config
 
     config = curves.get_config("limit=64,controller=oracle")
     check_config(config)

@@ -9,18 +9,20 @@ import optax
 import pytest
 from flax import nnx
 
-from omnilearn_jax import data, models, optim
+from omnilearn_jax import models
+from omnilearn_jax.data import datasets
+from omnilearn_jax.engine import optim
 from omnilearn_jax.models.resnet import ResNet18
 
 
 def test_the_global_batch_depends_on_seed_and_step_only():
-    a = data.GlobalBatchSampler(1000, 64, seed=3)
-    b = data.GlobalBatchSampler(1000, 64, seed=3)
+    a = datasets.GlobalBatchSampler(1000, 64, seed=3)
+    b = datasets.GlobalBatchSampler(1000, 64, seed=3)
     steps = [40, 0, 17, 15, 16, 31]  # any order, across epochs (15 steps an epoch)
     for t in steps:
         assert np.array_equal(a.indices(t), b.indices(t))
     assert len(set(a.indices(0)) | set(a.indices(1))) == 128  # no repeats within an epoch
-    assert not np.array_equal(a.indices(0), data.GlobalBatchSampler(1000, 64, 4).indices(0))
+    assert not np.array_equal(a.indices(0), datasets.GlobalBatchSampler(1000, 64, 4).indices(0))
     assert not np.array_equal(a.indices(0), a.indices(15))  # a fresh permutation each epoch
     assert np.array_equal(
         a.stream(64 * 14 + 10, 100), np.concatenate([a.indices(14), a.indices(15)])[10:110]
@@ -32,16 +34,16 @@ def test_mnist1d_is_generated_locally_cached_and_leaves_numpy_seeded(tmp_path):
     np.random.seed(123)
     expected = np.random.rand()
     np.random.seed(123)
-    ds = data.load({"name": "mnist1d", "data_dir": str(tmp_path)})
+    ds = datasets.load({"name": "mnist1d", "data_dir": str(tmp_path)})
     assert np.random.rand() == expected  # the generator's reseeding did not leak out
     assert ds.x_train.shape == (4000, 40, 1) and ds.x_test.shape == (1000, 40, 1)
     assert ds.num_classes == 10 and (tmp_path / "mnist1d.npz").exists()
-    again = data.load({"name": "mnist1d", "data_dir": str(tmp_path)})  # from the cache
+    again = datasets.load({"name": "mnist1d", "data_dir": str(tmp_path)})  # from the cache
     assert np.array_equal(ds.x_train, again.x_train)
 
 
 def test_synthetic_and_digits_shapes_and_labels():
-    ds = data.load(
+    ds = datasets.load(
         {
             "name": "synthetic",
             "input_shape": (4, 6, 2),
@@ -52,7 +54,7 @@ def test_synthetic_and_digits_shapes_and_labels():
     )
     assert ds.x_train.shape == (100, 4, 6, 2) and ds.y_test.shape == (20,)
     assert ds.num_classes == 7 and set(np.unique(ds.y_train)) <= set(range(7))
-    digits = data.load({"name": "digits"})
+    digits = datasets.load({"name": "digits"})
     assert digits.input_shape == (8, 8, 1) and len(digits.y_train) + len(digits.y_test) == 1797
     assert digits.x_train.min() >= 0.0 and digits.x_train.max() <= 1.0
 
@@ -62,12 +64,12 @@ def test_digits_read_from_the_shipped_file_equal_scikit_learns_loader():
     `load_digits`'s, and the loaded split holds the pixel values / 16."""
     from sklearn.datasets import load_digits
 
-    images, labels = data.digits_arrays()
+    images, labels = datasets.digits_arrays()
     bunch = load_digits()
     np.testing.assert_array_equal(images, bunch.images)
     np.testing.assert_array_equal(labels, bunch.target)
     assert images.shape == (1797, 8, 8) and images.max() == 16.0
-    ds = data.load({"name": "digits"})
+    ds = datasets.load({"name": "digits"})
     both = np.concatenate([ds.x_train, ds.x_test])[..., 0]
     assert sorted(map(bytes, (both * 16).astype(np.uint8))) == sorted(
         map(bytes, bunch.images.astype(np.uint8))
@@ -82,7 +84,7 @@ def test_npz_round_trip(tmp_path):
     pixels = pixels.astype(np.uint8)
     labels = np.arange(10) % 3
     np.savez(path, x_train=pixels, y_train=labels, x_test=pixels[:2], y_test=np.array([0, 2]))
-    ds = data.load({"name": "npz", "path": str(path)})
+    ds = datasets.load({"name": "npz", "path": str(path)})
     assert ds.x_train.dtype == np.float32 and ds.y_train.dtype == np.int32
     np.testing.assert_array_equal(ds.x_train, (pixels / 255.0).astype(np.float32))
     np.testing.assert_array_equal(ds.x_test, ds.x_train[:2])
@@ -93,7 +95,7 @@ def test_npz_round_trip(tmp_path):
     floats = np.linspace(-2.0, 3.0, 10 * 5).reshape(10, 5)
     np.savez(path, x_train=floats, y_train=labels, x_test=floats[:2], y_test=np.array([0, 2]))
     np.testing.assert_array_equal(
-        data.load({"name": "npz", "path": str(path)}).x_train, floats.astype(np.float32)
+        datasets.load({"name": "npz", "path": str(path)}).x_train, floats.astype(np.float32)
     )
 
 

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from omnilearn_jax import launch
-from omnilearn_jax.interrupt import Interrupted
-from omnilearn_jax.loop import Loop
-from omnilearn_jax.runstore import read_metrics
-from omnilearn_jax.train import Trainer
+from omnilearn_jax.run import launch
+from omnilearn_jax.run.interrupt import Interrupted
+from omnilearn_jax.run.loop import Loop
+from omnilearn_jax.run.runstore import read_metrics
+from omnilearn_jax.run.train import Trainer
 from tests.test_train import ROOT, smoke_config
 
 
@@ -83,7 +83,7 @@ def test_ctrl_c_on_the_command_line_is_one_line_and_status_130(tmp_path):
 def test_an_interrupted_ablation_says_how_many_cells_are_left(tmp_path, monkeypatch, capsys):
     from experiments import ablate
     from experiments.ablation import runner
-    from omnilearn_jax import interrupt
+    from omnilearn_jax.run import interrupt
 
     def stopped(self):
         raise interrupt.Interrupted(signal.SIGTERM)
@@ -100,7 +100,7 @@ def test_an_interrupted_ablation_says_how_many_cells_are_left(tmp_path, monkeypa
 
 
 def test_an_async_run_stops_at_an_update_and_resumes_there(tmp_path, monkeypatch, capsys):
-    from omnilearn_jax.asp import AsyncLoop
+    from omnilearn_jax.asp.loop import AsyncLoop
 
     config = smoke_config()
     config.mode, config.num_workers, config.num_devices = "asp", 4, 4

@@ -19,8 +19,8 @@ import time
 import numpy as np
 import pytest
 
-from omnilearn_jax import launch
-from omnilearn_jax.runstore import read_measured, read_metrics
+from omnilearn_jax.run import launch
+from omnilearn_jax.run.runstore import read_measured, read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Proportional control while worker 2 is away (no rows) in steps [5, 12): splits that move,
@@ -248,15 +248,15 @@ def test_what_one_process_must_do_is_rejected_in_several_before_anything_compile
 ):
     """Checked on every process from the config (the trainer's first step), so every process
     stops with the same line."""
-    from omnilearn_jax import config_check
+    from omnilearn_jax.config import checks
     from tests.test_train import smoke_config
 
     config = smoke_config()
     section, _, leaf = key.rpartition(".")
     (config[section] if section else config)[leaf] = value
-    config_check.check_for_devices(config, 8, 1)
+    checks.check_for_devices(config, 8, 1)
     with pytest.raises(ValueError, match="^" + re.escape(message)):
-        config_check.check_for_devices(config, 8, 2)
+        checks.check_for_devices(config, 8, 2)
 
 
 def test_root_cause_is_the_first_death_not_the_aborts_it_caused():

@@ -3,8 +3,8 @@
 import re
 import time
 
-from omnilearn_jax.loop import Loop
-from omnilearn_jax.train import Trainer
+from omnilearn_jax.run.loop import Loop
+from omnilearn_jax.run.train import Trainer
 from tests.test_train import smoke_config
 
 

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from omnilearn_jax.runstore import read_metrics
-from omnilearn_jax.train import Trainer
+from omnilearn_jax.run.runstore import read_metrics
+from omnilearn_jax.run.train import Trainer
 from tests.test_train import ROOT
 
 

@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from omnilearn_jax import launch, train
-from omnilearn_jax.runstore import read_metrics, start_measured, write_measured
-from omnilearn_jax.train import Trainer
+from omnilearn_jax.run import launch, train
+from omnilearn_jax.run.runstore import read_metrics, start_measured, write_measured
+from omnilearn_jax.run.train import Trainer
 from tests.test_train import ROOT, run_main, smoke_config
 
 STEPS = 30
@@ -238,7 +238,7 @@ def test_losing_a_worker_does_not_compile_the_decision_again(tmp_path):
     import jax
 
     import controllers
-    from omnilearn_jax.compiles import CompileCounter
+    from omnilearn_jax.engine.compiles import CompileCounter
 
     config = smoke_config()
     config.controller.name = "proportional"

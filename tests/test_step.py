@@ -7,10 +7,12 @@ import numpy as np
 import optax
 import pytest
 
-from omnilearn_jax import data, masking, models, portable
-from omnilearn_jax.compiles import CompileCounter
-from omnilearn_jax.mesh import Placement
-from omnilearn_jax.step import TrainState
+from omnilearn_jax import models
+from omnilearn_jax.data import datasets
+from omnilearn_jax.engine import buckets, sharing
+from omnilearn_jax.engine.compiles import CompileCounter
+from omnilearn_jax.engine.mesh import Placement
+from omnilearn_jax.engine.step import TrainState
 
 B = 64
 BACKENDS = ("shard_map", "pmap")
@@ -18,7 +20,7 @@ BACKENDS = ("shard_map", "pmap")
 
 @pytest.fixture(scope="module")
 def digits():
-    return data.load({"name": "digits"})
+    return datasets.load({"name": "digits"})
 
 
 def _splits(num_workers: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -52,7 +54,7 @@ def _steps(backend, apply, tx, layout, example, params, **kwargs):
     placement = Placement(backend, jax.devices())
     steps = placement.steps(apply, tx, chunk=layout.chunk, **kwargs)
     state = _fresh_state(placement, params, tx)
-    steps.compile(state, example, layout.buckets, masking.uniform_bucket(B, layout))
+    steps.compile(state, example, layout.buckets, buckets.uniform_bucket(B, layout))
     return placement, steps
 
 
@@ -73,7 +75,7 @@ def _run_cases(digits, dtype, tol, memory_rows=0, backends=BACKENDS):
     worst = 0.0
     for backend in backends:
         for num_workers in (d, 4 * d):
-            layout = masking.make_layout(  # ratio 2: four buckets to compile, not seven
+            layout = buckets.make_layout(  # ratio 2: four buckets to compile, not seven
                 num_workers=num_workers,
                 num_devices=d,
                 capacity=B,
@@ -106,9 +108,9 @@ def test_blocks_over_the_memory_budget_accumulate_to_the_same_gradient(digits):
     """memory_rows=16: blocks of 24 to 64 rows run as 16-row chunks (buckets become
     multiples of 16 above it), and the gradient is still that of the whole batch (the chunked
     sums are the same code on both backends)."""
-    layout = masking.make_layout(num_workers=8, num_devices=8, capacity=B, memory_rows=16)
+    layout = buckets.make_layout(num_workers=8, num_devices=8, capacity=B, memory_rows=16)
     assert layout.chunk == 16 and layout.buckets == (8, 16, 32, 48, 64)
-    wide = masking.make_layout(num_workers=8, num_devices=8, capacity=B, ratio=2.0, memory_rows=16)
+    wide = buckets.make_layout(num_workers=8, num_devices=8, capacity=B, ratio=2.0, memory_rows=16)
     assert wide.chunk == 16 and wide.buckets == (8, 16, 32, 64)  # what _run_cases uses
     with jax.enable_x64(True):
         _run_cases(digits, np.float64, 1e-10, memory_rows=16, backends=("shard_map",))
@@ -123,7 +125,7 @@ def test_padded_rows_never_touch_the_result(digits, backend):
     )
     sizes = np.array([0, 13, 2, 0, 29, 1, 19, 0])  # buckets 0, 16, 8, 0, 32, 8, 32, 0
     # Ratio 2: four CNN buckets to compile instead of seven; padding is what is tested.
-    layout = masking.make_layout(num_workers=8, num_devices=8, capacity=B, ratio=2.0)
+    layout = buckets.make_layout(num_workers=8, num_devices=8, capacity=B, ratio=2.0)
     assert layout.buckets == (8, 16, 32, 64)
     placement, steps = _steps(backend, apply, optax.sgd(0.1), layout, digits.x_train[:1], params)
     results = []
@@ -143,7 +145,7 @@ def test_padded_rows_never_touch_the_result(digits, backend):
 def test_each_device_runs_its_smallest_bucket_and_nothing_recompiles(digits, backend):
     apply, params = models.create({"name": "mlp", "hidden": 16}, digits.input_shape, 10, 0)
     tx = optax.sgd(0.1)
-    layout = masking.make_layout(num_workers=8, num_devices=8, capacity=B)
+    layout = buckets.make_layout(num_workers=8, num_devices=8, capacity=B)
     assert layout.buckets == (8, 16, 24, 32, 40, 56, 64)
     placement, steps = _steps(backend, apply, tx, layout, digits.x_train[:1], params)
     assert len(steps.variants) == 8 * len(layout.buckets)
@@ -169,8 +171,8 @@ def test_each_device_runs_its_smallest_bucket_and_nothing_recompiles(digits, bac
             assert sorted(ran) == want, (sizes.tolist(), ran)
             assert float(metrics["loss"]) > 0
     assert counter.count == 0
-    assert masking.shared_bucket(np.full(8, 8), layout) == 8
-    assert masking.shared_bucket(np.array([7, 8, 8, 8, 8, 8, 8, 9]), layout) == 0
+    assert buckets.shared_bucket(np.full(8, 8), layout) == 8
+    assert buckets.shared_bucket(np.array([7, 8, 8, 8, 8, 8, 8, 9]), layout) == 0
     with CompileCounter() as sanity:  # the counter does see a compile when one happens
         jax.jit(lambda a: a * 3)(np.ones(7, np.float32)).block_until_ready()
     assert sanity.count == 1
@@ -180,12 +182,12 @@ def test_a_program_loaded_on_another_device_equals_one_compiled_there(digits):
     """Buckets are compiled once and loaded onto the other devices (portable.py); the
     loaded programs give bit-identical sums to programs compiled on each device."""
     apply, params = models.create({"name": "mlp", "hidden": 16}, digits.input_shape, 10, 0)
-    layout = masking.make_layout(num_workers=8, num_devices=8, capacity=16)
+    layout = buckets.make_layout(num_workers=8, num_devices=8, capacity=16)
     assert layout.buckets == (8, 16)
     sizes = np.array([3, 8, 16, 0, 9, 5, 11, 12])
     x, y = digits.x_train[:64], digits.y_train[:64]
     sums, compiles = [], []
-    portable._memory.clear()
+    sharing._memory.clear()
     for loaded in (True, False):
         placement = Placement("shard_map", jax.devices())
         tx = optax.sgd(0.1)

@@ -10,9 +10,11 @@ import numpy as np
 import optax
 import pytest
 
-from omnilearn_jax import data, masking, models, text
-from omnilearn_jax.mesh import Placement
-from omnilearn_jax.step import TrainState
+from omnilearn_jax import models
+from omnilearn_jax.data import datasets, text
+from omnilearn_jax.engine import buckets
+from omnilearn_jax.engine.mesh import Placement
+from omnilearn_jax.engine.step import TrainState
 
 B, L = 32, 8
 MODEL = {"name": "transformer", "width": 16, "depth": 1, "num_heads": 2, "mlp_ratio": 2}
@@ -20,7 +22,7 @@ MODEL = {"name": "transformer", "width": 16, "depth": 1, "num_heads": 2, "mlp_ra
 
 @pytest.fixture(scope="module")
 def corpus():
-    return data.load({"name": "text", "seq_len": L, "num_train": 256, "num_test": 32})
+    return datasets.load({"name": "text", "seq_len": L, "num_train": 256, "num_test": 32})
 
 
 def test_targets_are_the_next_bytes_and_train_and_test_share_none(corpus):
@@ -40,11 +42,15 @@ def test_targets_are_the_next_bytes_and_train_and_test_share_none(corpus):
 def test_a_local_text_file_and_too_small_a_corpus(tmp_path):
     path = tmp_path / "tiny.txt"
     path.write_bytes(bytes(range(40)))
-    ds = data.load({"name": "text", "path": str(path), "seq_len": 4, "num_train": 5, "num_test": 2})
+    ds = datasets.load(
+        {"name": "text", "path": str(path), "seq_len": 4, "num_train": 5, "num_test": 2}
+    )
     assert ds.x_train[1].tolist() == [4, 5, 6, 7] and ds.y_train[1].tolist() == [5, 6, 7, 8]
     assert ds.x_test[-1].tolist() == [35, 36, 37, 38] and ds.y_test[-1].tolist() == [36, 37, 38, 39]
     with pytest.raises(ValueError, match="corpus has 40 bytes"):
-        data.load({"name": "text", "path": str(path), "seq_len": 4, "num_train": 8, "num_test": 2})
+        datasets.load(
+            {"name": "text", "path": str(path), "seq_len": 4, "num_train": 8, "num_test": 2}
+        )
 
 
 def _reference(apply, params, x, y):
@@ -68,7 +74,7 @@ def test_any_split_gives_the_single_device_token_mean(corpus, backend):
     ref_loss, ref_grad = _reference(apply, params, x, y)
     expected = jax.tree.map(jnp.subtract, params, ref_grad)
     d = 4  # of the 8 test devices: fewer programs to load, the same arithmetic
-    layout = masking.make_layout(num_workers=d, num_devices=d, capacity=B, ratio=4.0)
+    layout = buckets.make_layout(num_workers=d, num_devices=d, capacity=B, ratio=4.0)
     assert layout.buckets == (8, 32)
     placement = Placement(backend, jax.devices()[:d])
     steps = placement.steps(apply, tx, chunk=layout.chunk)
@@ -99,7 +105,7 @@ def test_a_run_reports_perplexity_of_its_final_params(tmp_path):
     """Through the trainer on the per-device layout: the eval loss is the token mean over the
     test set (recomputed here from the saved parameters) and perplexity is its exp."""
     from configs import paper_lm
-    from omnilearn_jax.train import train_and_evaluate
+    from omnilearn_jax.run.train import train_and_evaluate
 
     config = paper_lm.get_config("runlocal,hetero=hl8,controller=proportional")
     config.num_devices = 4  # one device a worker, of the 8 test devices
@@ -118,7 +124,7 @@ def test_a_run_reports_perplexity_of_its_final_params(tmp_path):
     sizes = [r["batch_sizes"] for r in records if "batch_sizes" in r]
     assert all(sum(s) == config.global_batch_size for s in sizes) and sizes[-1] != [16] * 4
 
-    ds = data.load(config.dataset)
+    ds = datasets.load(config.dataset)
     apply, params = models.create(config.model, ds.input_shape, 256, config.seed)
     with np.load(os.path.join(tmp_path, "final_params.npz")) as saved:
         flat = dict(saved)
@@ -133,7 +139,7 @@ def test_a_run_reports_perplexity_of_its_final_params(tmp_path):
 def test_lm_configs_pass_the_checks_and_the_ablation_has_24_cells():
     from configs import ablation_lm, paper_lm
     from experiments.ablation import spec
-    from omnilearn_jax.config_check import check_config
+    from omnilearn_jax.config.checks import check_config
 
     for arg in ("", "mode=asp,budget=8", "runlocal,hetero=hl4,controller=pi"):
         c = paper_lm.get_config(arg)

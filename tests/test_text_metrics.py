@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from experiments.ablation import table
-from omnilearn_jax import metrics
 from omnilearn_jax.analysis import report
+from omnilearn_jax.run import metrics
 
 EVALS = [
     {"time": 1.0, "eval_accuracy": 0.2, "eval_perplexity": 30.0},

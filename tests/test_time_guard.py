@@ -3,7 +3,7 @@ row is accepted, and a worker's flag is its own."""
 
 import numpy as np
 
-from omnilearn_jax.faults import TimeGuard
+from omnilearn_jax.engine.faults import TimeGuard
 
 
 def test_a_second_far_off_reading_is_accepted_even_when_others_are_read_between():

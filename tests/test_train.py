@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from omnilearn_jax import launch
-from omnilearn_jax.runstore import read_metrics
-from omnilearn_jax.train import Trainer
+from omnilearn_jax.run import launch
+from omnilearn_jax.run.runstore import read_metrics
+from omnilearn_jax.run.train import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -120,14 +120,14 @@ def test_per_step_caches_follow_the_split_and_the_speeds(tmp_path):
     step; a new split or new speeds must rebuild them, never reuse a stale one."""
     import numpy as np
 
-    from omnilearn_jax import masking
+    from omnilearn_jax.engine import buckets
 
     config = smoke_config()
     t = Trainer(config, str(tmp_path))
     uniform, skewed = np.full(8, 8, np.int32), np.array([0, 1, 2, 3, 4, 5, 6, 43], np.int32)
     for step, sizes in enumerate([uniform, skewed, skewed, uniform]):
         batch = t.batch(step, sizes)
-        want = masking.pack(sizes, t.layout)
+        want = buckets.pack(sizes, t.layout)
         assert [b.rows for b in batch] == [b.rows for b in want]
         for got, block in zip(batch, want, strict=True):
             if block.rows:

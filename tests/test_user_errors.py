@@ -7,14 +7,15 @@ import sys
 
 import pytest
 
-from omnilearn_jax import launch, usererrors
+from omnilearn_jax.config import errors
+from omnilearn_jax.run import launch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def main(workdir, *args, env_extra=None):
     env = launch.child_env()  # main.py makes its devices; other XLA flags stay
-    env.pop(usererrors.VERBOSE_ENV, None)
+    env.pop(errors.VERBOSE_ENV, None)
     env.update(env_extra or {})
     cmd = [sys.executable, "-m", "omnilearn_jax.main", f"--workdir={workdir}", *args]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
@@ -71,7 +72,7 @@ def test_a_user_error_is_one_line_on_stderr_with_status_2(tmp_path, args, messag
 
 def test_verbose_shows_the_traceback(tmp_path):
     args = ["--config=configs/smoke.py", "--config.controller.name=proportinal"]
-    for extra, env in ((["--verbose"], None), ([], {usererrors.VERBOSE_ENV: "1"})):
+    for extra, env in ((["--verbose"], None), ([], {errors.VERBOSE_ENV: "1"})):
         proc = main(tmp_path / "run", *args, *extra, env_extra=env)
         assert proc.returncode != 0
         assert "Traceback (most recent call last)" in proc.stderr
@@ -90,7 +91,7 @@ def test_a_workdir_holding_another_run_is_a_user_error(tmp_path):
 
 
 def test_suggestions_are_added_to_any_unknown_name_with_a_list():
-    add = usererrors.with_suggestion
+    add = errors.with_suggestion
     assert add("unknown dataset 'digit'; valid names: digits, mnist1d") == (
         "unknown dataset 'digit' (did you mean 'digits'?); valid names: digits, mnist1d"
     )

@@ -25,7 +25,7 @@ from typing import Any
 import ml_collections
 
 import controllers
-from omnilearn_jax.config_args import suggest
+from omnilearn_jax.config.args import suggest
 
 _KNOWN = ("base", "grid", "overrides", "group", "target_accuracy", "num_processes")
 
@@ -167,7 +167,7 @@ def load(spec: str) -> Ablation:
 
 def apply_overrides(config: ml_collections.ConfigDict, overrides: Mapping[str, Any]) -> None:
     """Sets dotted keys on a run config; unknown keys and wrong types are one-line ValueErrors."""
-    from omnilearn_jax.config_check import default_reference
+    from omnilearn_jax.config.checks import default_reference
 
     known = _leaf_keys(default_reference(config))
     for key, value in overrides.items():
@@ -224,7 +224,7 @@ def devices_per_process(ablation: Ablation, cell: Cell | None = None) -> int:
 
 def check_cells(ablation: Ablation) -> None:
     """Builds every cell's run config in-process and checks it before anything runs."""
-    from omnilearn_jax.config_check import check_config
+    from omnilearn_jax.config.checks import check_config
 
     for cell in ablation.cells():
         try:

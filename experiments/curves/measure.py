@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
 
     jax.config.update("jax_num_cpu_devices", 1)
     from omnilearn_jax.cluster.measure import run_curve
-    from omnilearn_jax.train import Trainer
+    from omnilearn_jax.run.train import Trainer
 
     config = load_config(args.config)
     config.num_workers = 1

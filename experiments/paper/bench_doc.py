@@ -100,7 +100,7 @@ def _compiles(r: dict) -> str:
     ]
     return (
         "The paper's BSP job (CNN on digits, 4 workers, B = 128); a random split every step, "
-        "counted with `omnilearn_jax.compiles.CompileCounter` (goal: 0 after warm-up).\n\n"
+        "counted with `omnilearn_jax.engine.compiles.CompileCounter` (goal: 0 after warm-up).\n\n"
         + md_table(["phase", "XLA compilations"], rows)
     )
 

@@ -12,7 +12,7 @@ from typing import Any
 import ml_collections
 
 from omnilearn_jax.cluster import HL_TABLES
-from omnilearn_jax.config_args import parse_arg
+from omnilearn_jax.config.args import parse_arg
 
 SEEDS = (0, 1, 2)
 LEVELS = (1, 2, 4, 8)

@@ -14,7 +14,7 @@ import ml_collections
 
 from configs import paper_bsp
 from experiments.paper.common import hl_cores
-from omnilearn_jax.config_args import parse_arg
+from omnilearn_jax.config.args import parse_arg
 
 _OWN = ("level",)
 

@@ -99,7 +99,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.train.max_skipped = 10
     c.train.outlier_factor = 10.0  # reject a worker time this far from its last per-sample time
 
-    # Planted faults, for robustness experiments (see omnilearn_jax/faults.py).
+    # Planted faults, for robustness experiments (see omnilearn_jax/engine/faults.py).
     c.faults = ml_collections.ConfigDict()
     c.faults.nan_step = -1  # this step's inputs become NaN; -1 = never
     c.faults.bad_times = ()  # flat (step, worker, seconds) triples replacing measured times

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omnilearn_jax.runstore import RunStore
+from omnilearn_jax.run.runstore import RunStore
 
 
 class RunLog:

@@ -24,7 +24,7 @@ import ml_collections
 import numpy as np
 
 import controllers
-from omnilearn_jax.config_args import check_choice, suggest
+from omnilearn_jax.config.args import check_choice, suggest
 
 _SECTION = "section"
 
@@ -87,7 +87,7 @@ def default_reference(config: Any = None) -> ml_collections.ConfigDict:
     if config is not None and "controller" in config:
         plugin = config["controller"].get("plugin", "") or ""
     controllers.load_plugin(plugin)
-    from omnilearn_jax.config_base import base_config
+    from omnilearn_jax.config.schema import base_config
 
     return base_config()
 
@@ -149,9 +149,11 @@ def check_for_devices(
     """The checks against the devices and processes at hand (what a trainer calls, and
     `check_config` with the requested device count); raises ValueError for the first
     problem found."""
-    from omnilearn_jax import data, mesh, models, optim
+    from omnilearn_jax import models
+    from omnilearn_jax.data import datasets
+    from omnilearn_jax.engine import mesh, optim
 
-    data.check_name(config.dataset.name)
+    datasets.check_name(config.dataset.name)
     models.check_name(config.model.name)
     mesh.check_backend(config.backend)
     optim.check(config.optimizer)

@@ -16,31 +16,26 @@ import ml_collections
 import numpy as np
 
 import controllers
-from omnilearn_jax import (
-    config_check,
-    data,
-    distributed,
-    masking,
-    metrics,
-    models,
-    optim,
-    step,
-)
-from omnilearn_jax.checkpoint import has_checkpoint
+from omnilearn_jax import models
 from omnilearn_jax.cluster.curve import RUN_FILE, curve_from_dict
 from omnilearn_jax.cluster.measure import run_curve
-from omnilearn_jax.faults import PlantedFaults
-from omnilearn_jax.mesh import Placement, select_devices
-from omnilearn_jax.runstore import start_measured, write_measured
-from omnilearn_jax.timing import calibrate_per_sample_cost, check_cluster, make_timer
+from omnilearn_jax.config import checks
+from omnilearn_jax.data import datasets
+from omnilearn_jax.engine import buckets, optim, step
+from omnilearn_jax.engine.faults import PlantedFaults
+from omnilearn_jax.engine.mesh import Placement, select_devices
+from omnilearn_jax.engine.timing import calibrate_per_sample_cost, check_cluster, make_timer
+from omnilearn_jax.run import distributed, metrics
+from omnilearn_jax.run.checkpoint import has_checkpoint
+from omnilearn_jax.run.runstore import start_measured, write_measured
 
 
 class Trainer:
     """Everything a run needs, built from the config; `run()` executes the loop."""
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: str):
-        config_check.check_config_types(config)  # unknown keys and wrong types first
-        config_check.check_for_devices(config, len(jax.devices()), jax.process_count())
+        checks.check_config_types(config)  # unknown keys and wrong types first
+        checks.check_for_devices(config, len(jax.devices()), jax.process_count())
         controllers.load_plugin(config.controller.plugin)  # registers user controllers
         self.controller = controllers.make_from_config(config.controller)
         self.config, self.workdir = config, workdir
@@ -63,16 +58,16 @@ class Trainer:
         # holds (a device's capacity is shared by its r workers).
         self.bounds = (lo, np.minimum(hi, capacity // r))
         controllers.check_bounds(w, b, *self.bounds)
-        config_check.check_static_sizes(config, *self.bounds)
+        checks.check_static_sizes(config, *self.bounds)
 
-        self.dataset = data.load(config.dataset)
-        self.sampler = data.GlobalBatchSampler(len(self.dataset.y_train), b, config.seed)
+        self.dataset = datasets.load(config.dataset)
+        self.sampler = datasets.GlobalBatchSampler(len(self.dataset.y_train), b, config.seed)
         # Build the cluster model once now, only to check it: a bad profile, trace or cost
         # section must fail before the model is created or anything compiles.
         check_cluster(config, steps_per_epoch=self.sampler.steps_per_epoch)
         self.faults = PlantedFaults(config.faults)
         self.placement = Placement(config.backend, devices)
-        self.layout = masking.make_layout(
+        self.layout = buckets.make_layout(
             num_workers=w,
             num_devices=len(devices),
             capacity=capacity,
@@ -138,7 +133,7 @@ class Trainer:
         cpus = jax.local_devices(backend="cpu")
         free = [d for d in cpus if d not in set(devices)]
         self.host = (free or cpus)[-1 if free else 0]
-        self.eval_layout = masking.Layout(
+        self.eval_layout = buckets.Layout(
             len(devices), 1, -(-config.train.eval_batch_size // len(devices)), (), 0
         )
 
@@ -176,10 +171,10 @@ class Trainer:
         sizes = np.asarray(sizes)
 
         def pack():
-            blocks = masking.pack(sizes, self.layout, self.placement.local_positions)
+            blocks = buckets.pack(sizes, self.layout, self.placement.local_positions)
             where = [self.placement.devices[b.position] for b in blocks]
             masks = jax.device_put([b.mask[None] for b in blocks], where)
-            return blocks, masks, masking.shared_bucket(sizes, self.layout)
+            return blocks, masks, buckets.shared_bucket(sizes, self.layout)
 
         # The same split as the last step (the common case: controllers hold a split until
         # it is worth changing) reuses its blocks and their masks already on the devices.
@@ -188,7 +183,7 @@ class Trainer:
         xs, ys = [], []
         for b in blocks:  # one gather straight from the data set: slot j takes rows[index[j]]
             at = b._replace(index=rows[b.index]) if b.rows else b
-            x, y = masking.gather(self.dataset.x_train, self.dataset.y_train, at)
+            x, y = buckets.gather(self.dataset.x_train, self.dataset.y_train, at)
             xs.append(self.faults.inputs(step_index, x))
             ys.append(y)
         delays = (extras or {}).get("delay")
@@ -197,7 +192,7 @@ class Trainer:
     def compile_variants(self) -> int:
         """Compiles every (device, bucket) local program not compiled yet; returns how many."""
         ds = self.dataset
-        shared = masking.uniform_bucket(self.config.global_batch_size, self.layout)
+        shared = buckets.uniform_bucket(self.config.global_batch_size, self.layout)
         return self.steps.compile(
             self.state, ds.x_train[:1], self.layout.buckets, shared, example_y=ds.y_train[:1]
         )
@@ -211,7 +206,7 @@ class Trainer:
         copy = self.placement.replicate(jax.tree.map(np.array, self.state))
         self.timer.warm_up(self.steps, copy, batch)
         lay = self.eval_layout
-        index, mask = masking.uniform_blocks(0, lay.num_devices, lay.capacity)
+        index, mask = buckets.uniform_blocks(0, lay.num_devices, lay.capacity)
         x, y = self.dataset.x_test[index], self.dataset.y_test[index]
         jax.block_until_ready(self.steps.eval(self.state.params, self._eval_batch(x, y, mask)))
         return compiled
@@ -226,7 +221,7 @@ class Trainer:
         totals = np.zeros(3)
         for start in range(0, len(ds.y_test), chunk):
             n = min(chunk, len(ds.y_test) - start)
-            index, mask = masking.uniform_blocks(n, lay.num_devices, lay.capacity)
+            index, mask = buckets.uniform_blocks(n, lay.num_devices, lay.capacity)
             x, y = ds.x_test[start:][index], ds.y_test[start:][index]
             sums = self.steps.eval(self.state.params, self._eval_batch(x, y, mask))
             totals += [float(sums["loss"]), float(sums["correct"]), float(sums["count"])]
@@ -312,7 +307,7 @@ class Trainer:
         checks at every checkpoint that the decisions were."""
         b = self.config.global_batch_size
         return self._checked.get(
-            _key(sizes), lambda: masking.check_sizes(sizes, b, self.layout)
+            _key(sizes), lambda: buckets.check_sizes(sizes, b, self.layout)
         ).copy()  # a new split is checked; the caller may write to its copy
 
     def next_sizes(self, cstate, obs) -> tuple[np.ndarray, Any]:
@@ -340,11 +335,11 @@ class Trainer:
         sizes[k] = len(rows)
         key = (k, len(rows))
         if key not in self._worker_blocks:
-            (block,) = masking.pack(sizes, self.layout, [k])
+            (block,) = buckets.pack(sizes, self.layout, [k])
             mask = jax.device_put(block.mask[None], self.worker_device(k))
             self._worker_blocks[key] = block, mask
         block, mask = self._worker_blocks[key]
-        x, y = masking.gather(
+        x, y = buckets.gather(
             self.dataset.x_train, self.dataset.y_train, block._replace(index=rows[block.index])
         )
         delays = self.timer.batch_extras(sizes, speeds).get("delay")
@@ -361,10 +356,10 @@ class Trainer:
 
     def run(self) -> dict[str, Any]:
         if self.config.mode == "asp":
-            from omnilearn_jax.asp import AsyncLoop
+            from omnilearn_jax.asp.loop import AsyncLoop
 
             return AsyncLoop(self).run()
-        from omnilearn_jax.loop import Loop
+        from omnilearn_jax.run.loop import Loop
 
         return Loop(self).run()
 

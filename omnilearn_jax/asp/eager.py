@@ -27,8 +27,8 @@ import jax
 import numpy as np
 import optax
 
-from omnilearn_jax.flat import packed_state, packer, unpacker
-from omnilearn_jax.step import TrainState
+from omnilearn_jax.engine.flat import packed_state, packer, unpacker
+from omnilearn_jax.engine.step import TrainState
 
 
 def make_server(tx):

@@ -20,12 +20,12 @@ import ml_collections
 import numpy as np
 
 import controllers
-from omnilearn_jax.checkpoint import Checkpointer
 from omnilearn_jax.cluster import time_to_target
-from omnilearn_jax.config_base import base_config
-from omnilearn_jax.interrupt import deferred, stop_message
-from omnilearn_jax.runlog import RunLog
-from omnilearn_jax.runstore import plain, truncate_metrics
+from omnilearn_jax.config.schema import base_config
+from omnilearn_jax.run.checkpoint import Checkpointer
+from omnilearn_jax.run.interrupt import deferred, stop_message
+from omnilearn_jax.run.runlog import RunLog
+from omnilearn_jax.run.runstore import plain, truncate_metrics
 from omnilearn_jax.tracking import make_tracker
 
 

@@ -39,10 +39,10 @@ import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from omnilearn_jax.asp_eager import contribution
-from omnilearn_jax.flat import Flat, flattenable, packed_state, unpacker
-from omnilearn_jax.masking import Block
-from omnilearn_jax.step import AXIS, TrainState
+from omnilearn_jax.asp.eager import contribution
+from omnilearn_jax.engine.buckets import Block
+from omnilearn_jax.engine.flat import Flat, flattenable, packed_state, unpacker
+from omnilearn_jax.engine.step import AXIS, TrainState
 
 
 def plan_of(applies: list, length: int, pull_at: np.ndarray) -> np.ndarray:

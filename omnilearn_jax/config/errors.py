@@ -14,7 +14,7 @@ import os
 import re
 import sys
 
-from omnilearn_jax.config_args import suggest
+from omnilearn_jax.config.args import suggest
 
 VERBOSE_ENV = "OMNILEARN_VERBOSE"
 EXIT_USER_ERROR = 2

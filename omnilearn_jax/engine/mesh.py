@@ -7,7 +7,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from omnilearn_jax import step
+from omnilearn_jax.engine import step
 
 BACKENDS = ("shard_map", "pmap")
 
@@ -63,7 +63,7 @@ class Placement:
         """Places each device's block on its own device (nothing for an empty device), with
         a leading axis of 1; returns `step.Blocks` of `step.DeviceBlock`s in the order of
         `blocks`. `shared`: the bucket every device computes, when they all compute one
-        (masking.shared_bucket), else 0."""
+        (buckets.shared_bucket), else 0."""
         full = [i for i, b in enumerate(blocks) if b.rows > 0]
 
         def host(i: int) -> list:  # what goes to device i: a placed mask is there already
@@ -89,11 +89,11 @@ class Placement:
         """The blocks of rows x [B, ...], y [B] under the split `sizes`, placed (for tests
         and tools; the trainer gathers straight from its data set). Padded slots get
         `fill` before the step zeroes them (tests use NaN to prove it)."""
-        from omnilearn_jax import masking
+        from omnilearn_jax.engine import buckets
 
-        blocks = masking.pack(np.asarray(sizes), layout, self.local_positions)
-        xs, ys = zip(*(masking.gather(x, y, b, fill) for b in blocks), strict=True)
-        shared = masking.shared_bucket(np.asarray(sizes), layout)
+        blocks = buckets.pack(np.asarray(sizes), layout, self.local_positions)
+        xs, ys = zip(*(buckets.gather(x, y, b, fill) for b in blocks), strict=True)
+        shared = buckets.shared_bucket(np.asarray(sizes), layout)
         return self.blocks(blocks, list(xs), list(ys), [b.mask for b in blocks], None, shared)
 
     def batch(self, local: dict[str, np.ndarray]):

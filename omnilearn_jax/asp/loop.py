@@ -41,14 +41,14 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from omnilearn_jax import masking, optim
-from omnilearn_jax.asp_eager import EagerServer
-from omnilearn_jax.asp_exec import BatchedServer
-from omnilearn_jax.asp_wall import Unmeasured, charge_floor
-from omnilearn_jax.flat import flattenable
-from omnilearn_jax.loop import Runner
-from omnilearn_jax.runlog import RunLog
-from omnilearn_jax.step import TrainState
+from omnilearn_jax.asp.batched import BatchedServer
+from omnilearn_jax.asp.eager import EagerServer
+from omnilearn_jax.asp.wall import Unmeasured, charge_floor
+from omnilearn_jax.engine import buckets, optim
+from omnilearn_jax.engine.flat import flattenable
+from omnilearn_jax.engine.step import TrainState
+from omnilearn_jax.run.loop import Runner
+from omnilearn_jax.run.runlog import RunLog
 
 
 class Flight(NamedTuple):
@@ -307,7 +307,7 @@ class AsyncLoop(Runner):
         compiles."""
         t = self.t
         t.warm_up(0, sizes, t.timer.speeds(0))
-        self.exec.warm_up(masking.uniform_bucket(self.b, t.layout))
+        self.exec.warm_up(buckets.uniform_bucket(self.b, t.layout))
 
     # -- records -------------------------------------------------------------------------
     def flush(self, log: RunLog) -> None:

@@ -22,7 +22,7 @@ import jax
 import numpy as np
 
 from omnilearn_jax.cluster import CostCurve, CostModel, VirtualClock, make_profile
-from omnilearn_jax.faults import PlantedFaults, TimeGuard
+from omnilearn_jax.engine.faults import PlantedFaults, TimeGuard
 
 
 class Timer:

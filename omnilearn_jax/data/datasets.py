@@ -147,9 +147,9 @@ def _synthetic(section: Mapping[str, Any]) -> Dataset:
 
 @_loader("text")
 def _text(section: Mapping[str, Any]) -> Dataset:
-    """Byte-level sequences of the Python standard library's source (omnilearn_jax/text.py):
+    """Byte-level sequences of the Python standard library's source (omnilearn_jax/data/text.py):
     inputs [N, seq_len] int32 tokens, targets the next token at every position."""
-    from omnilearn_jax import text
+    from omnilearn_jax.data import text
 
     return Dataset(*text.load(section), text.VOCAB)
 

@@ -32,8 +32,8 @@ import optax
 from jax.sharding import NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
-from omnilearn_jax import portable
-from omnilearn_jax.masking import Block
+from omnilearn_jax.engine import sharing
+from omnilearn_jax.engine.buckets import Block
 from omnilearn_jax.models import ApplyFn
 
 AXIS = "data"
@@ -250,7 +250,7 @@ class Steps:
                 ]
                 return tuple(args) + ((spec((1,), np.float32),) if self.inject else ())
 
-            by_device = portable.compile_for(jitted, args_for, self.devices, self.portable)
+            by_device = sharing.compile_for(jitted, args_for, self.devices, self.portable)
             return {
                 (p, rows): by_device[d] for p, d in zip(self._positions, self.devices, strict=True)
             }

@@ -1,0 +1,1 @@
+"""Asynchronous training (parameter-server semantics, docs/async.md): its loop and executors."""

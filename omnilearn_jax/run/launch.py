@@ -1,0 +1,310 @@
+"""Runs one training job as N processes on this machine (a local multi-process run).
+
+    python -m omnilearn_jax.launch --num_processes=2 [--devices_per_process=4] -- \\
+        --config=configs/smoke.py --workdir=runs/mp
+
+starts N copies of `python -m omnilearn_jax.main <args after -->` that join one JAX run over
+a free localhost port, each with `devices_per_process` CPU devices. Their output is streamed
+line by line with a `[p<i>] ` prefix. If one process fails, the launcher stops the others
+(SIGTERM, then SIGKILL after `--grace` seconds), names the one that failed first (not a
+peer the runtime aborted because of it), marks the run
+store's summary.json `status: failed` and exits non-zero; it exits 0 only if every process
+does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from omnilearn_jax.run.runstore import RunStore
+
+_FORCE_DEVICES = "--xla_force_host_platform_device_count"
+_POLL_SECONDS = 0.1
+# How long after the first failure other deaths count as its possible consequences.
+_SETTLE_SECONDS = 1.0
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+# Gloo prints one such line per device and collective group; they say nothing once a run
+# works and bury the training log (`--show_gloo` keeps them).
+_GLOO_CHATTER = re.compile(r"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks")
+
+
+def free_port() -> int:
+    """A port that was free a moment ago (the coordinator binds it a second later; the
+    race is harmless on a machine that is not opening ports by the hundred)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of one process: the caller's, minus the XLA flag that fixes the CPU
+    device count (main.py sets the count from `cpu_devices`, and the two would disagree),
+    with unbuffered output so lines arrive as they are printed."""
+    env = dict(os.environ if base is None else base)
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(_FORCE_DEVICES)]
+    if flags:
+        env["XLA_FLAGS"] = " ".join(flags)
+    else:
+        env.pop("XLA_FLAGS", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def process_command(
+    main_args: list[str], *, port: int, num_processes: int, process_id: int, devices: int
+) -> list[str]:
+    """The command line of process `process_id`; the launcher's keys come last, so they
+    win over the same keys in `main_args`."""
+    return [
+        sys.executable,
+        "-m",
+        "omnilearn_jax.main",
+        *main_args,
+        "--config.distributed.enabled=True",
+        f"--config.distributed.coordinator_address=127.0.0.1:{port}",
+        f"--config.distributed.num_processes={num_processes}",
+        f"--config.distributed.process_id={process_id}",
+        f"--config.cpu_devices={devices}",
+    ]
+
+
+def _die_with_parent() -> None:
+    """Runs in each child before exec: on Linux, the kernel sends it SIGKILL if the launcher
+    dies, even by SIGKILL (an ablation runner killing a cell), so no process is orphaned
+    holding the port and the CPUs. Elsewhere, only a launcher that exits cleanly stops them."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _say(lock: threading.Lock, message: str) -> None:
+    with lock:  # whole lines only: the reader threads write to the same stdout
+        sys.stdout.write(message if message.endswith("\n") else message + "\n")
+        sys.stdout.flush()
+
+
+def _stream(index: int, pipe, lock: threading.Lock, show_gloo: bool) -> None:
+    for line in pipe:
+        if show_gloo or not _GLOO_CHATTER.match(line):
+            _say(lock, f"[p{index}] {line}")
+    pipe.close()
+
+
+def _describe(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def stop(procs: list[subprocess.Popen], grace: float) -> None:
+    """SIGTERM to every live process, then SIGKILL to those still alive after `grace` s."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for p in procs:
+        try:
+            p.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def workdir_of(main_args: list[str]) -> str:
+    """The `--workdir` given to main.py ('' if none)."""
+    for i, arg in enumerate(main_args):
+        if arg.startswith("--workdir="):
+            return arg.split("=", 1)[1]
+        if arg == "--workdir" and i + 1 < len(main_args):
+            return main_args[i + 1]
+    return ""
+
+
+def mark_failed(workdir: str, details: dict) -> None:
+    """Records a failure in WORKDIR/summary.json unless the run had already completed.
+
+    A surviving process does not get to do this itself: when a peer dies, JAX's distributed
+    runtime aborts the survivors from C++ (SIGABRT, no Python exception), and process 0,
+    the run store's writer, may be the one that died. Keys the trainer wrote are kept.
+    """
+    if not workdir or not os.path.isdir(workdir):
+        return
+    path = os.path.join(workdir, "summary.json")
+    summary = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            summary = json.load(f)
+    if summary.get("status") == "complete":
+        return
+    summary.update(status="failed", **{k: v for k, v in details.items() if k not in summary})
+    store = RunStore(workdir, append=True)  # append: never truncate the metrics written
+    store.write_summary(summary)
+    store.close()
+
+
+def root_cause(ends: list[tuple[float, int, int]], settle: float = _SETTLE_SECONDS) -> int | None:
+    """The process to blame, from `(end time, index, return code)` of the processes that
+    have ended, or None if none failed.
+
+    When one process dies, JAX's distributed runtime aborts its peers (SIGABRT) within
+    milliseconds, so several failures arrive together and the first failure can land in the
+    same poll as its consequences. Among the failures that ended within `settle` s of the
+    first one, the earliest that is not SIGABRT is the cause; if all of them are SIGABRT, the
+    earliest is. The limit of the rule: a cause that is itself an abort (an XLA check
+    failure) followed within the window by a peer's error exit blames the peer.
+    """
+    failures = sorted((t, i, code) for t, i, code in ends if code != 0)
+    if not failures:
+        return None
+    first = failures[0][0]
+    window = [(t, i, code) for t, i, code in failures if t - first <= settle]
+    cause = next((f for f in window if f[2] != -signal.SIGABRT), window[0])
+    return cause[1]
+
+
+def _watch(index: int, proc: subprocess.Popen, ended: queue.Queue) -> None:
+    """Waits for one process and records when it ended: a blocked wait returns as soon as
+    the process exits, so the order of the records is the order of the deaths."""
+    proc.wait()
+    ended.put((time.monotonic(), index, proc.returncode))
+
+
+def _wait_for_failure(ended: queue.Queue, count: int) -> list[tuple[float, int, int]]:
+    """Collects `(time, index, code)` records until all `count` processes have ended or one
+    has failed; after a failure, also those that end within the settle window."""
+    ends: list[tuple[float, int, int]] = []
+    while len(ends) < count:
+        try:  # a timeout, so that SIGTERM to the launcher is handled promptly
+            ends.append(ended.get(timeout=_POLL_SECONDS))
+        except queue.Empty:
+            continue
+        if ends[-1][2] != 0:
+            deadline = ends[-1][0] + _SETTLE_SECONDS
+            while len(ends) < count and (left := deadline - time.monotonic()) > 0:
+                try:
+                    ends.append(ended.get(timeout=left))
+                except queue.Empty:
+                    break
+            break
+    return ends
+
+
+def launch(
+    main_args: list[str],
+    *,
+    num_processes: int,
+    devices_per_process: int = 0,
+    port: int = 0,
+    grace: float = 10.0,
+    show_gloo: bool = False,
+) -> int:
+    """Runs the job; returns 0 if every process succeeded, else a non-zero exit code."""
+    if num_processes < 1:
+        raise ValueError(f"num_processes must be at least 1, got {num_processes}")
+    devices = devices_per_process or max(8 // num_processes, 1)
+    port = port or free_port()
+    lock = threading.Lock()
+    procs: list[subprocess.Popen] = []
+    threads: list[threading.Thread] = []
+    # SIGTERM to the launcher (a scheduler cancelling the job) must reach the children
+    # too, or they would linger as orphans holding the port and the CPUs.
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        for i in range(num_processes):
+            cmd = process_command(
+                main_args, port=port, num_processes=num_processes, process_id=i, devices=devices
+            )
+            p = subprocess.Popen(
+                cmd,
+                env=child_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+                preexec_fn=_die_with_parent,
+            )
+            procs.append(p)
+            _say(lock, f"[launch] started process {i} pid {p.pid}")
+        # Readers start after the last fork: preexec_fn is only safe while one thread runs.
+        for i, p in enumerate(procs):
+            t = threading.Thread(target=_stream, args=(i, p.stdout, lock, show_gloo), daemon=True)
+            t.start()
+            threads.append(t)
+        # One watcher per process: whichever fails first must stop the rest, and the order
+        # of the deaths tells the cause from its consequences.
+        ended: queue.Queue = queue.Queue()
+        for i, p in enumerate(procs):
+            threading.Thread(target=_watch, args=(i, p, ended), daemon=True).start()
+        failed = root_cause(_wait_for_failure(ended, num_processes))
+        if failed is not None:
+            code = procs[failed].returncode
+            _say(lock, f"[launch] process {failed} {_describe(code)}; stopping the others")
+    finally:
+        stop(procs, grace)  # also on an exception or SIGTERM; a no-op once all have ended
+        for t in threads:
+            t.join(timeout=grace)  # drain what the processes printed last
+        signal.signal(signal.SIGTERM, previous)
+    if failed is None:
+        _say(lock, f"[launch] all {num_processes} processes finished")
+        return 0
+    code = procs[failed].returncode
+    error = f"process {failed} of {num_processes} {_describe(code)}"
+    mark_failed(
+        workdir_of(main_args), {"error": error, "failed_process": failed, "exit_code": code}
+    )
+    _say(lock, f"[launch] FAILED: {error}")
+    return code if code > 0 else 128 - code  # shell convention for a signal: 128 + number
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """Splits `argv` at `--`: launcher options before, main.py's arguments after."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    parser = argparse.ArgumentParser(
+        prog="python -m omnilearn_jax.launch",
+        description="Run omnilearn_jax.main as N processes on this machine.",
+        epilog="Arguments after -- go to omnilearn_jax.main unchanged.",
+    )
+    parser.add_argument("--num_processes", type=int, required=True)
+    parser.add_argument(
+        "--devices_per_process", type=int, default=0, help="CPU devices each (0: 8 // N)"
+    )
+    parser.add_argument("--port", type=int, default=0, help="coordinator port (0: a free one)")
+    parser.add_argument(
+        "--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL"
+    )
+    parser.add_argument("--show_gloo", action="store_true", help="keep Gloo's connection lines")
+    args = parser.parse_args(argv[:cut])
+    main_args = argv[cut + 1 :]
+    if not main_args:
+        parser.error("give main.py's arguments after --, e.g. -- --config=... --workdir=...")
+    return args, main_args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, main_args = parse(sys.argv[1:] if argv is None else argv)
+    return launch(
+        main_args,
+        num_processes=args.num_processes,
+        devices_per_process=args.devices_per_process,
+        port=args.port,
+        grace=args.grace,
+        show_gloo=args.show_gloo,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Command line: python -m omnilearn_jax.main --config=configs/NAME.py[:ARG] --workdir=DIR.
+
+Flags live here and nowhere else; everything else takes the config. Exit status: 0 done,
+2 a user error (one line on stderr; `--verbose` or OMNILEARN_VERBOSE=1 adds the traceback),
+130/143 stopped by Ctrl-C/SIGTERM (the run saved a checkpoint; the same command resumes), 1
+anything else.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import jax
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+import controllers
+from omnilearn_jax.config import errors
+from omnilearn_jax.run import interrupt
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (configs/NAME.py[:ARG]).")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Directory for the run store.")
+_VERBOSE = flags.DEFINE_bool(
+    "verbose", False, f"Show the traceback of a user error (or set {errors.VERBOSE_ENV}=1)."
+)
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def import_controller_plugin(argv: list[str]) -> str:
+    """Imports the module of `--config.controller.plugin` before the flags are parsed.
+
+    The config file is read while the flags are parsed; importing the plug-in first registers
+    its policy, so its own arguments (e.g. `--config.controller.gain=0.3`) are config keys the
+    command line can set like any other. Returns the module name ('' when none is given).
+    """
+    module = ""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--config.controller.plugin="):
+            module = arg.split("=", 1)[1]
+        elif arg == "--config.controller.plugin" and i + 1 < len(argv):
+            module = argv[i + 1]
+    controllers.load_plugin(module)  # a ValueError names the module it cannot import
+    if module and _backends_started():
+        raise errors.UserError(
+            f"controller.plugin={module} ran a JAX operation when imported; the CPU "
+            f"device count and multi-process set-up come later, from the config. Build "
+            f"arrays inside the policy's factory or its init/update, not at module level."
+        )
+    return module
+
+
+def _backends_started() -> bool:
+    """Whether JAX has created its backends (False where this JAX cannot tell)."""
+    try:
+        from jax._src import xla_bridge
+    except ImportError:
+        return False
+    started = getattr(xla_bridge, "backends_are_initialized", None)
+    return bool(started()) if started else False
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+    """absl's flag parsing, with its errors as user errors of one line."""
+    try:
+        return flags.FLAGS(argv)
+    except (flags.Error, KeyError, AttributeError) as e:
+        # ml_collections reports an unknown --config.KEY as KeyError/AttributeError (or as
+        # an unknown flag); the parsed config file's own keys give the suggestion.
+        try:
+            config = flags.FLAGS["config"].value
+        except Exception:
+            config = None
+        message = errors.unknown_override(e, argv, config)
+        if message is None and not isinstance(e, flags.Error):
+            raise
+        raise errors.UserError(message or errors.one_line(e)) from e
+
+
+def main(argv):
+    del argv
+    config = _CONFIG.value
+    # The first line comes at once: building the model and compiling take a while.
+    print(
+        f"starting {config.model.name} on {config.dataset.name}: {config.num_workers} workers, "
+        f"B={config.global_batch_size}, {config.train.num_steps} steps, controller "
+        f"{config.controller.name}, cluster {config.hetero.name}, {config.clock} clock, "
+        f"workdir {_WORKDIR.value}; loading the data, then compiling the model's init, train "
+        f"and eval steps (which takes longer than the steps themselves)",
+        flush=True,
+    )
+    logging.set_verbosity(logging.WARNING)  # keep JAX's backend-probing INFO lines quiet
+    # Must precede the first JAX operation; it only shapes the CPU backend, so a run on GPU
+    # or TPU is unaffected.
+    jax.config.update("jax_num_cpu_devices", config.cpu_devices)
+    from omnilearn_jax.run import distributed
+
+    distributed.initialize(config.distributed)
+    from omnilearn_jax.run.train import train_and_evaluate
+
+    train_and_evaluate(config, _WORKDIR.value)
+
+
+def run(argv: list[str]) -> int:
+    """The command line; returns the exit status (see the module docstring)."""
+    verbose = errors.verbose_requested(argv)
+    interrupt.raise_on_signals()  # SIGTERM too stops with a line, not silently
+    try:
+        errors.check_config_path(argv[1:])
+        import_controller_plugin(argv[1:])
+        app.run(main, argv=argv, flags_parser=parse_flags)
+    except (errors.UserError, *errors.USER_ERRORS) as e:
+        if verbose:
+            raise
+        return errors.report(e)
+    except interrupt.Interrupted as e:  # the loop has saved and said where it stopped
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv))
