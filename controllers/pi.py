@@ -42,6 +42,7 @@ def pi(
     cliff_window: int = 5,
     jump: float = 0.25,
     confirm: int = 3,
+    cliff_hold: int = 100,
 ) -> Controller:
     """PI controller; kp=1, ki=0 is exactly `proportional`.
 
@@ -53,7 +54,9 @@ def pi(
     Other arguments as for `proportional`.
     """
     settings = tracking.validate(
-        tracking.Settings(deadband, smoothing, every, cliff_drop, cliff_window, jump, confirm)
+        tracking.Settings(
+            deadband, smoothing, every, cliff_drop, cliff_window, jump, confirm, cliff_hold
+        )
     )
     for name, value in (("kp", kp), ("ki", ki)):
         if is_concrete(value) and not 0 <= float(value) <= 2:
@@ -64,7 +67,7 @@ def pi(
         sizes = allocate(jnp.ones(num_workers), global_batch, lo, hi)
         return PIState(
             sizes=sizes,
-            tracker=tracking.init_tracker(hi),
+            tracker=tracking.init_tracker(hi, settings),
             anchor=sizes.astype(jnp.float32),
             integral=jnp.zeros(num_workers, jnp.float32),
             num_adjustments=jnp.zeros((), jnp.int32),
@@ -74,9 +77,9 @@ def pi(
         b = obs.batch_sizes
         b_f = b.astype(jnp.float32)
         total_batch = obs.time_table.shape[-1] - 1
-        lo, _ = resolve_bounds(b.shape[0], total_batch, b_min, b_max)
-        p = tracking.p_step(state.tracker, obs, settings, lo)
-        hi = p.tracker.hi
+        lo, hi_limit = resolve_bounds(b.shape[0], total_batch, b_min, b_max)
+        p = tracking.p_step(state.tracker, obs, settings, lo, hi_limit)
+        hi = p.hi
         error = p.target - b_f
         # A P move re-anchors on fresh throughput, which already holds what the integral knew.
         anchor = jnp.where(p.adjust, b_f + kp * error, state.anchor)

@@ -51,6 +51,8 @@ HUBER = 0.05
 MAX_WEIGHT = 20.0
 # Weight a size's measurements decay to when it is not run (half of one measurement).
 STALE = 0.5
+# Holds of a lifted cap double at most this many times (hold 100: 100, 200, ... 1,600 steps).
+MAX_STRIKES = 4
 # A decision may give a worker at most this multiple of the largest size it has run (3 lets
 # the 4-core worker of HL8 take over the 32-core one's share after a swap in one move).
 TRUST = 3
@@ -63,6 +65,9 @@ class PredictiveState(NamedTuple):
     suspect: jax.Array  # int32 [W]: consecutive outliers (+ above, - below)
     suspect_sum: jax.Array  # float [W]: sum of their ratios to the smoothed value
     settled: jax.Array  # int32 [W]: measurements at the current size since it last moved
+    expected: jax.Array  # float [W]: predicted time at the current size when it was chosen
+    age: jax.Array  # int32 [W, B + 1]: steps since each size was last measured
+    strikes: jax.Array  # int32 [W]: caps lifted so far; each doubles the next hold
     noise_sum: jax.Array  # float: discounted sum of squared log-ratios of repeat measurements
     noise_weight: jax.Array  # float: matching discounted count (0 = no repeat yet)
     decisions: jax.Array  # int32: steps on which a decision was due
@@ -79,6 +84,7 @@ def predictive(
     smoothing: float = 0.05,
     jump: float = 0.25,
     confirm: int = 3,
+    cliff_hold: int = 100,
 ) -> Controller:
     """Model-predictive split.
 
@@ -90,7 +96,11 @@ def predictive(
     A new split must also beat one standard error of the estimates (noise * sqrt(2 / n)).
     jump: relative distance from the smoothed time beyond which a measurement is an outlier
     (0 disables outlier handling and speed-change detection); confirm: outliers in a row on
-    the same side that are taken as a speed change.
+    the same side that are taken as a speed change (at a size measured before) or as the true
+    time of a new size (a cliff, a knee). cliff_hold: steps after which a size above the
+    current one, not measured since and dearer per sample than the current one by `jump` (a
+    cliff, or a slowdown that happened to follow a growth), is forgotten, so the worker may
+    grow again; each such lift doubles that worker's next hold (up to 2^MAX_STRIKES).
     """
     if is_concrete(min_gain) and not 0 <= float(min_gain) < 1:
         raise ValueError(f"predictive: min_gain must be in [0, 1), got {min_gain!r}")
@@ -98,7 +108,7 @@ def predictive(
         raise ValueError(f"predictive: smoothing must be in (0, 1], got {smoothing!r}")
     if is_concrete(jump) and float(jump) < 0:
         raise ValueError(f"predictive: jump must be >= 0, got {jump!r}")
-    for name, value in (("settle", settle), ("confirm", confirm)):
+    for name, value in (("settle", settle), ("confirm", confirm), ("cliff_hold", cliff_hold)):
         if int(value) != value or value < 1:
             raise ValueError(f"predictive: {name} must be an int >= 1, got {value!r}")
 
@@ -113,6 +123,9 @@ def predictive(
             suspect=zeros,
             suspect_sum=jnp.zeros(num_workers, jnp.float32),
             settled=zeros,
+            expected=jnp.zeros(num_workers, jnp.float32),
+            age=jnp.zeros((num_workers, global_batch + 1), jnp.int32),
+            strikes=zeros,
             noise_sum=jnp.zeros((), jnp.float32),
             noise_weight=jnp.zeros((), jnp.float32),
             decisions=jnp.zeros((), jnp.int32),
@@ -123,8 +136,8 @@ def predictive(
         b = obs.batch_sizes
         w, n = state.mean.shape
         lo, hi = resolve_bounds(w, n - 1, b_min, b_max)
-        mean, count, suspect, suspect_sum, restart, noise_sum, noise_weight = _measure(
-            state, obs, smoothing, jump, confirm
+        mean, count, age, strikes, suspect, suspect_sum, restart, noise_sum, noise_weight = (
+            _measure(state, obs, smoothing, jump, confirm, cliff_hold)
         )
         noise = jnp.sqrt(noise_sum / jnp.where(noise_weight > 0, noise_weight, 1.0))
         table = predict(mean, count, noise)
@@ -156,6 +169,9 @@ def predictive(
             suspect=suspect,
             suspect_sum=suspect_sum,
             settled=jnp.where(sizes != b, 0, settled),
+            expected=jnp.where(sizes > 0, table[rows, jnp.clip(sizes, 0, n - 1)], 0.0),
+            age=age,
+            strikes=strikes,
             noise_sum=noise_sum,
             noise_weight=noise_weight,
             decisions=state.decisions + due.astype(jnp.int32),
@@ -167,11 +183,16 @@ def predictive(
 
 
 def _measure(
-    state: PredictiveState, obs: Observation, smoothing: Any, jump: Any, confirm: int
+    state: PredictiveState,
+    obs: Observation,
+    smoothing: Any,
+    jump: Any,
+    confirm: int,
+    hold: int,
 ) -> tuple[jax.Array, ...]:
-    """Folds this step's times into the table and the noise estimate.
+    """Folds this step's times into the table and the noise estimate; lifts stale cliffs.
 
-    Returns (mean, count, suspect, suspect_sum, restart, noise_sum, noise_weight).
+    Returns (mean, count, age, strikes, suspect, suspect_sum, restart, noise_sum, noise_weight).
     """
     b, t = obs.batch_sizes, obs.worker_times
     w, n = state.mean.shape
@@ -181,31 +202,48 @@ def _measure(
     old, seen = state.mean[rows, at], state.count[rows, at]
     known = valid & (seen > 0)
     ratio = t / jnp.where(known, old, 1.0)
-    # Only a size measured lately (weight >= 1) can call a measurement an outlier.
-    check = known & (seen >= 1.0) & (jump > 0)
-    up, down = check & (ratio > 1.0 + jump), check & (ratio < 1.0 / (1.0 + jump))
-    suspect, suspect_sum = tracking.streak(state.suspect, state.suspect_sum, up, down, valid, ratio)
+    # A size measured lately (weight >= 1) judges a measurement against its own mean; a new (or
+    # long unmeasured) size against the prediction it was chosen on. So a first execution (2-3x
+    # later runs on the wall clock) or a one-off spike is held back as an outlier, never
+    # recorded as the size's time (which would read as a cliff there).
+    own = known & (seen >= 1.0)
+    guess = valid & ~own & (state.expected > 0)
+    against = jnp.where(own, ratio, t / jnp.where(guess, state.expected, 1.0))
+    check = (own | guess) & (jump > 0)
+    up, down = check & (against > 1.0 + jump), check & (against < 1.0 / (1.0 + jump))
+    suspect, suspect_sum = tracking.streak(
+        state.suspect, state.suspect_sum, up, down, valid, against
+    )
     restart = jnp.abs(suspect) >= confirm
-    # A confirmed speed change rescales the worker's whole curve and keeps one measurement's
-    # worth of confidence, so the new level is learnt quickly at every size.
-    scale = jnp.where(restart, suspect_sum / jnp.maximum(jnp.abs(suspect), 1), 1.0)
-    mean = state.mean * scale[:, None]
+    level = suspect_sum / jnp.maximum(jnp.abs(suspect), 1)
+    # Confirmed at a known size: a speed change, which rescales the worker's whole curve and
+    # keeps one measurement's worth of confidence, so the new level is learnt quickly at every
+    # size. Confirmed at a new size: that size's own time (a cliff, a knee), recorded there.
+    rescale = restart & own
+    found = restart & ~own
+    mean = state.mean * jnp.where(rescale, level, 1.0)[:, None]
     # Forgetting: every size's weight decays like the EWMA, down to half a measurement's, so
     # a size run long ago keeps its shape (a cliff) while recent sizes lead the fit, and is
     # mostly replaced (not taken for an outlier) when it is run again.
     count = jnp.where(
         state.count > STALE, jnp.maximum(state.count * (1 - smoothing), STALE), state.count
     )
-    count = jnp.where(restart[:, None], jnp.minimum(count, 1.0), count)
+    count = jnp.where(rescale[:, None], jnp.minimum(count, 1.0), count)
     # An outlier not (yet) confirmed leaves the table alone.
     use = valid & ~up & ~down & ~restart
     seen = count[rows, at]
     weight = jnp.maximum(1.0 / (seen + 1.0), smoothing)
     point = mean[rows, at] + weight * (t - mean[rows, at])
-    mean = mean.at[rows, at].set(jnp.where(use, point, mean[rows, at]))
-    count = count.at[rows, at].set(jnp.where(use, seen + 1.0, seen))
+    # A new size's time is this (the latest) sample: the streak's first may be a first execution.
+    point = jnp.where(found, t, point)
+    mean = mean.at[rows, at].set(jnp.where(use | found, point, mean[rows, at]))
+    count = count.at[rows, at].set(jnp.where(use, seen + 1.0, jnp.where(found, 1.0, seen)))
     suspect = jnp.where(restart, 0, suspect)
     suspect_sum = jnp.where(restart, 0.0, suspect_sum)
+    age = state.age + 1
+    age = age.at[rows, at].set(jnp.where(valid, 0, age[rows, at]))
+    mean, count, lifted = _lift_stale_cliffs(mean, count, age, state.strikes, b, jump, hold)
+    strikes = jnp.minimum(state.strikes + lifted, MAX_STRIKES)
     # Noise: a repeat measurement's log-ratio to the mean of `seen` earlier ones has variance
     # sigma^2 (1 + 1 / seen); pooled over workers, smoothed like the times.
     repeat = use & known
@@ -215,7 +253,42 @@ def _measure(
     add = jnp.where(jnp.any(repeat), smoothing, 0.0)
     noise_sum = keep * state.noise_sum + add * fresh
     noise_weight = keep * state.noise_weight + add
-    return mean, count, suspect, suspect_sum, restart, noise_sum, noise_weight
+    return mean, count, age, strikes, suspect, suspect_sum, restart, noise_sum, noise_weight
+
+
+def _lift_stale_cliffs(
+    mean: jax.Array,
+    count: jax.Array,
+    age: jax.Array,
+    strikes: jax.Array,
+    sizes: jax.Array,
+    jump: Any,
+    hold: int,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Forgets, per worker, the smallest size above its current one that has not been run for
+    its hold and costs more per sample than the current size by `jump`: such a point caps the
+    worker (the prediction is nondecreasing), and it may have been a slowdown, not a cliff.
+
+    Returns (mean, count, lifted [W] int32)."""
+    w, n = mean.shape
+    rows = jnp.arange(w)
+    index = jnp.arange(n)
+    at = jnp.clip(sizes, 0, n - 1)
+    per_sample = mean / jnp.maximum(index, 1)
+    here = per_sample[rows, at]
+    limit = hold * jnp.left_shift(1, strikes)
+    stale = (
+        (index[None, :] > sizes[:, None])
+        & (count > 0)
+        & (age >= limit[:, None])
+        & (per_sample > (1.0 + jump) * here[:, None])
+        & (count[rows, at] > 0)[:, None]
+    )
+    first = jnp.argmax(stale, axis=1)
+    lift = jnp.any(stale, axis=1)
+    mean = mean.at[rows, first].set(jnp.where(lift, 0.0, mean[rows, first]))
+    count = count.at[rows, first].set(jnp.where(lift, 0.0, count[rows, first]))
+    return mean, count, lift.astype(jnp.int32)
 
 
 def predict(mean: jax.Array, count: jax.Array, noise: Any = 0.0) -> jax.Array:

@@ -36,6 +36,7 @@ def proportional(
     cliff_window: int = 5,
     jump: float = 0.25,
     confirm: int = 3,
+    cliff_hold: int = 100,
 ) -> Controller:
     """OmniLearn's P controller.
 
@@ -43,29 +44,34 @@ def proportional(
       no upper bound). deadband: adjust all workers only when some worker's move exceeds this
       fraction of its batch. smoothing: EWMA weight of the newest per-sample time. every: decide
       every `every` steps, or once per epoch (on obs.epoch_end) when 0. cliff_drop: lower a
-      worker's b_max to its previous size when its throughput falls by this fraction after its
-      batch grew (0 disables); cliff_window: steps measured before that check.
+      worker's b_max to its previous size when its median throughput, in each of two windows
+      of `cliff_window` steps after its batch grew, is this fraction below what it was (0
+      disables); cliff_hold: steps such a cap lasts before the worker may grow again (doubled
+      each time the same cliff is found again). jump, confirm: a per-sample time beyond `jump`
+      of the estimate is held back, unless `confirm` in a row on one side (a speed change).
     """
     settings = tracking.validate(
-        tracking.Settings(deadband, smoothing, every, cliff_drop, cliff_window, jump, confirm)
+        tracking.Settings(
+            deadband, smoothing, every, cliff_drop, cliff_window, jump, confirm, cliff_hold
+        )
     )
 
     def init(num_workers: int, global_batch: int) -> ProportionalState:
         lo, hi = resolve_bounds(num_workers, global_batch, b_min, b_max)
         return ProportionalState(
             sizes=allocate(jnp.ones(num_workers), global_batch, lo, hi),
-            tracker=tracking.init_tracker(hi),
+            tracker=tracking.init_tracker(hi, settings),
             num_adjustments=jnp.zeros((), jnp.int32),
         )
 
     def update(state: ProportionalState, obs: Observation) -> tuple[jax.Array, ProportionalState]:
         b = obs.batch_sizes
         total_batch = obs.time_table.shape[-1] - 1
-        lo, _ = resolve_bounds(b.shape[0], total_batch, b_min, b_max)
-        p = tracking.p_step(state.tracker, obs, settings, lo)
+        lo, hi_limit = resolve_bounds(b.shape[0], total_batch, b_min, b_max)
+        p = tracking.p_step(state.tracker, obs, settings, lo, hi_limit)
         # Without an adjustment the current sizes stand (re-clipped in case a cliff lowered hi).
         shares = jnp.where(p.adjust, p.target, b.astype(jnp.float32))
-        sizes = allocate(shares, total_batch, lo, p.tracker.hi)
+        sizes = allocate(shares, total_batch, lo, p.hi)
         new_state = ProportionalState(
             sizes=sizes,
             tracker=tracking.commit(p.tracker, b, sizes, p.rates),

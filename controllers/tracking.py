@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from controllers import cliff
 from controllers.base import Observation, is_concrete
 
 # Moves smaller than half a sample cannot change a rounded allocation; treating them as zero
@@ -27,6 +28,7 @@ class Settings(NamedTuple):
     cliff_window: int
     jump: Any
     confirm: int
+    cliff_hold: int = 100
 
 
 class Tracker(NamedTuple):
@@ -34,12 +36,7 @@ class Tracker(NamedTuple):
 
     ewma_sum: jax.Array  # discounted sum of per-sample times t_k / b_k
     ewma_weight: jax.Array  # matching discounted count; 0 = never measured
-    hi: jax.Array  # int32 upper bounds, lowered at memory cliffs
-    window_sum: jax.Array  # per-sample times since the last size change
-    window_count: jax.Array  # int32
-    rate_before: jax.Array  # throughput estimate when sizes last changed
-    size_before: jax.Array  # int32 size before the last change
-    grew: jax.Array  # bool: the last change raised this worker; watch for a cliff
+    cliff: cliff.Watch  # memory-cliff evidence and caps (its `hi`: upper bounds)
     suspect: jax.Array  # int32: consecutive samples beyond `jump` (+ above, - below)
     suspect_sum: jax.Array  # sum of those samples
     tick: jax.Array  # int32 scalar: steps since the last decision
@@ -51,6 +48,7 @@ class PStep(NamedTuple):
     due: jax.Array  # bool: a decision step under the cadence, no speed change pending
     adjust: jax.Array  # bool: due and beyond the dead-band, or a cliff was found
     rates: jax.Array  # float [W]: throughput estimates (samples per second)
+    hi: jax.Array  # int32 [W]: upper bounds for this decision (lowered at memory cliffs)
 
 
 def validate(settings: Settings) -> Settings:
@@ -62,11 +60,16 @@ def validate(settings: Settings) -> Settings:
     if int(s.every) != s.every or s.every < 0:
         raise ValueError(f"every must be an int >= 0 (0 = once per epoch), got {s.every!r}")
     _require(s.jump, lambda v: v >= 0, "jump must be >= 0 (0 disables)")
-    for name in ("cliff_window", "confirm"):
+    for name in ("cliff_window", "confirm", "cliff_hold"):
         value = getattr(s, name)
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return s._replace(every=int(s.every), cliff_window=int(s.cliff_window), confirm=int(s.confirm))
+    return s._replace(
+        every=int(s.every),
+        cliff_window=int(s.cliff_window),
+        confirm=int(s.confirm),
+        cliff_hold=int(s.cliff_hold),
+    )
 
 
 def _require(value: Any, ok: Any, message: str) -> None:
@@ -74,27 +77,25 @@ def _require(value: Any, ok: Any, message: str) -> None:
         raise ValueError(f"{message}, got {value!r}")
 
 
-def init_tracker(hi: jax.Array) -> Tracker:
+def init_tracker(hi: jax.Array, s: Settings) -> Tracker:
     w = hi.shape[0]
     zeros_f = jnp.zeros(w, jnp.float32)
     zeros_i = jnp.zeros(w, jnp.int32)
     return Tracker(
         ewma_sum=zeros_f,
         ewma_weight=zeros_f,
-        hi=hi.astype(jnp.int32),
-        window_sum=zeros_f,
-        window_count=zeros_i,
-        rate_before=zeros_f,
-        size_before=zeros_i,
-        grew=jnp.zeros(w, jnp.bool_),
+        cliff=cliff.init_watch(hi, s.cliff_window),
         suspect=zeros_i,
         suspect_sum=zeros_f,
         tick=jnp.zeros((), jnp.int32),
     )
 
 
-def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array) -> PStep:
-    """Folds one observation in and proposes OmniLearn's allocation b_k' ~ X_k."""
+def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: jax.Array) -> PStep:
+    """Folds one observation in and proposes OmniLearn's allocation b_k' ~ X_k.
+
+    `lo` and `hi_limit` are the configured bounds; `PStep.hi` is `hi_limit` lowered at cliffs.
+    """
     b = obs.batch_sizes
     t = obs.worker_times
     # Idle workers give no measurement; they keep their last estimate.
@@ -103,22 +104,18 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array) -> PStep:
     # Smooth per-sample time, not t_k: it survives batch changes under a near-linear cost, so
     # no restart (and no decision on one noisy sample) after each adjustment. The weight gives
     # the bias correction, so the first measurement is taken at face value.
-    keep = 1.0 - s.smoothing
-    ewma_sum = jnp.where(valid, keep * tr.ewma_sum + s.smoothing * sample, tr.ewma_sum)
-    ewma_weight = jnp.where(valid, keep * tr.ewma_weight + s.smoothing, tr.ewma_weight)
-    ewma_sum, ewma_weight, suspect, suspect_sum, restart = _detect_jumps(
-        tr, sample, valid, ewma_sum, ewma_weight, s
+    ewma_sum, ewma_weight, suspect, suspect_sum = _fold(tr, sample, valid, s)
+    # Memory cliff: judged on the window since the size changed (the EWMA lags), by median.
+    watch = cliff.observe(
+        tr.cliff,
+        sample,
+        valid,
+        obs.batch_sizes,
+        drop=s.cliff_drop,
+        hold=s.cliff_hold,
+        lo=lo,
+        hi_limit=hi_limit,
     )
-    window_sum = tr.window_sum + sample
-    window_count = tr.window_count + valid.astype(jnp.int32)
-
-    # Memory cliff: a worker whose throughput fell after its batch grew gets its old size as
-    # its new upper bound. The window (not the EWMA, which lags) holds only post-change data.
-    # A confirmed jump is checked at once: it would otherwise trigger the next move first.
-    rate_now = window_count / jnp.maximum(window_sum, 1e-30)
-    check = tr.grew & ((window_count >= s.cliff_window) | restart) & (s.cliff_drop > 0)
-    cliff = check & (rate_now < (1.0 - s.cliff_drop) * tr.rate_before)
-    hi = jnp.where(cliff, jnp.maximum(jnp.maximum(tr.size_before, lo), 1), tr.hi)
 
     if s.every > 0:
         tick = tr.tick + 1
@@ -139,33 +136,29 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array) -> PStep:
     move = jnp.abs(target - b)
     beyond = jnp.any((move > s.deadband * jnp.maximum(b, 1)) & (move > HALF_SAMPLE))
     # While a worker may be changing speed, wait for confirmation rather than act on an
-    # estimate that is half old, half new (that costs several partial adjustments).
-    due = due & jnp.all(suspect == 0)
-    adjust = (due & beyond & jnp.any(known)) | jnp.any(cliff)
+    # estimate that is half old, half new (that costs several partial adjustments). Likewise
+    # while a worker that grew looks slower, until the cliff verdict.
+    due = due & jnp.all(suspect == 0) & ~jnp.any(watch.alarm)
+    adjust = (due & beyond & jnp.any(known)) | jnp.any(watch.found)
     tracker = tr._replace(
         ewma_sum=ewma_sum,
         ewma_weight=ewma_weight,
-        hi=hi,
-        window_sum=window_sum,
-        window_count=window_count,
-        grew=tr.grew & ~check,
+        cliff=watch.watch,
         suspect=suspect,
         suspect_sum=suspect_sum,
         tick=tick,
     )
-    return PStep(tracker=tracker, target=target, due=due, adjust=adjust, rates=rates)
+    return PStep(tracker, target, due, adjust, rates, watch.watch.hi)
 
 
-def _detect_jumps(
-    tr: Tracker,
-    sample: jax.Array,
-    valid: jax.Array,
-    ewma_sum: jax.Array,
-    ewma_weight: jax.Array,
-    s: Settings,
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
-    """Restarts a worker's EWMA at the mean of `confirm` consecutive samples that all sit more
-    than `jump` (relative) on the same side of the old estimate: a speed change, not noise.
+def _fold(
+    tr: Tracker, sample: jax.Array, valid: jax.Array, s: Settings
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """Folds the samples into the EWMA, holding back outliers, and detects speed changes.
+
+    A sample more than `jump` (relative) from the estimate is held back (a first execution, a
+    spike) unless `confirm` in a row lie on the same side: a speed change, not noise. The
+    worker's EWMA then restarts at their mean.
 
     An EWMA alone lags a step change by ~1/smoothing steps, during which the dead-band fires
     on half-updated estimates and leaves a residual. With 10 % noise and jump 0.25, three
@@ -177,6 +170,10 @@ def _detect_jumps(
     check = valid & known & (s.jump > 0)
     up = check & (ratio > 1.0 + s.jump)
     down = check & (ratio < 1.0 / (1.0 + s.jump))
+    fold = valid & ~up & ~down
+    keep = 1.0 - s.smoothing
+    ewma_sum = jnp.where(fold, keep * tr.ewma_sum + s.smoothing * sample, tr.ewma_sum)
+    ewma_weight = jnp.where(fold, keep * tr.ewma_weight + s.smoothing, tr.ewma_weight)
     suspect, suspect_sum = streak(tr.suspect, tr.suspect_sum, up, down, valid, sample)
     restart = jnp.abs(suspect) >= s.confirm
     # Weight as if the run's samples were the only ones ever seen.
@@ -186,7 +183,7 @@ def _detect_jumps(
     ewma_weight = jnp.where(restart, fresh_weight, ewma_weight)
     suspect = jnp.where(restart, 0, suspect)
     suspect_sum = jnp.where(restart, 0.0, suspect_sum)
-    return ewma_sum, ewma_weight, suspect, suspect_sum, restart
+    return ewma_sum, ewma_weight, suspect, suspect_sum
 
 
 def streak(
@@ -212,16 +209,5 @@ def streak(
 
 
 def commit(tr: Tracker, old: jax.Array, new: jax.Array, rates: jax.Array) -> Tracker:
-    """Records a size change (if any) so the next window and the cliff watch start from it."""
-    moved = jnp.any(new != old)
-
-    def pick(a: jax.Array, b: jax.Array) -> jax.Array:
-        return jnp.where(moved, a, b)
-
-    return tr._replace(
-        window_sum=pick(jnp.zeros_like(tr.window_sum), tr.window_sum),
-        window_count=pick(jnp.zeros_like(tr.window_count), tr.window_count),
-        rate_before=pick(rates, tr.rate_before),
-        size_before=pick(old, tr.size_before),
-        grew=pick(new > old, tr.grew),
-    )
+    """Records a size change (if any) so the cliff watch of each moved worker starts from it."""
+    return tr._replace(cliff=cliff.record_move(tr.cliff, old, new, rates))

@@ -154,7 +154,7 @@ def test_memory_cliff_lowers_b_max_and_stops_oscillation():
 
     history, state = run(0.2)
     assert history[0, 3] == 80  # the first move overfills the fast worker
-    assert state.tracker.hi[3] == 32  # ... which then gets its previous size as b_max
+    assert state.tracker.cliff.hi[3] == 32  # ... which then gets its previous size as b_max
     assert np.all(history[20:] == history[-1]) and history[-1, 3] <= 60
     without, _ = run(0.0)
     assert np.any(without[20:, 3] > 60)  # no cliff rule: it keeps climbing back over the cliff
