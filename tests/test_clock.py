@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from omnilearn_jax.engine.buckets import device_buckets
 from omnilearn_jax.run.runstore import read_metrics
 from omnilearn_jax.run.train import Trainer
 from tests.test_train import smoke_config
@@ -90,3 +91,29 @@ def test_per_sample_cost_zero_is_calibrated_on_this_machine(tmp_path):
     first = read_metrics(tmp_path)[0]
     # Linear model, uniform split of 64 over 8 workers: each worker takes 8 * cost.
     assert np.allclose(first["worker_times"], 8 * cost, rtol=1e-9)
+
+
+def test_no_first_execution_is_timed_in_a_wall_clock_step(tmp_path):
+    """Warm-up runs every (device, bucket) program once, so however the split moves, no
+    step executes a program for the first time (a first run costs several times a later one
+    and the controllers would read it as a slow worker)."""
+    config = smoke_config()
+    config.num_workers = config.num_devices = 4
+    config.global_batch_size = 64
+    config.clock = "wall"
+    config.hetero.name = "cores"
+    config.hetero.cores = (1.0, 1.0, 0.25, 1.0)
+    config.hetero.inject = 0.002
+    config.controller.name = "proportional"
+    config.controller.deadband = 0.05
+    config.train.num_steps = 8
+    config.train.eval_every = 8
+    trainer = Trainer(config, str(tmp_path))
+    trainer.run()
+    train = [r for r in read_metrics(tmp_path) if "worker_times" in r]
+    used = {int(b) for r in train for b in device_buckets(r["batch_sizes"], trainer.layout)}
+    assert len(used) >= 3  # the split did move across buckets
+    programs = trainer.steps.variants
+    assert len(programs) == 4 * len(trainer.layout.buckets)
+    assert min(p.runs for p in programs.values()) >= 1
+    assert trainer.steps.first_runs_in_steps == 0

@@ -43,7 +43,7 @@ def test_the_compile_event_fires_on_a_cache_hit():
 
 
 def test_a_serialised_program_is_kept_apart_for_other_codegen_flags(monkeypatch):
-    """portable.py's copies: a program compiled at another XLA optimisation level rounds
+    """sharing.py's copies: a program compiled at another XLA optimisation level rounds
     differently, so it gets another key; the forced CPU device count does not change code."""
     from omnilearn_jax.engine import sharing
 
@@ -58,6 +58,27 @@ def test_a_serialised_program_is_kept_apart_for_other_codegen_flags(monkeypatch)
         ("default", "--xla_force_host_platform_device_count=8"),
     ):
         monkeypatch.setenv("XLA_FLAGS", flags)
-        keys[name] = sharing._fingerprint(text, device)
+        keys[name] = sharing.fingerprint(text, device)
     assert keys["o0"] == keys["o0, 4 devices"]
     assert keys["o0"] != keys["default"]
+
+
+def test_a_serialised_program_is_keyed_by_device_kind_and_topology(monkeypatch):
+    """Two hosts with other device models, or another number of processes, sharing one
+    cache folder never load each other's binaries."""
+    from types import SimpleNamespace
+
+    from omnilearn_jax.engine import sharing
+
+    real = jax.devices()[0]
+
+    def device(kind):
+        client = SimpleNamespace(platform_version=real.client.platform_version)
+        return SimpleNamespace(platform=real.platform, client=client, device_kind=kind)
+
+    text = "module @m {}"
+    here = sharing.fingerprint(text, device(real.device_kind))
+    assert here == sharing.fingerprint(text, real)
+    assert here != sharing.fingerprint(text, device("another kind"))
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    assert here != sharing.fingerprint(text, real)

@@ -1,6 +1,8 @@
 """Per-device blocks give the gradient of the homogeneous global batch, on both backends;
 each device computes the smallest bucket that holds its rows; nothing recompiles."""
 
+import pickle
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -178,29 +180,71 @@ def test_each_device_runs_its_smallest_bucket_and_nothing_recompiles(digits, bac
     assert sanity.count == 1
 
 
-def test_a_program_loaded_on_another_device_equals_one_compiled_there(digits):
-    """Buckets are compiled once and loaded onto the other devices (portable.py); the
-    loaded programs give bit-identical sums to programs compiled on each device."""
+@pytest.fixture
+def private_caches(tmp_path, monkeypatch):
+    """No program from JAX's persistent cache (an executable read back from it cannot be
+    serialised on CPU, so sharing would fall back) and a disk folder of our own."""
+    monkeypatch.setattr(sharing, "disk_path", lambda key: str(tmp_path / key))
+    monkeypatch.setattr(sharing, "_memory", {})
+    jax.config.update("jax_enable_compilation_cache", False)
+    yield tmp_path
+    jax.config.update("jax_enable_compilation_cache", True)
+
+
+def _compile_and_sum(digits, share: bool):
+    """(compiles, per-device sums) of the local programs of an MLP over 8 devices."""
     apply, params = models.create({"name": "mlp", "hidden": 16}, digits.input_shape, 10, 0)
     layout = buckets.make_layout(num_workers=8, num_devices=8, capacity=16)
     assert layout.buckets == (8, 16)
-    sizes = np.array([3, 8, 16, 0, 9, 5, 11, 12])
     x, y = digits.x_train[:64], digits.y_train[:64]
-    sums, compiles = [], []
+    placement = Placement("shard_map", jax.devices())
+    tx = optax.sgd(0.1)
+    steps = placement.steps(apply, tx, chunk=16)
+    steps.share = share
+    state = _fresh_state(placement, params, tx)  # its small programs are not counted
+    with CompileCounter() as counter:
+        steps.compile(state, x[:1], layout.buckets)
+    blocks = placement.split(layout, SHARE_SIZES, x, y)
+    return counter.count, jax.device_get(steps.local(placement.replicate(params), blocks))
+
+
+SHARE_SIZES = np.array([3, 8, 16, 0, 9, 5, 11, 12])
+
+
+def test_a_program_loaded_on_another_device_equals_one_compiled_there(digits, private_caches):
+    """Buckets are compiled once and loaded onto the other devices (sharing.py); the
+    loaded programs give bit-identical sums to programs compiled on each device."""
+    shared, sums = _compile_and_sum(digits, share=True)
+    alone, reference = _compile_and_sum(digits, share=False)
+    # One compile a bucket when shared, one a device and bucket when not; and the reduction
+    # and update, once.
+    assert (shared, alone) == (2 + 1, 2 * 8 + 1)
+    assert _max_diff(sums, reference) == 0.0
+    assert np.asarray(sums.count).tolist() == SHARE_SIZES.tolist()
+    assert len(list(private_caches.iterdir())) == 2  # one verified copy a bucket on disk
+
+
+def test_a_broken_copy_on_disk_is_deleted_and_compiled_afresh(digits, private_caches):
+    """A copy on disk that cannot be loaded and run is deleted, the program compiled
+    afresh (one compile a bucket), and the good copy written in its place."""
+    _compile_and_sum(digits, share=True)
+    files = sorted(private_caches.iterdir())
+    good = files[0].read_bytes()
+    files[0].write_bytes(good[: len(good) // 2])  # a truncated copy
+    files[1].write_bytes(b"not a program")
     sharing._memory.clear()
-    for loaded in (True, False):
-        placement = Placement("shard_map", jax.devices())
-        tx = optax.sgd(0.1)
-        steps = placement.steps(apply, tx, chunk=16)
-        steps.portable = loaded
-        state = _fresh_state(placement, params, tx)  # its small programs are not counted
-        with CompileCounter() as counter:
-            steps.compile(state, x[:1], layout.buckets)
-        compiles.append(counter.count)
-        blocks = placement.split(layout, sizes, x, y)
-        sums.append(jax.device_get(steps.local(placement.replicate(params), blocks)))
-    # At most one compile a bucket when loaded (none when its serialised copy is on disk
-    # already), one a device and bucket when not; and the reduction and update, once.
-    assert compiles[0] <= 2 + 1 and compiles[1] == 2 * 8 + 1, compiles
-    assert _max_diff(sums[0], sums[1]) == 0.0
-    assert np.asarray(sums[0].count).tolist() == sizes.tolist()
+    compiles, sums = _compile_and_sum(digits, share=True)
+    assert compiles == 2 + 1
+    rewritten = [pickle.loads(f.read_bytes()) for f in files]  # both whole again
+    assert [len(r) for r in rewritten] == [3, 3] and len(files[0].read_bytes()) > len(good) // 2
+    assert np.asarray(sums.count).tolist() == SHARE_SIZES.tolist()
+
+
+def test_a_copy_that_fails_verification_is_never_used(digits, private_caches, monkeypatch):
+    """A loaded copy whose bits differ from the fresh compile's: every device compiles on
+    its own and nothing is written to disk."""
+    monkeypatch.setattr(sharing, "_verified", lambda *a: False)
+    compiles, sums = _compile_and_sum(digits, share=True)
+    assert compiles == 2 * 8 + 1
+    assert list(private_caches.iterdir()) == []
+    assert np.asarray(sums.count).tolist() == SHARE_SIZES.tolist()

@@ -145,6 +145,21 @@ def on_devices(tree, devices: Sequence) -> list:
     return [treedef.unflatten([m[d] for m in by_device]) for d in devices]
 
 
+class Program:
+    """One compiled (device, bucket) program and how often it ran. Warm-up runs each once
+    (`Steps.compile_local`): a program's first execution costs several times a later one
+    (design.md, trap 13) and must never be timed as compute."""
+
+    __slots__ = ("compiled", "runs")
+
+    def __init__(self, compiled):
+        self.compiled, self.runs = compiled, 0
+
+    def __call__(self, *args):
+        self.runs += 1
+        return self.compiled(*args)
+
+
 class Blocks(tuple):
     """The `DeviceBlock`s of one step (this process's devices). `shared` is the bucket that
     every device of the mesh computes when they all compute the same one, else 0."""
@@ -166,8 +181,9 @@ class Steps:
         self._positions = [int(p) for p in placement.local_positions]
         self.devices = [placement.devices[p] for p in self._positions]
         self.inject = inject
-        self.portable = True  # compile a bucket once, load it on each device (portable.py)
-        self.variants: dict[tuple[int, int], Any] = {}  # (position, rows) -> compiled
+        self.share = True  # compile a bucket once, load it on each device (sharing.py)
+        self.variants: dict[tuple[int, int], Program] = {}  # (position, rows) -> program
+        self.first_runs_in_steps = 0  # programs whose first execution was inside a step
 
         def local(params, x, y, mask, delay=None):
             if delay is not None:
@@ -206,7 +222,7 @@ class Steps:
         example_y: np.ndarray | None = None,
     ) -> int:
         """Compiles the local program of every bucket once and loads it onto every local
-        device (portable.py), and the mesh-wide programs of bucket `shared` (0: none; run
+        device (sharing.py), and the mesh-wide programs of bucket `shared` (0: none; run
         once on zeros and a copy of `state`); returns how many (device, bucket) programs
         were added. `example_y` gives the labels' shape past the row axis (sequence targets
         [1, L]; None: one label a row)."""
@@ -230,10 +246,11 @@ class Steps:
         return len(todo) * len(self.devices)
 
     def compile_local(self, jitted, first, buckets: Sequence[int], example_x: np.ndarray) -> dict:
-        """{(position, rows): compiled} of `jitted(first, x, y, mask[, delay])` over a
+        """{(position, rows): Program} of `jitted(first, x, y, mask[, delay])` over a
         device's block of each bucket in `buckets`, as the local programs are: compiled once
-        a bucket and loaded onto every local device (portable.py). `first`: the shapes and
-        dtypes (a tree of jax.ShapeDtypeStruct) of its first argument."""
+        a bucket and loaded onto every local device (sharing.py), then run once on each
+        device so that no first execution is ever timed. `first`: the shapes and dtypes (a
+        tree of jax.ShapeDtypeStruct) of its first argument."""
 
         def build(rows):
             def args_for(device):
@@ -250,10 +267,12 @@ class Steps:
                 ]
                 return tuple(args) + ((spec((1,), np.float32),) if self.inject else ())
 
-            by_device = sharing.compile_for(jitted, args_for, self.devices, self.portable)
-            return {
-                (p, rows): by_device[d] for p, d in zip(self._positions, self.devices, strict=True)
-            }
+            by_device = sharing.compile_for(jitted, args_for, self.devices, self.share)
+            programs = {}
+            for p, d in zip(self._positions, self.devices, strict=True):
+                program = programs[(p, rows)] = Program(by_device[d])
+                jax.block_until_ready(program(*sharing.example_inputs(args_for(d), d)))
+            return programs
 
         out = {}
         for rows in buckets:  # (not in threads: x64 and other JAX settings are per thread)
@@ -299,8 +318,11 @@ class Steps:
                 return None, 0.0
             args = (p, block.x, block.y, block.mask)
             args += (block.delay,) if self.inject else ()
+            program = self.variants[(block.position, block.rows)]
+            if program.runs == 0:  # never after warm-up (compile_local runs each once)
+                self.first_runs_in_steps += 1
             start = time.perf_counter()
-            sums = self.variants[(block.position, block.rows)](*args)
+            sums = program(*args)
             if timed:
                 sums.count.block_until_ready()
             return sums, time.perf_counter() - start
