@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from omnilearn_jax.run import cgroups
+from omnilearn_jax.run import cgroups, launch
 
 _REAL_RMDIR = Path.rmdir
 
@@ -223,3 +223,60 @@ def test_parse_cpus():
         cgroups.parse_cpus("0,2", 2, allowed={0, 1})
     with pytest.raises(ValueError, match="'a' is not a core or a range"):
         cgroups.parse_cpus("0,a", 2, allowed={0, 1})
+
+
+# The launcher's wiring, with a stand-in for main.py: each child prints its pid, what its
+# group's cgroup.procs holds when it runs, and its cores.
+_CHILD = """
+import glob, os, sys
+root, i = sys.argv[1:]
+[procs] = glob.glob(os.path.join(root, "cpu", "omnilearn-*", f"p{i}", "cgroup.procs"))
+print(os.getpid(), open(procs).read(), *sorted(os.sched_getaffinity(0)))
+"""
+
+
+def test_the_launcher_runs_each_process_in_its_group(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cgroups, "ROOT", str(v1_root(tmp_path)))
+    monkeypatch.setattr(
+        launch,
+        "process_command",
+        lambda args, *, process_id, **_: [
+            sys.executable,
+            "-c",
+            _CHILD,
+            str(tmp_path),
+            str(process_id),
+        ],
+    )
+    core = min(os.sched_getaffinity(0))
+    argv = ["--num_processes=2", "--cpu_quota=1,0.5", f"--cpus={core},{core}", "--", "--x"]
+    assert launch.main(argv) == 0
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+    started = {int(w[3]): int(w[5]) for w in lines if w[:2] == ["[launch]", "started"]}
+    seen = {int(w[0][2]): [int(x) for x in w[1:]] for w in lines if w[0] in ("[p0]", "[p1]")}
+    assert seen == {i: [pid, pid, core] for i, pid in started.items()}
+    assert entries(tmp_path / "cpu") == ["cpu.cfs_period_us", "cpu.cfs_quota_us"]
+
+
+def test_the_launcher_stops_with_one_line_where_cgroups_are_missing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cgroups, "ROOT", str(tmp_path))
+    assert launch.main(["--num_processes=2", "--cpu_quota=1,0.5", "--", "--x"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""  # nothing started
+    assert err.startswith(f"[launch] no cgroup cpu controller under {tmp_path} ")
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        ("--cpu_quota=1.0", "--cpu_quota gives 1 quotas for 2 processes: one each"),
+        (f"--cpu_quota=1,{os.cpu_count() + 1}", f"is outside (0, {os.cpu_count()}]"),
+        ("--cpus=0", "--cpus gives 1 entries for 2 processes"),
+    ],
+)
+def test_the_launcher_rejects_bad_quotas_before_starting(option, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        launch.parse(["--num_processes=2", option, "--", "--x"])
+    assert stop.value.code == 2
+    assert message in capsys.readouterr().err

@@ -72,9 +72,10 @@ class Group:
             os.sched_setaffinity(0, self.cpus)
 
 
-def detect(root: str | os.PathLike = ROOT) -> Layout:
-    """The cgroup layout under `root`: v2 with the cpu controller, else v1's cpu hierarchy."""
-    root = Path(root)
+def detect(root: str | os.PathLike | None = None) -> Layout:
+    """The cgroup layout under `root` (default `ROOT`): v2 with the cpu controller, else v1's
+    cpu hierarchy."""
+    root = Path(ROOT if root is None else root)
     controllers = root / "cgroup.controllers"
     if controllers.is_file() and "cpu" in controllers.read_text().split():
         return Layout(2, root)
@@ -189,7 +190,7 @@ def sweep(base: Path) -> list[Path]:
 def create(
     fractions: Sequence[float],
     *,
-    root: str | os.PathLike = ROOT,
+    root: str | os.PathLike | None = None,
     cpus: Sequence[frozenset[int]] = (),
     period_us: int = PERIOD_US,
     owner: int | None = None,
@@ -227,14 +228,21 @@ def create(
     return groups
 
 
+def release(groups: Sequence[Group]) -> list[Path]:
+    """Removes the groups `create` made, once their processes have been reaped; names those
+    left behind (still busy) on stderr and returns them."""
+    left = remove(groups[0].path.parent) if groups else []
+    if left:
+        names = ", ".join(map(str, left))
+        print(f"[launch] cgroups left behind (still busy): {names}", file=sys.stderr)
+    return left
+
+
 @contextlib.contextmanager
 def quota_groups(fractions: Sequence[float], **kwargs) -> Iterator[list[Group]]:
-    """`create(fractions, **kwargs)`, removed when the block ends however it ends (the
-    processes in them must have been reaped by then); groups left busy are named on stderr."""
+    """`create(fractions, **kwargs)`, released when the block ends however it ends."""
     groups = create(fractions, **kwargs)
     try:
         yield groups
     finally:
-        if left := remove(groups[0].path.parent):
-            names = ", ".join(map(str, left))
-            print(f"[launch] cgroups left behind (still busy): {names}", file=sys.stderr)
+        release(groups)

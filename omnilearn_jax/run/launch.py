@@ -10,6 +10,10 @@ line by line with a `[p<i>] ` prefix. If one process fails, the launcher stops t
 peer the runtime aborted because of it), marks the run
 store's summary.json `status: failed` and exits non-zero; it exits 0 only if every process
 does.
+
+`--cpu_quota=1.0,0.25` puts each process in a cgroup with that share of a core (a real
+heterogeneous cluster on one Linux machine) and `--cpus=0,1` pins them to cores; see
+docs/cluster_quotas.md and `omnilearn_jax.run.cgroups`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 
+from omnilearn_jax.run import cgroups
 from omnilearn_jax.run.runstore import RunStore
 
 _FORCE_DEVICES = "--xla_force_host_platform_device_count"
@@ -86,6 +92,20 @@ def _die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _enter(group: cgroups.Group | None, cores: frozenset[int]) -> Callable[[], None]:
+    """A child's `preexec_fn`: die with the launcher, join the quota group, take the cores;
+    all before exec, so JAX starts confined."""
+
+    def enter() -> None:
+        _die_with_parent()
+        if group is not None:
+            group.enter()
+        elif cores:
+            os.sched_setaffinity(0, cores)
+
+    return enter
 
 
 def _say(lock: threading.Lock, message: str) -> None:
@@ -211,8 +231,12 @@ def launch(
     port: int = 0,
     grace: float = 10.0,
     show_gloo: bool = False,
+    cpu_quota: Sequence[float] = (),
+    cpus: Sequence[frozenset[int]] = (),
 ) -> int:
-    """Runs the job; returns 0 if every process succeeded, else a non-zero exit code."""
+    """Runs the job; returns 0 if every process succeeded, else a non-zero exit code.
+    `cpu_quota` (a share of a core for each process) and `cpus` (the cores of each) confine
+    the processes; a machine where that is impossible raises `cgroups.CgroupError`."""
     if num_processes < 1:
         raise ValueError(f"num_processes must be at least 1, got {num_processes}")
     devices = devices_per_process or max(8 // num_processes, 1)
@@ -220,10 +244,15 @@ def launch(
     lock = threading.Lock()
     procs: list[subprocess.Popen] = []
     threads: list[threading.Thread] = []
-    # SIGTERM to the launcher (a scheduler cancelling the job) must reach the children
-    # too, or they would linger as orphans holding the port and the CPUs.
-    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # SIGTERM to the launcher (a scheduler cancelling the job) or SIGHUP (its terminal
+    # closed) must reach the children too, or they would linger as orphans holding the port
+    # and the CPUs, and the quota groups would stay.
+    exits = {signal.SIGTERM: 143, signal.SIGHUP: 129}
+    previous = {s: signal.signal(s, lambda number, _: sys.exit(exits[number])) for s in exits}
+    groups: list[cgroups.Group] = []
     try:
+        if cpu_quota:
+            groups = cgroups.create(cpu_quota, cpus=cpus)
         for i in range(num_processes):
             cmd = process_command(
                 main_args, port=port, num_processes=num_processes, process_id=i, devices=devices
@@ -235,7 +264,7 @@ def launch(
                 stderr=subprocess.STDOUT,
                 text=True,
                 bufsize=1,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_enter(groups[i] if groups else None, cpus[i] if cpus else frozenset()),
             )
             procs.append(p)
             _say(lock, f"[launch] started process {i} pid {p.pid}")
@@ -257,7 +286,9 @@ def launch(
         stop(procs, grace)  # also on an exception or SIGTERM; a no-op once all have ended
         for t in threads:
             t.join(timeout=grace)  # drain what the processes printed last
-        signal.signal(signal.SIGTERM, previous)
+        cgroups.release(groups)  # after stop(): a group empties when its process is reaped
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     if failed is None:
         _say(lock, f"[launch] all {num_processes} processes finished")
         return 0
@@ -287,7 +318,18 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         "--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL"
     )
     parser.add_argument("--show_gloo", action="store_true", help="keep Gloo's connection lines")
+    parser.add_argument(
+        "--cpu_quota", default="", help="a share of a core for each process, e.g. 1.0,0.25"
+    )
+    parser.add_argument("--cpus", default="", help="the cores of each process, e.g. 0,1 or 0-1,2")
     args = parser.parse_args(argv[:cut])
+    try:
+        if args.cpu_quota:
+            args.cpu_quota = cgroups.parse_quotas(args.cpu_quota, args.num_processes)
+        if args.cpus:
+            args.cpus = cgroups.parse_cpus(args.cpus, args.num_processes)
+    except ValueError as e:
+        parser.error(str(e))
     main_args = argv[cut + 1 :]
     if not main_args:
         parser.error("give main.py's arguments after --, e.g. -- --config=... --workdir=...")
@@ -296,14 +338,20 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     args, main_args = parse(sys.argv[1:] if argv is None else argv)
-    return launch(
-        main_args,
-        num_processes=args.num_processes,
-        devices_per_process=args.devices_per_process,
-        port=args.port,
-        grace=args.grace,
-        show_gloo=args.show_gloo,
-    )
+    try:
+        return launch(
+            main_args,
+            num_processes=args.num_processes,
+            devices_per_process=args.devices_per_process,
+            port=args.port,
+            grace=args.grace,
+            show_gloo=args.show_gloo,
+            cpu_quota=args.cpu_quota,
+            cpus=args.cpus,
+        )
+    except cgroups.CgroupError as e:
+        print(f"[launch] {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
