@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from experiments.ablation import spec, sweep
+from experiments.ablation.runner import cell_command
 from omnilearn_jax.run import cgroups, launch
 
 _REAL_RMDIR = Path.rmdir
@@ -280,3 +282,38 @@ def test_the_launcher_rejects_bad_quotas_before_starting(option, message, capsys
         launch.parse(["--num_processes=2", option, "--", "--x"])
     assert stop.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def _ablation(**keys):
+    base = Path(__file__).parents[1] / "configs" / "paper_bsp.py"
+    config = {"base": f"{base}:runlocal,model=mlp", "grid": {"seed": (0,)}, **keys}
+    return spec.from_config(config)
+
+
+def test_an_ablation_gives_every_cell_the_launchers_quotas_and_cores(tmp_path):
+    core = min(os.sched_getaffinity(0))
+    ablation = _ablation(num_processes=2, cpu_quota=(1, 0.25), cpus=f"{core},{core}")
+    cmd = cell_command(ablation, ablation.cells()[0], str(tmp_path))
+    launcher = cmd[cmd.index("omnilearn_jax.launch") + 1 : cmd.index("--")]
+    assert launcher == [
+        "--num_processes=2",
+        "--devices_per_process=2",  # the base's cpu_devices=4, split over 2 processes
+        "--cpu_quota=1.0,0.25",
+        f"--cpus={core},{core}",
+    ]
+    entry = f"--devices_per_process=2 --cpu_quota=1.0,0.25 --cpus={core},{core} --"
+    assert sweep.sweep_dict(ablation)["command"][3].count(entry) == 1  # bash -c SCRIPT
+
+
+@pytest.mark.parametrize(
+    "keys, message",
+    [
+        ({"cpu_quota": (0.5,)}, "ablation cpu_quota and cpus need num_processes > 1"),
+        ({"num_processes": 2, "cpu_quota": (0.5,)}, "ablation cpu_quota gives 1 quotas for 2"),
+        ({"num_processes": 2, "cpu_quota": 0.5}, "ablation cpu_quota must be a tuple"),
+        ({"num_processes": 2, "cpus": "0"}, "ablation cpus gives 1 entries for 2 processes"),
+    ],
+)
+def test_an_ablation_rejects_bad_quotas_before_any_cell(keys, message):
+    with pytest.raises(ValueError, match=message):
+        _ablation(**keys)

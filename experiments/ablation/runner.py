@@ -2,7 +2,8 @@
 
 Each cell is `python -m omnilearn_jax.main --config=BASE --workdir=DIR/CELL --config.K=V ...`
 (or, when the ablation sets num_processes=N > 1, `python -m omnilearn_jax.launch
---num_processes=N --devices_per_process=cpu_devices/N -- <the same arguments>`) with its
+--num_processes=N --devices_per_process=cpu_devices/N [--cpu_quota=... --cpus=...] -- <the
+same arguments>`) with its
 stdout and stderr in DIR/CELL/log.txt, so cells are isolated (a crash, a hang or a leaked
 JAX setting stays in its process) and a cell can be rerun by hand from its log header.
 
@@ -28,7 +29,13 @@ import sys
 import time
 from collections.abc import Callable
 
-from experiments.ablation.spec import Ablation, Cell, devices_per_process, format_value
+from experiments.ablation.spec import (
+    Ablation,
+    Cell,
+    devices_per_process,
+    format_value,
+    launcher_options,
+)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -55,6 +62,7 @@ def cell_command(ablation: Ablation, cell: Cell, workdir: str) -> list[str]:
     # cell's cpu_devices keeps the device count, and so the maths, of the one-process cell.
     k = devices_per_process(ablation, cell)
     launcher = ["-m", "omnilearn_jax.launch", f"--num_processes={n}", f"--devices_per_process={k}"]
+    launcher += launcher_options(ablation)  # CPU quotas and cores, when the ablation sets them
     return [sys.executable, *launcher, "--", *args]
 
 

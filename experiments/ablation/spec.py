@@ -9,6 +9,10 @@ An ablation config file's `get_config(arg)` returns a ConfigDict (or dict) with
   num_processes    optional int >= 1 (default 1); > 1 runs each cell through
                    `omnilearn_jax.launch` as that many JAX processes sharing the cell's
                    `cpu_devices` (so the cell's total device count does not change)
+  cpu_quota        optional tuple, a share of a core for each of the num_processes
+                   processes, e.g. (1.0, 0.25): the launcher's --cpu_quota, a real
+                   heterogeneous cluster from CPU quotas (docs/cluster_quotas.md)
+  cpus             optional string, the cores of each process, e.g. '0,1': --cpus
 Dotted keys need `ConfigDict(..., allow_dotted_keys=True)` or a plain dict.
 """
 
@@ -26,8 +30,18 @@ import ml_collections
 
 import controllers
 from omnilearn_jax.config.args import suggest
+from omnilearn_jax.run import cgroups
 
-_KNOWN = ("base", "grid", "overrides", "group", "target_accuracy", "num_processes")
+_KNOWN = (
+    "base",
+    "grid",
+    "overrides",
+    "group",
+    "target_accuracy",
+    "num_processes",
+    "cpu_quota",
+    "cpus",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +58,8 @@ class Ablation:
     group: str
     target_accuracy: float
     num_processes: int = 1
+    cpu_quota: tuple[float, ...] = ()
+    cpus: str = ""
 
     def cells(self) -> list[Cell]:
         keys = list(self.grid)
@@ -149,6 +165,7 @@ def from_config(config: Any, default_group: str = "ablation") -> Ablation:
     # bool is an int subclass; True would silently mean one process.
     if isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1:
         raise ValueError(f"ablation num_processes must be an int >= 1, got {num_processes!r}")
+    cpu_quota, cpus = _confinement(config, num_processes)
     return Ablation(
         base=str(config["base"]),
         grid={k: tuple(v) for k, v in grid.items()},
@@ -156,7 +173,36 @@ def from_config(config: Any, default_group: str = "ablation") -> Ablation:
         group=str(config.get("group") or default_group),
         target_accuracy=float(config.get("target_accuracy") or 0.0),
         num_processes=num_processes,
+        cpu_quota=cpu_quota,
+        cpus=cpus,
     )
+
+
+def _confinement(config: dict[str, Any], num_processes: int) -> tuple[tuple[float, ...], str]:
+    """The ablation's `cpu_quota` and `cpus`, checked as the launcher checks them."""
+    quota, cpus = config.get("cpu_quota") or (), str(config.get("cpus") or "")
+    if not isinstance(quota, tuple | list):
+        raise ValueError(f"ablation cpu_quota must be a tuple, one per process, got {quota!r}")
+    if (quota or cpus) and num_processes == 1:
+        raise ValueError("ablation cpu_quota and cpus need num_processes > 1 (one each)")
+    try:
+        if quota:
+            quota = cgroups.parse_quotas(",".join(map(str, quota)), num_processes)
+        if cpus:
+            cgroups.parse_cpus(cpus, num_processes)
+    except ValueError as e:
+        raise ValueError(f"ablation {str(e).removeprefix('--')}") from None
+    return tuple(quota), cpus
+
+
+def launcher_options(ablation: Ablation) -> list[str]:
+    """The launcher's --cpu_quota and --cpus for every cell (none if not set)."""
+    options = []
+    if ablation.cpu_quota:
+        options.append("--cpu_quota=" + ",".join(map(str, ablation.cpu_quota)))
+    if ablation.cpus:
+        options.append(f"--cpus={ablation.cpus}")
+    return options
 
 
 def load(spec: str) -> Ablation:

@@ -10,7 +10,8 @@ whatever the ablation's overrides say: those are for local runs (the shipped abl
 offline), and an agent's runs that did not report online would never reach the sweep.
 Tuples are written as the command line's '(a,b)' strings.
 With num_processes=N > 1 the command runs `omnilearn_jax.launch --num_processes=N
---devices_per_process=K -- ...` instead, K = cpu_devices // N as in the runner.
+--devices_per_process=K [--cpu_quota=... --cpus=...] -- ...` instead, K = cpu_devices // N
+as in the runner.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from experiments.ablation.spec import Ablation, devices_per_process, format_value
+from experiments.ablation.spec import (
+    Ablation,
+    devices_per_process,
+    format_value,
+    launcher_options,
+)
 
 WANDB_MODES = ("online", "offline", "disabled")
 
@@ -38,7 +44,8 @@ def _entry_point(ablation: Ablation) -> str:
         # The command line is fixed for the whole sweep, so it can carry only one K.
         raise ValueError("a multi-process sweep cannot sweep cpu_devices; put it in overrides")
     k = devices_per_process(ablation)
-    return f"omnilearn_jax.launch --num_processes={n} --devices_per_process={k} --"
+    options = "".join(f" {o}" for o in launcher_options(ablation))
+    return f"omnilearn_jax.launch --num_processes={n} --devices_per_process={k}{options} --"
 
 
 def sweep_dict(
