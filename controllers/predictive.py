@@ -218,9 +218,17 @@ def _measure(
     level = suspect_sum / jnp.maximum(jnp.abs(suspect), 1)
     # Confirmed at a known size: a speed change, which rescales the worker's whole curve and
     # keeps one measurement's worth of confidence, so the new level is learnt quickly at every
-    # size. Confirmed at a new size: that size's own time (a cliff, a knee), recorded there.
-    rescale = restart & own
-    found = restart & ~own
+    # size. Confirmed at a new size: that size's own time (a cliff, a knee), recorded there,
+    # unless the table contradicts it (time grows with the batch: slower than a larger size
+    # or faster than a smaller one was measured at), which makes it a speed change too.
+    index = jnp.arange(n)[None, :]
+    measured = state.count > 0
+    now = t[:, None]
+    larger_faster = (index > at[:, None]) & measured & ((1.0 + jump) * state.mean < now)
+    smaller_slower = (index < at[:, None]) & measured & (state.mean > (1.0 + jump) * now)
+    speed_change = jnp.where(suspect > 0, larger_faster.any(1), smaller_slower.any(1))
+    rescale = restart & (own | speed_change)
+    found = restart & ~own & ~speed_change
     mean = state.mean * jnp.where(rescale, level, 1.0)[:, None]
     # Forgetting: every size's weight decays like the EWMA, down to half a measurement's, so
     # a size run long ago keeps its shape (a cliff) while recent sizes lead the fit, and is
