@@ -47,6 +47,8 @@ SHRINK = 2.0
 # Second fit pass: a point further than this fraction (beyond SHRINK standard errors) from
 # the first line has its weight cut in proportion.
 HUBER = 0.05
+# Reweighted fits after the first (see `predict`).
+REFITS = 3
 # A size's weight in the fit stops growing here, so one long-held size cannot pin the line.
 MAX_WEIGHT = 20.0
 # Weight a size's measurements decay to when it is not run (half of one measurement).
@@ -314,13 +316,16 @@ def predict(mean: jax.Array, count: jax.Array, noise: Any = 0.0) -> jax.Array:
     seen = count > 0
     weight = jnp.minimum(count, MAX_WEIGHT)
     intercept, slope = _fit(mean, weight, b)
-    # Huber-style second pass: points far off the first fit (a cliff) weigh less in the line.
+    # Reweighted passes: points far off the previous fit (a cliff) weigh less in the line, by
+    # the square of how far beyond the noise they lie, so a 3x cliff point cannot tilt it.
+    for _ in range(REFITS):
+        line = intercept[:, None] + slope[:, None] * b
+        scale = jnp.abs(line) * noise / jnp.sqrt(jnp.maximum(count, 1.0))
+        limit = SHRINK * scale + HUBER * jnp.abs(line)
+        trust = jnp.minimum(1.0, limit / jnp.maximum(jnp.abs(mean - line), 1e-30)) ** 2
+        intercept, slope = _fit(mean, weight * trust, b)
     line = intercept[:, None] + slope[:, None] * b
     scale = jnp.abs(line) * noise / jnp.sqrt(jnp.maximum(count, 1.0))
-    off = jnp.abs(mean - line)
-    limit = SHRINK * scale + HUBER * jnp.abs(line)
-    intercept, slope = _fit(mean, weight * jnp.minimum(1.0, limit / jnp.maximum(off, 1e-30)), b)
-    line = intercept[:, None] + slope[:, None] * b
     residual = mean - line
     residual = jnp.sign(residual) * jnp.maximum(jnp.abs(residual) - SHRINK * scale, 0.0)
     residual = jnp.where(seen, residual, 0.0)
