@@ -1,0 +1,248 @@
+"""Controllers on plants they were not tuned on: predictive beside P and PI (issue 26, point 4).
+
+Run: python -m benchmarks.controller_heldout [--tune-plants 48] [--plants 96] [--write]
+
+1. Tuning: each policy gets the same effort, a grid of 6 settings, scored on the tuning
+   family (seed 0): the mean of the median and the worst of the three ratios below, plus
+   0.01 per adjustment (per 1,000 noisy steps, median) beyond 20.
+2. Held-out: the best setting of each policy on a disjoint family (seed 1), reported.
+
+Plants: `benchmarks.controller_plants` (affine or saturating, half with a memory cliff, noise
+0-20 %, every speed changed at step 250). Ratios are the slowest worker's noise-free time over
+the oracle's optimum at the step when a decision takes effect: after predictive's 5th and
+60th decisions from the start, and its 5th after the speed change. P and PI decide every
+step, so they are read at the same steps as predictive on the same plant and seed (equal
+elapsed steps, not equal decision counts). Adjustments: steps whose split differs from the
+previous one, in 1,000 steps of the same plants with 10 % noise and no speed change.
+`--write` saves docs/results/controller_heldout.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import pathlib
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import controllers
+from benchmarks import controller_plants as plants
+from controllers import metrics, sim
+
+B = plants.GLOBAL_BATCH
+BOUNDS = {"b_min": 1, "b_max": 0}
+STEPS, CHANGE, QUIET_STEPS = 500, 250, 1000
+GOALS = {"after_5": 1.05, "after_60": 1.02, "after_change_5": 1.05, "adjustments": 20}
+GRIDS = {
+    "proportional": {"deadband": (0.05, 0.1, 0.2), "smoothing": (0.05, 0.2)},
+    "pi": {"ki": (0.05, 0.1, 0.3), "deadband": (0.1, 0.2)},
+    "predictive": {"settle": (2, 3), "jump": (0.25, 0.4, 0.6)},
+}
+RESULTS = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results"
+
+
+def _record(state: Any) -> jax.Array:
+    return getattr(state, "decisions", jnp.zeros((), jnp.int32))
+
+
+def run(name: str, kwargs: dict, descs: list[dict], steps: int, seed: int) -> dict[str, np.ndarray]:
+    """Balance [P, T] (noise-free slowest time / optimum), sizes [P, T, W], decisions [P, T]."""
+    controller = controllers.make(name, **BOUNDS, **kwargs)
+
+    def one(plant: sim.Plant, key: jax.Array) -> tuple[jax.Array, ...]:
+        trace, decisions = sim.simulate(
+            controller, plant, global_batch=B, num_steps=steps, key=key, record=_record
+        )
+        best = metrics.optimal_step_times(trace, plant, global_batch=B, **BOUNDS)
+        return trace.model_times.max(-1) / best, trace.batch_sizes, decisions
+
+    keys = jax.random.split(jax.random.key(seed), len(descs))
+    out = jax.jit(jax.vmap(one))(plants.stack(descs), keys)
+    return dict(zip(("balance", "sizes", "decisions"), (np.asarray(a) for a in out), strict=True))
+
+
+def checkpoints(decisions: np.ndarray) -> dict[str, np.ndarray]:
+    """Per plant, the step at which predictive's 5th / 60th decision (and 5th after the
+    change) takes effect: one past the step it was made on."""
+
+    def first(reached: np.ndarray) -> np.ndarray:
+        steps = np.argmax(reached, axis=1) + 1
+        return np.where(reached.any(axis=1), steps, reached.shape[1] - 1)
+
+    before = decisions[:, CHANGE - 1 : CHANGE]
+    return {
+        "after_5": np.minimum(first(decisions >= 5), CHANGE - 1),
+        "after_60": np.minimum(first(decisions >= 60), CHANGE - 1),
+        "after_change_5": np.minimum(first(decisions - before >= 5), STEPS - 1),
+    }
+
+
+def evaluate(
+    name: str, kwargs: dict, descs: list[dict], quiet: list[dict], at: dict | None, seed: int
+) -> tuple[dict[str, np.ndarray], dict]:
+    """Per-plant ratios at the checkpoints (predictive's own when `at` is None)."""
+    main = run(name, kwargs, descs, STEPS, seed)
+    at = checkpoints(main["decisions"]) if at is None else at
+    rows = np.arange(len(descs))
+    values = {key: main["balance"][rows, steps] for key, steps in at.items()}
+    sizes = run(name, kwargs, quiet, QUIET_STEPS, seed + 1000)["sizes"]
+    values["adjustments"] = np.any(sizes[:, 1:] != sizes[:, :-1], axis=-1).sum(-1)
+    return values, at
+
+
+def summary(values: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    return {
+        key: {
+            "median": float(np.median(v)),
+            "p90": float(np.quantile(v, 0.9)),
+            "worst": float(np.max(v)),
+        }
+        for key, v in values.items()
+    }
+
+
+def score(s: dict) -> float:
+    ratios = [
+        s[k][q] for k in ("after_5", "after_60", "after_change_5") for q in ("median", "worst")
+    ]
+    return float(np.mean(ratios)) + 0.01 * max(0.0, s["adjustments"]["median"] - 20)
+
+
+def settings(name: str) -> list[dict]:
+    grid = GRIDS[name]
+    return [dict(zip(grid, combo, strict=True)) for combo in itertools.product(*grid.values())]
+
+
+def tune(descs: list[dict], quiet: list[dict]) -> dict[str, tuple[dict, dict]]:
+    """Best setting (and its tuning summary) per policy. Predictive goes first: its best
+    setting's checkpoints are where P and PI are read."""
+    best, at = {}, None
+    for name in ("predictive", "proportional", "pi"):
+        scored = []
+        for kwargs in settings(name):
+            values, found = evaluate(name, kwargs, descs, quiet, at, 0)
+            s = summary(values)
+            scored.append((score(s), kwargs, s, found))
+            print(f"  tune {name:>12} {kwargs}: score {scored[-1][0]:.4f}", flush=True)
+        _, kwargs, s, found = min(scored, key=lambda x: x[0])
+        best[name] = (kwargs, s)
+        at = found if name == "predictive" else at
+    return best
+
+
+def by_kind(descs: list[dict], values: dict[str, np.ndarray]) -> dict[str, dict]:
+    """Worst ratio after 60 decisions per plant kind (affine/saturating x cliff or not)."""
+    out = {}
+    for kind, cliff in itertools.product(("affine", "saturating"), (False, True)):
+        mask = np.array([d["kind"] == kind and d["cliff"] == cliff for d in descs])
+        if mask.any():
+            label = f"{kind}{' + cliff' if cliff else ''}"
+            out[label] = {
+                "plants": int(mask.sum()),
+                "after_60_worst": float(values["after_60"][mask].max()),
+                "after_change_5_worst": float(values["after_change_5"][mask].max()),
+            }
+    return out
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        "# Controllers on held-out plants",
+        "",
+        f"`{report['command']}` ({report['date']}, jax {report['jax']}). "
+        f"{report['held_out_plants']} held-out plants (seed 1), tuned on "
+        f"{report['tuning_plants']} others (seed 0); see `benchmarks/controller_heldout.py` "
+        "for the family and the definitions. Each cell: median / 90th percentile / worst over "
+        "plants.",
+        "",
+        "| policy (tuned setting) | after 5 decisions | after 60 | 5 after a speed change "
+        "| adjustments / 1,000 steps at 10 % noise |",
+        "|---|---|---|---|---|",
+    ]
+    for name, entry in report["policies"].items():
+        s = entry["held_out"]
+        cells = [
+            f"{s[k]['median']:.3f} / {s[k]['p90']:.3f} / {s[k]['worst']:.3f}"
+            for k in ("after_5", "after_60", "after_change_5")
+        ]
+        adj = s["adjustments"]
+        cells.append(f"{adj['median']:.0f} / {adj['p90']:.0f} / {adj['worst']:.0f}")
+        lines.append(f"| {name} ({entry['setting']}) | " + " | ".join(cells) + " |")
+    goals = report["goals"]
+    lines += [
+        "",
+        f"Goals for predictive (issue 26): at most {goals['after_5']}x after 5 decisions, "
+        f"{goals['after_60']}x after 60, {goals['after_change_5']}x five decisions after a "
+        f"change, {goals['adjustments']} adjustments per 1,000 noisy steps.",
+        "",
+        "Predictive's goals, by the worst held-out plant and by the median:",
+        "",
+    ]
+    for key, met in report["goals_met"].items():
+        lines.append(f"- {key}: median {met['median']}, worst {met['worst']}")
+    lines += ["", "Worst ratio by plant kind (held-out):", ""]
+    lines += ["| policy | kind | plants | after 60 | 5 after a change |", "|---|---|---|---|---|"]
+    for name, entry in report["policies"].items():
+        for kind, k in entry["by_kind"].items():
+            lines.append(
+                f"| {name} | {kind} | {k['plants']} | {k['after_60_worst']:.3f} "
+                f"| {k['after_change_5_worst']:.3f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tune-plants", type=int, default=48)
+    parser.add_argument("--plants", type=int, default=96)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args(argv)
+
+    tuning = plants.family(0, args.tune_plants, change=CHANGE)
+    tuning_quiet = plants.family(0, args.tune_plants, change=plants.NEVER, noise=0.1)
+    held = plants.family(1, args.plants, change=CHANGE)
+    held_quiet = plants.family(1, args.plants, change=plants.NEVER, noise=0.1)
+    start = time.time()
+    best = tune(tuning, tuning_quiet)
+    report: dict[str, Any] = {
+        "command": "python -m benchmarks.controller_heldout "
+        f"--tune-plants {args.tune_plants} --plants {args.plants}",
+        "date": time.strftime("%Y-%m-%d"),
+        "jax": jax.__version__,
+        "tuning_plants": args.tune_plants,
+        "held_out_plants": args.plants,
+        "goals": GOALS,
+        "policies": {},
+    }
+    at = None
+    for name in ("predictive", "proportional", "pi"):
+        kwargs, tuned = best[name]
+        values, found = evaluate(name, kwargs, held, held_quiet, at, 1)
+        at = found if name == "predictive" else at
+        report["policies"][name] = {
+            "setting": ", ".join(f"{k}={v}" for k, v in kwargs.items()),
+            "tuning": tuned,
+            "held_out": summary(values),
+            "by_kind": by_kind(held, values),
+            "per_plant": {k: np.round(v, 4).tolist() for k, v in values.items()},
+        }
+    pred = report["policies"]["predictive"]["held_out"]
+    report["goals_met"] = {
+        key: {q: bool(pred[key][q] <= goal) for q in ("median", "worst")}
+        for key, goal in GOALS.items()
+    }
+    report["seconds"] = round(time.time() - start, 1)
+    print(markdown(report))
+    if args.write:
+        report["plants"] = held
+        (RESULTS / "controller_heldout.json").write_text(json.dumps(report, indent=1) + "\n")
+        (RESULTS / "controller_heldout.md").write_text(markdown(report))
+
+
+if __name__ == "__main__":
+    main()
