@@ -14,9 +14,10 @@ This policy keeps, per worker, the smoothed time it measured at every batch size
 
 On the predicted table it solves the integer min-max split under the bounds exactly (the
 oracle's solver, `solve_min_max`). Noise is kept out by three things: a measurement at a
-size already seen that lies beyond `jump` of its smoothed value is held back (an outlier)
-until `confirm` in a row on the same side show a speed change, which then rescales that
-worker's whole curve by their mean ratio (the curve's shape stays); a new split is taken
+size already seen that lies beyond `jump` of its smoothed value (or, at a new size, of the
+time predicted for it: a first execution) is held back (an outlier) until `confirm` in a row
+on the same side show a speed change, which then rescales that worker's whole curve by their
+mean ratio (the curve's shape stays), or, at a new size, that size's own time; a new split is taken
 only when its predicted step time is at least `min_gain` below the current split's; and a
 decision waits until every busy worker has `settle` measurements at its current size.
 Cannikin (Middleware'23) and OptPerf fit per-worker time models similarly; the formulas here
