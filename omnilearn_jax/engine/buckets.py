@@ -147,8 +147,17 @@ class Block(NamedTuple):
 
 def pack(sizes: np.ndarray, layout: Layout, positions=None) -> tuple[Block, ...]:
     """Every device's block for the split `sizes` (only `positions` when given: a process
-    of a multi-process run packs only its own devices)."""
+    of a multi-process run packs only its own devices). Rows above the largest bucket are
+    refused: a block holds at most its bucket, and silently dropping rows would change the
+    gradient."""
     counts = device_counts(sizes, layout)
+    over = np.flatnonzero(counts > layout.buckets[-1])
+    if over.size:
+        d = int(over[0])
+        raise ValueError(
+            f"device {d} holds {int(counts[d])} rows, above the largest bucket "
+            f"({layout.buckets[-1]}); the split {np.asarray(sizes).tolist()} exceeds capacity"
+        )
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     buckets = device_buckets(counts, layout)
     positions = range(layout.num_devices) if positions is None else positions

@@ -18,8 +18,10 @@ def check_backend(name: str) -> None:
 
 
 def select_devices(num_devices: int) -> list:
-    """The first `num_devices` devices (0: all of them)."""
-    devices = jax.devices()
+    """The first `num_devices` devices (0: all of them), ordered by (process, id): each
+    process's devices are then contiguous on the data axis, which `Placement` needs
+    (`jax.devices()` alone does not promise it, on larger TPU slices for one)."""
+    devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
     if num_devices < 0 or num_devices > len(devices):
         raise ValueError(
             f"num_devices={num_devices} but {len(devices)} {devices[0].platform} device(s) "

@@ -19,7 +19,6 @@ never compiles.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +31,7 @@ import optax
 from jax.sharding import NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
-from omnilearn_jax.engine import sharing
+from omnilearn_jax.engine import cpus, sharing
 from omnilearn_jax.engine.buckets import Block
 from omnilearn_jax.models import ApplyFn
 
@@ -207,7 +206,7 @@ class Steps:
         # device waits at once. Blocks are launched largest first.
         workers = len(self.devices)
         if self.devices[0].platform == "cpu" and not inject:
-            workers = min(workers, len(os.sched_getaffinity(0)) or 1)
+            workers = min(workers, cpus.usable_cpus())
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="device")
         self._stacked = NamedSharding(placement.mesh, P(AXIS))
         self.finish, self.eval, self._reduce = _backend(placement, apply, tx)

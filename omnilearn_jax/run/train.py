@@ -300,11 +300,10 @@ class Trainer:
         return self.checked(np.asarray(sizes))
 
     def checked(self, sizes: np.ndarray) -> np.ndarray:
-        """The split, validated against the layout. Every process decides it itself, with
-        no collective: its inputs (the controller state, the worker times, the speeds) are
-        the same on every process (virtual times are a function of (seed, step) and of the
-        cost measured once on process 0; wall times are all-gathered), and `agreement`
-        checks at every checkpoint that the decisions were."""
+        """The split, validated against the layout. Every process decides it itself from
+        the same inputs (virtual times are a function of (seed, step) and of the cost
+        measured once on process 0; wall times are all-gathered), then takes process 0's
+        (`next_sizes`), and `agreement` checks at every checkpoint that they agreed."""
         b = self.config.global_batch_size
         return self._checked.get(
             _key(sizes), lambda: buckets.check_sizes(sizes, b, self.layout)
@@ -317,7 +316,7 @@ class Trainer:
             sizes, cstate = self.decide(cstate, obs, *bounds)
         sizes = self.checked(np.asarray(sizes))
         self.agreement.add(np.asarray(obs.worker_times), sizes)
-        return sizes, cstate
+        return distributed.decided_by_main(sizes), cstate
 
     # -- what an asynchronous server uses (asp.py): one worker per device ----------------
     def worker_device(self, k: int):
