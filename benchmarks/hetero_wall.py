@@ -45,10 +45,10 @@ def job(level: int, controller: str, clock: str, steps: int, inject: float):
 
 
 def total_time(config) -> float:
-    from omnilearn_jax.run.train import Trainer
+    from omnilearn_jax.run.job import train_and_evaluate
 
     with tempfile.TemporaryDirectory() as tmp:
-        Trainer(config, tmp).run()
+        train_and_evaluate(config, tmp)
         with open(os.path.join(tmp, "summary.json")) as f:
             return float(json.load(f)["total_time"])
 

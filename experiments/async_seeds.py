@@ -27,7 +27,7 @@ ARMS = ("static", "proportional")
 
 def run(controller: str, seed: int, args, root: str) -> dict:
     from configs import paper_asp
-    from omnilearn_jax.run.train import Trainer
+    from omnilearn_jax.run.job import train_and_evaluate
 
     c = paper_asp.get_config(f"hetero=hl8,controller={controller},runlocal,model=mlp")
     c.seed = seed
@@ -39,7 +39,7 @@ def run(controller: str, seed: int, args, root: str) -> dict:
     c.train.eval_every = c.train.log_every = 10**6
     c.train.checkpoint_every = 0
     workdir = os.path.join(root, f"{controller}_s{seed}")
-    summary = Trainer(c, workdir).run()
+    summary = train_and_evaluate(c, workdir)
     return {k: summary[k] for k in ("final_eval_accuracy", "steps", "staleness_mean_per_worker")}
 
 

@@ -36,8 +36,8 @@ CASES = (  # (label, controller, its arguments, linear cost and free communicati
 
 def run_case(controller: str, extra: dict, linear: bool, updates: int, workdir: str) -> list[dict]:
     from configs import smoke
+    from omnilearn_jax.run.job import train_and_evaluate
     from omnilearn_jax.run.runstore import read_metrics
-    from omnilearn_jax.run.train import Trainer
 
     c = smoke.get_config()
     c.num_workers = c.num_devices = 4
@@ -50,7 +50,7 @@ def run_case(controller: str, extra: dict, linear: bool, updates: int, workdir: 
     c.controller.name = controller
     for key, value in extra.items():
         c.controller[key] = value
-    Trainer(c, workdir).run()
+    train_and_evaluate(c, workdir)
     return [r for r in read_metrics(workdir) if "staleness" in r]
 
 

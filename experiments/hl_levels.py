@@ -55,7 +55,7 @@ def settled_step_time(workdir: str, settle: int) -> float:
 def run_levels(
     levels=LEVELS, controllers=CONTROLLERS, *, steps: int, settle: int, workdir: str
 ) -> dict[tuple[int, str], float]:
-    from omnilearn_jax.run.train import train_and_evaluate
+    from omnilearn_jax.run.job import train_and_evaluate
 
     results = {}
     for level in levels:

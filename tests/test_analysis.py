@@ -27,7 +27,7 @@ FIGURES = ("accuracy_vs_time", "loss_vs_time", "batch_sizes", "worker_times", "b
 @pytest.fixture(scope="module")
 def ablation(tmp_path_factory):
     from configs import smoke
-    from omnilearn_jax.run.train import train_and_evaluate
+    from omnilearn_jax.run.job import train_and_evaluate
 
     root = str(tmp_path_factory.mktemp("abl"))
     for controller in CONTROLLERS:

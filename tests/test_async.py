@@ -2,8 +2,8 @@
 
 import numpy as np
 
+from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics
-from omnilearn_jax.run.train import Trainer
 from tests.test_train import smoke_config
 
 
@@ -37,9 +37,9 @@ def test_bound_zero_equal_speeds_sgd_equals_bsp(tmp_path):
     """W updates from one version with batch-share weights sum to one BSP step (plain SGD)."""
     common = dict(num_workers=4, num_devices=4, optimizer__momentum=0.0, train__eval_every=100)
     bsp = _config(**common, train__num_steps=6)
-    Trainer(bsp, str(tmp_path / "bsp")).run()
+    train_and_evaluate(bsp, str(tmp_path / "bsp"))
     asp = _config(**common, train__num_steps=24, mode="asp", asp__staleness_bound=0)
-    summary = Trainer(asp, str(tmp_path / "asp")).run()
+    summary = train_and_evaluate(asp, str(tmp_path / "asp"))
     assert _max_diff(_params(tmp_path / "bsp"), _params(tmp_path / "asp")) <= 1e-6
     assert summary["updates_per_worker"] == [6, 6, 6, 6]
     # Within a round the k-th applied update is k versions stale: 0, 1, 2, 3.
@@ -49,8 +49,8 @@ def test_bound_zero_equal_speeds_sgd_equals_bsp(tmp_path):
 
 def test_one_worker_async_equals_sgd_with_momentum(tmp_path):
     common = dict(num_workers=1, num_devices=1, train__num_steps=10, train__eval_every=100)
-    Trainer(_config(**common), str(tmp_path / "bsp")).run()
-    Trainer(_config(**common, mode="asp"), str(tmp_path / "asp")).run()
+    train_and_evaluate(_config(**common), str(tmp_path / "bsp"))
+    train_and_evaluate(_config(**common, mode="asp"), str(tmp_path / "asp"))
     assert _max_diff(_params(tmp_path / "bsp"), _params(tmp_path / "asp")) <= 1e-6
     a = [r["loss"] for r in read_metrics(tmp_path / "bsp") if "loss" in r]
     b = [r["loss"] for r in read_metrics(tmp_path / "asp") if "loss" in r]
@@ -75,7 +75,7 @@ def test_two_workers_speeds_1_and_3_follow_the_hand_schedule(tmp_path):
     )
     config.hetero.name = "cores"
     config.hetero.cores = (1.0, 3.0)
-    Trainer(config, str(tmp_path)).run()
+    train_and_evaluate(config, str(tmp_path))
     records = [r for r in read_metrics(tmp_path) if "staleness" in r]
     assert [(r["worker"], r["staleness"]) for r in records] == [
         (1, 0),
@@ -116,7 +116,7 @@ def test_proportional_equalises_staleness_at_async_hl8(tmp_path):
         config.hetero.level = 8
         config.hetero.variant = "asp"  # cores 4/4/4/28
         config.controller.name = controller
-        Trainer(config, str(tmp_path / name)).run()
+        train_and_evaluate(config, str(tmp_path / name))
         return (
             _staleness_by_worker(tmp_path / name, settle=0),
             _staleness_by_worker(tmp_path / name, settle=200),
@@ -144,15 +144,15 @@ def test_async_crash_and_resume_equals_an_unbroken_run(tmp_path):
         c.faults.crash_step = crash
         return c
 
-    Trainer(config(-1), str(tmp_path / "clean")).run()
+    train_and_evaluate(config(-1), str(tmp_path / "clean"))
     for crash in (13, 29):  # resumes from update 8, then from 24, with gradients in flight
         try:
-            Trainer(config(crash), str(tmp_path / "broken")).run()
+            train_and_evaluate(config(crash), str(tmp_path / "broken"))
         except RuntimeError as err:
             assert f"planted crash before step {crash}" in str(err)
         else:
             raise AssertionError("the planted crash did not happen")
-    Trainer(config(-1), str(tmp_path / "broken")).run()
+    train_and_evaluate(config(-1), str(tmp_path / "broken"))
     clean, broken = tmp_path / "clean", tmp_path / "broken"
     assert (broken / "metrics.jsonl").read_bytes() == (clean / "metrics.jsonl").read_bytes()
     assert _max_diff(_params(clean), _params(broken)) == 0.0
@@ -173,7 +173,7 @@ def test_async_on_the_wall_clock_orders_updates_by_measured_times(tmp_path):
     config.hetero.name = "cores"
     config.hetero.cores = cores
     config.hetero.inject = inject  # seconds a sample at speed 1: the sleep dominates compute
-    summary = Trainer(config, str(tmp_path)).run()
+    summary = train_and_evaluate(config, str(tmp_path))
     updates = np.array(summary["updates_per_worker"])
     assert updates.sum() == 50
     records = [r for r in read_metrics(tmp_path) if "worker" in r]

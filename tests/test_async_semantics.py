@@ -10,13 +10,14 @@ from omnilearn_jax.asp.loop import AsyncLoop
 from omnilearn_jax.config import checks
 from omnilearn_jax.engine import optim
 from omnilearn_jax.engine.compiles import CompileCounter
+from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics
 from omnilearn_jax.run.train import Trainer
 from tests.test_async import _async4, _config, _max_diff, _params
 
 
 def _run(path, **kw):
-    summary = Trainer(_config(train__eval_every=100, **kw), str(path)).run()
+    summary = train_and_evaluate(_config(train__eval_every=100, **kw), str(path))
     records = [r for r in read_metrics(path) if "staleness" in r]
     return summary, records, _params(path)
 
@@ -54,7 +55,7 @@ def test_a_lost_worker_pushes_nothing_then_rejoins(tmp_path):
     config.controller.name, config.controller.b_min = "static", 0
     config.hetero.preempt_worker, config.hetero.preempt_intervals = 3, (2, 5)
     config.hetero.preempt_trickle = 0.0
-    summary = Trainer(config, str(tmp_path)).run()
+    summary = train_and_evaluate(config, str(tmp_path))
     records = [r for r in read_metrics(tmp_path) if "staleness" in r]
     pushes = [r["step"] for r in records if r["worker"] == 3]
     # Rounds of four updates. At update 8 (round 2) the controller sees worker 3 lost and

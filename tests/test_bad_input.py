@@ -9,7 +9,7 @@ import pytest
 
 from omnilearn_jax.engine.compiles import CompileCounter
 from omnilearn_jax.run import launch
-from omnilearn_jax.run.train import Trainer
+from omnilearn_jax.run.job import train_and_evaluate
 from tests.test_train import ROOT, smoke_config
 
 SENTINEL = b'{"step": 1, "loss": 1.0}\n'
@@ -199,7 +199,7 @@ def test_bad_config_fails_before_compiling_or_writing(tmp_path, case):
     workdir.mkdir()
     (workdir / "metrics.jsonl").write_bytes(SENTINEL)
     with CompileCounter() as compiles, pytest.raises(kind) as err:
-        Trainer(config, str(workdir)).run()
+        train_and_evaluate(config, str(workdir))
     assert type(err.value) is kind, repr(err.value)
     assert message in str(err.value), str(err.value)
     assert compiles.count == 0

@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 from omnilearn_jax.engine.buckets import device_buckets
+from omnilearn_jax.run import job
+from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics
 from omnilearn_jax.run.train import Trainer
 from tests.test_train import smoke_config
@@ -19,7 +21,7 @@ def test_virtual_clock_runs_are_byte_identical(tmp_path):
     config.cost.noise = 0.05
     config.controller.name = "proportional"
     for name in ("a", "b"):
-        Trainer(config, str(tmp_path / name)).run()
+        train_and_evaluate(config, str(tmp_path / name))
     a = (tmp_path / "a" / "metrics.jsonl").read_bytes()
     assert a == (tmp_path / "b" / "metrics.jsonl").read_bytes()
     records = read_metrics(tmp_path / "a")
@@ -39,7 +41,7 @@ def test_wall_clock_measures_an_injected_slow_worker(tmp_path):
     config.controller.deadband = 0.1
     config.train.num_steps = 12
     config.train.eval_every = 12
-    Trainer(config, str(tmp_path)).run()
+    train_and_evaluate(config, str(tmp_path))
     train = [r for r in read_metrics(tmp_path) if "worker_times" in r]
     assert train[0]["batch_sizes"] == [16, 16, 16, 16]
     speeds = np.array(config.hetero.cores)
@@ -83,7 +85,7 @@ def test_per_sample_cost_zero_is_calibrated_on_this_machine(tmp_path):
     config.cost.per_sample_cost = 0.0
     config.cost.fixed_cost = 0.0
     config.cost.linear = True
-    Trainer(config, str(tmp_path)).run()
+    train_and_evaluate(config, str(tmp_path))
     resolved = json.loads((tmp_path / "config.json").read_text())["resolved"]
     cost = resolved["per_sample_cost"]
     assert resolved["per_sample_cost_calibrated"] is True
@@ -109,7 +111,7 @@ def test_no_first_execution_is_timed_in_a_wall_clock_step(tmp_path):
     config.train.num_steps = 8
     config.train.eval_every = 8
     trainer = Trainer(config, str(tmp_path))
-    trainer.run()
+    job.run(trainer)
     train = [r for r in read_metrics(tmp_path) if "worker_times" in r]
     used = {int(b) for r in train for b in device_buckets(r["batch_sizes"], trainer.layout)}
     assert len(used) >= 3  # the split did move across buckets

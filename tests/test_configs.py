@@ -116,7 +116,7 @@ def test_overriding_the_batch_size_leaves_no_stale_derived_value():
 
 
 def test_run_with_overridden_batch_size_uses_the_new_derived_values(tmp_path):
-    from omnilearn_jax.run.train import train_and_evaluate
+    from omnilearn_jax.run.job import train_and_evaluate
 
     c = paper_bsp.get_config("runlocal,model=mlp,epochs=2")
     c.num_devices = 4  # the tests have 8 CPU devices; 4 workers on 4 of them

@@ -10,8 +10,8 @@ import numpy as np
 
 from experiments.hl_levels import level_config
 from omnilearn_jax.cluster import hl_speeds
+from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics
-from omnilearn_jax.run.train import train_and_evaluate
 
 
 def test_controllers_follow_the_dynamic_schedule(tmp_path):

@@ -11,9 +11,9 @@ import pytest
 
 from omnilearn_jax.run import launch
 from omnilearn_jax.run.interrupt import Interrupted
+from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.loop import Loop
 from omnilearn_jax.run.runstore import read_metrics
-from omnilearn_jax.run.train import Trainer
 from tests.test_train import ROOT, smoke_config
 
 
@@ -37,7 +37,7 @@ def test_a_signal_saves_the_step_reached_and_the_same_run_resumes_there(
 
     monkeypatch.setattr(Loop, "step", step_then_signal)
     with pytest.raises(Interrupted) as stopped:
-        Trainer(config, str(tmp_path)).run()
+        train_and_evaluate(config, str(tmp_path))
     assert stopped.value.exit_code == 128 + signum
     summary = _summary(tmp_path)
     assert (summary["status"], summary["steps"], summary["resume_step"]) == ("interrupted", 5, 5)
@@ -46,7 +46,7 @@ def test_a_signal_saves_the_step_reached_and_the_same_run_resumes_there(
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
 
     monkeypatch.setattr(Loop, "step", step)
-    done = Trainer(config, str(tmp_path)).run()
+    done = train_and_evaluate(config, str(tmp_path))
     assert done["status"] == "complete" and done["steps"] == 8
     assert "resumed at step 5" in capsys.readouterr().out
     steps = [r["step"] for r in read_metrics(str(tmp_path)) if "loss" in r]
@@ -115,10 +115,10 @@ def test_an_async_run_stops_at_an_update_and_resumes_there(tmp_path, monkeypatch
 
     monkeypatch.setattr(AsyncLoop, "apply_next", apply_then_signal)
     with pytest.raises(Interrupted):
-        Trainer(config, str(tmp_path)).run()
+        train_and_evaluate(config, str(tmp_path))
     summary = _summary(tmp_path)
     assert (summary["status"], summary["steps"], summary["resume_step"]) == ("interrupted", 5, 5)
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last == "interrupted at update 5/12; run the same command again to resume from update 5"
     monkeypatch.setattr(AsyncLoop, "apply_next", apply_next)
-    assert Trainer(config, str(tmp_path)).run()["steps"] == 12
+    assert train_and_evaluate(config, str(tmp_path))["steps"] == 12

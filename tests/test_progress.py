@@ -3,8 +3,8 @@
 import re
 import time
 
+from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.loop import Loop
-from omnilearn_jax.run.train import Trainer
 from tests.test_train import smoke_config
 
 
@@ -19,7 +19,7 @@ def test_eta_starts_after_the_first_step(tmp_path, monkeypatch, capsys):
         return step(self, index, cstate, sizes)
 
     monkeypatch.setattr(Loop, "step", slow_first)
-    Trainer(config, str(tmp_path)).run()
+    train_and_evaluate(config, str(tmp_path))
     out = capsys.readouterr().out.splitlines()
     compiling = next(i for i, line in enumerate(out) if line.startswith("compiling the mlp"))
     training = next(i for i, line in enumerate(out) if line.startswith("training mlp"))

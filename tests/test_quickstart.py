@@ -5,8 +5,8 @@ import os
 
 import pytest
 
+from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics
-from omnilearn_jax.run.train import Trainer
 from tests.test_train import ROOT
 
 
@@ -35,7 +35,7 @@ def test_a_controller_moves_samples_to_the_fast_worker(tmp_path, plugin):
     config = quickstart("hetero=hl8")
     if plugin:
         config.controller.plugin, config.controller.name = plugin, "damped"
-    Trainer(config, str(tmp_path)).run()
+    train_and_evaluate(config, str(tmp_path))
     sizes = [r["batch_sizes"] for r in read_metrics(str(tmp_path)) if "loss" in r]
     assert sizes[0] == [32, 32, 32, 32]
     assert sizes[-1][3] >= 2 * max(sizes[-1][:3]), sizes[-1]  # 32 cores against 4 to 6

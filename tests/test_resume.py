@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from omnilearn_jax.run import launch, train
+from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics, start_measured, write_measured
 from omnilearn_jax.run.train import Trainer
 from tests.test_train import ROOT, run_main, smoke_config
@@ -111,16 +112,16 @@ def test_resuming_twice_equals_an_unbroken_run_calibrated_and_across_rejected_ti
     config.train.num_steps = 12
     config.train.checkpoint_every = 4
     config.train.eval_every = 6
-    ref = Trainer(config, str(tmp_path / "ref")).run()
+    ref = train_and_evaluate(config, str(tmp_path / "ref"))
     rejected = capsys.readouterr().err.count("rejected measured time")
     assert rejected >= 2
     calls.clear()
     for crash in (6, 10):  # crash before step 6 (resume at 4), then before 10 (resume at 8)
         config.faults.crash_step = crash
         with pytest.raises(RuntimeError, match=f"planted crash before step {crash}"):
-            Trainer(config, str(tmp_path / "parts")).run()
+            train_and_evaluate(config, str(tmp_path / "parts"))
     config.faults.crash_step = -1
-    Trainer(config, str(tmp_path / "parts")).run()
+    train_and_evaluate(config, str(tmp_path / "parts"))
     assert len(calls) == 1  # the resumes read the cost back
     measured = json.loads((tmp_path / "parts" / "measured.json").read_text())
     assert measured["per_sample_cost"] == 1e-3
@@ -145,7 +146,7 @@ def test_a_planted_nan_stops_the_run_at_its_step(tmp_path):
     config.train.checkpoint_every = 5
     config.faults.nan_step = 7  # 0-based: the 8th update
     with pytest.raises(FloatingPointError) as err:
-        Trainer(config, str(tmp_path)).run()
+        train_and_evaluate(config, str(tmp_path))
     assert "non-finite loss (nan) at step 8; last good checkpoint: step 5 in" in str(err.value)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["last_checkpoint"] == 5
@@ -157,7 +158,7 @@ def test_skip_policy_drops_the_nan_update_and_continues(tmp_path):
     config = smoke_config()
     config.train.nan_policy = "skip"
     config.faults.nan_step = 7
-    summary = Trainer(config, str(tmp_path)).run()
+    summary = train_and_evaluate(config, str(tmp_path))
     assert summary["status"] == "complete" and np.isfinite(summary["final_eval_loss"])
     losses = [r["loss"] for r in read_metrics(tmp_path) if "loss" in r]
     assert losses[7] is None and sum(v is None for v in losses) == 1
@@ -173,7 +174,7 @@ def test_planted_bad_timings_leave_the_controller_decisions_unchanged(tmp_path):
         config.cost.linear = True  # the guard's fallback is then exactly the true time
         config.controller.name = "proportional"
         config.faults.bad_times = bad
-        Trainer(config, str(tmp_path / name)).run()
+        train_and_evaluate(config, str(tmp_path / name))
         return [r["batch_sizes"] for r in read_metrics(tmp_path / name) if "loss" in r]
 
     clean = run("clean", ())
@@ -189,7 +190,7 @@ def test_a_lost_worker_hands_its_samples_to_the_others(tmp_path):
     config.hetero.preempt_worker = 2
     config.hetero.preempt_intervals = (5, 12)
     config.hetero.preempt_trickle = 0.0  # unavailable, not just slow
-    summary = Trainer(config, str(tmp_path)).run()
+    summary = train_and_evaluate(config, str(tmp_path))
     assert summary["status"] == "complete" and summary["steps"] == 20
     records = [r for r in read_metrics(tmp_path) if "loss" in r]
     for r in records:
@@ -207,16 +208,16 @@ def test_a_lost_worker_with_a_binding_lower_bound_is_a_clear_error(tmp_path):
     config.hetero.preempt_intervals = (3, 5)
     config.hetero.preempt_trickle = 0.0
     with pytest.raises(ValueError, match="worker 0 is unavailable .* at step 3 but b_min=4"):
-        Trainer(config, str(tmp_path)).run()
+        train_and_evaluate(config, str(tmp_path))
 
 
 def test_resume_refuses_a_different_config(tmp_path):
     config = smoke_config()
     config.train.num_steps = 4
-    Trainer(config, str(tmp_path)).run()
+    train_and_evaluate(config, str(tmp_path))
     config.optimizer.learning_rate = 0.5
     with pytest.raises(ValueError, match="optimizer.learning_rate: 0.1 -> 0.5"):
-        Trainer(config, str(tmp_path)).run()
+        train_and_evaluate(config, str(tmp_path))
 
 
 def test_a_key_the_stored_config_lacks_is_unchanged_at_its_default(tmp_path):
@@ -224,14 +225,14 @@ def test_a_key_the_stored_config_lacks_is_unchanged_at_its_default(tmp_path):
     default; giving it another value is a change like any other."""
     config = smoke_config()
     config.train.num_steps = 4
-    Trainer(config, str(tmp_path)).run()
+    train_and_evaluate(config, str(tmp_path))
     stored = json.loads((tmp_path / "config.json").read_text())
     del stored["memory_rows"]
     (tmp_path / "config.json").write_text(json.dumps(stored))
-    assert Trainer(config, str(tmp_path)).run()["status"] == "complete"
+    assert train_and_evaluate(config, str(tmp_path))["status"] == "complete"
     config.memory_rows = 16
     with pytest.raises(ValueError, match="memory_rows: None -> 16"):
-        Trainer(config, str(tmp_path)).run()
+        train_and_evaluate(config, str(tmp_path))
 
 
 def test_losing_a_worker_does_not_compile_the_decision_again(tmp_path):

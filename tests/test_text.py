@@ -105,7 +105,7 @@ def test_a_run_reports_perplexity_of_its_final_params(tmp_path):
     """Through the trainer on the per-device layout: the eval loss is the token mean over the
     test set (recomputed here from the saved parameters) and perplexity is its exp."""
     from configs import paper_lm
-    from omnilearn_jax.run.train import train_and_evaluate
+    from omnilearn_jax.run.job import train_and_evaluate
 
     config = paper_lm.get_config("runlocal,hetero=hl8,controller=proportional")
     config.num_devices = 4  # one device a worker, of the 8 test devices

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from omnilearn_jax.run import launch
+from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics
 from omnilearn_jax.run.train import Trainer
 
@@ -69,11 +70,11 @@ def test_many_workers_per_device_and_pmap_match_shard_map(tmp_path):
     config = smoke_config()
     config.train.num_steps = 6
     config.train.eval_every = 6
-    ref = Trainer(config, str(tmp_path / "ref")).run()
+    ref = train_and_evaluate(config, str(tmp_path / "ref"))
     config.num_workers = 32
     config.backend = "pmap"
     config.controller.capacities = tuple(float(k % 5 + 1) for k in range(32))
-    other = Trainer(config, str(tmp_path / "other")).run()
+    other = train_and_evaluate(config, str(tmp_path / "other"))
     a, b = read_metrics(tmp_path / "ref"), read_metrics(tmp_path / "other")
     sizes = b[0]["batch_sizes"]
     assert len(sizes) == 32 and sum(sizes) == 64 and len(set(sizes)) > 1

@@ -95,7 +95,7 @@ def main(argv):
     from omnilearn_jax.run import distributed
 
     distributed.initialize(config.distributed)
-    from omnilearn_jax.run.train import train_and_evaluate
+    from omnilearn_jax.run.job import train_and_evaluate
 
     train_and_evaluate(config, _WORKDIR.value)
 

@@ -1,8 +1,10 @@
-"""The training loop: `train_and_evaluate(config, workdir)`.
+"""The trainer: everything a run needs, built from its config (data, layout, engine,
+timer, controller), and what a step asks of it.
 
 Per step: the sampler gives the B examples of the step (seed and step only), the current
-split lays them out on the devices, the jitted step updates the parameters, the clock gives
-each worker's time, and the controller picks the next split from what it observed.
+split lays them out on the devices, the engine's programs update the parameters, the clock
+gives each worker's time, and the controller picks the next split from what it observed.
+A loop drives it: `job.run(trainer)` picks the BSP or the async one.
 """
 
 from __future__ import annotations
@@ -353,15 +355,6 @@ class Trainer:
         args += (block.delay,) if self.steps.inject else ()
         return self.steps.variants[(block.position, block.rows)](*args)
 
-    def run(self) -> dict[str, Any]:
-        if self.config.mode == "asp":
-            from omnilearn_jax.asp.loop import AsyncLoop
-
-            return AsyncLoop(self).run()
-        from omnilearn_jax.run.loop import Loop
-
-        return Loop(self).run()
-
     def resolved_config(self) -> dict:
         resolved = self.config.to_dict()
         resolved["resolved"] = {
@@ -383,11 +376,6 @@ class Trainer:
             "cost_curve": RUN_FILE if self.cost_curve is not None else "",
         }
         return resolved
-
-
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-    """Trains and evaluates as the config says; writes the run store to `workdir`."""
-    return Trainer(config, workdir).run()
 
 
 def _key(a: np.ndarray) -> bytes:

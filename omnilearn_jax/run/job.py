@@ -1,0 +1,29 @@
+"""A job: the trainer its config builds, run by the loop its mode names.
+
+The trainer (train.py) knows data, layout, engine and decisions, and nothing of how steps
+are scheduled; the BSP loop (loop.py) and the async loop (asp/loop.py) each drive a trainer.
+This is the one place that picks between them, so nothing below it imports async.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_collections
+
+from omnilearn_jax.run.loop import Loop
+from omnilearn_jax.run.train import Trainer
+
+
+def run(trainer: Trainer) -> dict[str, Any]:
+    """Runs a built trainer with the loop of its `mode`; returns the run's summary."""
+    if trainer.config.mode == "asp":
+        from omnilearn_jax.asp.loop import AsyncLoop
+
+        return AsyncLoop(trainer).run()
+    return Loop(trainer).run()
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+    """Trains and evaluates as the config says; writes the run store to `workdir`."""
+    return run(Trainer(config, workdir))
