@@ -84,32 +84,40 @@ def applies_fn(tx, length: int, devices: int):
     return run
 
 
-def _merge(pack, l2: float):
+def _merge(l2: float):
     """On one device: its worker's push, packed (coefficient * gradient sum + weight * L2 *
-    pulled), where it is in the wave (`fresh`), else the push it holds [1, n]."""
+    pulled), where it is in the wave (`fresh`), else the push it holds [1, n]. The gradient
+    sum comes packed [1, n] (the parameters' one dtype)."""
 
-    def merge(grad, pulled, coefficient, weight, held, fresh):
-        g = pack.vector(jax.tree.map(lambda a: a[0], grad))[None]
+    def merge(g, pulled, coefficient, weight, held, fresh):
+        g = g.astype(pulled.dtype)
         return jnp.where(fresh[0], contribution(g, pulled, coefficient[0], weight[0], l2), held)
 
     return merge
 
 
-def merge_fn(pack, l2: float, mesh):
-    """Over the mesh: (gradient sums [D, ...], pulled [D, n], coefficient, weight, pushes
-    held [D, n], fresh) -> pushes [D, n] (a wave computed device by device)."""
+def merge_fn(l2: float, mesh):
+    """Over the mesh: (packed sums [D, n + 3] as the engine's programs give them, pulled
+    [D, n], coefficient, weight, pushes held [D, n], fresh) -> pushes [D, n] (a wave computed
+    device by device)."""
     spec = P(AXIS)
-    return jax.shard_map(_merge(pack, l2), mesh=mesh, in_specs=(spec,) * 6, out_specs=spec)
+    merge = _merge(l2)
+
+    def per_device(packed, *rest):
+        return merge(packed[:, :-3], *rest)  # the gradient's part: see step.pack_sums
+
+    return jax.shard_map(per_device, mesh=mesh, in_specs=(spec,) * 6, out_specs=spec)
 
 
 def wave_fn(device_sums, pack, l2: float, mesh):
     """Over the mesh, with no collective: each device's sums from its own pulled parameters
     [1, n], turned into its worker's push; devices not in the wave keep the push they hold."""
-    merge = _merge(pack, l2)
+    merge = _merge(l2)
 
     def per_device(pulled, x, y, mask, coefficient, weight, held, fresh):
         sums = device_sums(pack.tree(pulled[0]), x, y, mask)
-        return merge(sums.grad, pulled, coefficient, weight, held, fresh), sums.loss
+        g = pack.vector(jax.tree.map(lambda a: a[0], sums.grad))[None]
+        return merge(g, pulled, coefficient, weight, held, fresh), sums.loss
 
     spec = P(AXIS)
     return jax.shard_map(per_device, mesh=mesh, in_specs=(spec,) * 8, out_specs=(spec, spec))
@@ -133,7 +141,7 @@ class BatchedServer:
         self.stacked = NamedSharding(mesh, P(AXIS))
         self.applies_program = jax.jit(applies_fn(t.tx, length, self.w))
         self.wave_program = jax.jit(wave_fn(t.steps.device_sums, self.pack, l2, mesh))
-        self.merge = jax.jit(merge_fn(self.pack, l2, mesh))
+        self.merge = jax.jit(merge_fn(l2, mesh))
         self.unpack_rows = jax.jit(lambda row: self.pack.tree(row[0]))  # on each device
         self.unpack_state = unpacker(self.pack, t.state.opt_state)
         self.shared = 0  # the bucket the wave program is compiled for
@@ -213,11 +221,11 @@ class BatchedServer:
         rows = _shards(pulled, self.devices)
         results = [None] * self.w
         for k in sorted(wave):
-            sums = self.t.worker_sums(self.unpack_rows(rows[k]), blocks[k])
-            results[k] = sums
-            self.losses[k] = sums.loss
-        grads = self.t.steps.stack(blocks, results).grad  # zeros where not in the wave
-        self.pushes = self.merge(grads, pulled, *host[:2], self.pushes, host[2])
+            packed = self.t.worker_sums(self.unpack_rows(rows[k]), blocks[k])
+            results[k] = packed
+            self.losses[k] = packed[0, -3]  # the loss sum: see step.pack_sums
+        sums = self.t.steps.stack(blocks, results)  # zeros where not in the wave
+        self.pushes = self.merge(sums, pulled, *host[:2], self.pushes, host[2])
 
     def _per_device(self, coefficient, weight, fresh) -> tuple:
         """A wave's coefficients, weights and membership, one value a device, placed on the
@@ -294,8 +302,12 @@ class BatchedServer:
         host = jax.device_put(
             (np.ones(self.w, np.float32),) * 2 + (idle > 0,), self.stacked
         )  # coefficient, weight, fresh
-        grads = jax.tree.map(lambda *leaves: self._assemble([a[None] for a in leaves]), *trees)
-        jax.block_until_ready(self.merge(grads, pulled, *host[:2], self.pushes, host[2]))
+        jax.block_until_ready(trees)
+        # Packed sums as the engine's programs give them (step.pack_sums: one dtype, the
+        # parameters' promoted with the float32 loss), zeros on every device.
+        zero = np.zeros((1, pulled.shape[1] + 3), jnp.result_type(pulled.dtype, jnp.float32))
+        sums = self._assemble(jax.device_put([zero] * self.w, self.devices))
+        jax.block_until_ready(self.merge(sums, pulled, *host[:2], self.pushes, host[2]))
         jax.block_until_ready(self.unpack_state(self.state))
         if shared:
             t = self.t

@@ -130,6 +130,30 @@ def _means(sums: Sums):
     return grad, {"loss": sums.loss / sums.count, "accuracy": sums.correct / sums.count}
 
 
+def pack_sums(sums: Sums):
+    """One device's sums as one vector [n + 3]: the gradient's leaves in tree order, then
+    the loss, correct and row sums (one dtype, the leaves' promoted). One vector is one
+    array to assemble over the mesh and one all-reduce, where the tree is one a leaf."""
+    leaves = jax.tree.leaves(sums.grad)
+    dtype = jnp.result_type(*leaves, sums.loss)
+    tail = jnp.stack([sums.loss, sums.correct, sums.count])
+    return jnp.concatenate([leaf.reshape(-1).astype(dtype) for leaf in leaves + [tail]])
+
+
+def unpack_sums(vector, params) -> Sums:
+    """`pack_sums`'s vector(s) [..., n + 3] as Sums shaped like `params` (leading axes kept;
+    traced, or NumPy on the host)."""
+    leaves, treedef = jax.tree.flatten(params)
+    lead, parts, start = vector.shape[:-1], [], 0
+    for leaf in leaves:
+        size = int(np.prod(leaf.shape))
+        part = vector[..., start : start + size].reshape(*lead, *leaf.shape)
+        parts.append(part.astype(leaf.dtype))
+        start += size
+    loss, correct, count = (vector[..., start + i] for i in range(3))
+    return Sums(treedef.unflatten(parts), loss, correct, count)
+
+
 def _update(tx: optax.GradientTransformation, state: TrainState, sums: Sums):
     grad, metrics = _means(sums)
     updates, opt_state = tx.update(grad, state.opt_state, state.params)
@@ -170,9 +194,10 @@ class Steps:
     """A backend's compiled steps over the devices of `placement`.
 
     `train(state, blocks)`, `grad(params, blocks)` (mean gradient and metrics, for tests and
-    tools), `local(params, blocks)` (per-device sums stacked over the data axis, [D, ...]),
-    `dispatch` (the same, unstacked, with each device's launch time, for the wall clock),
-    `finish(state, stacked)` and `eval(params, batch)` (sums over a uniform [D, rows] batch).
+    tools), `local(params, blocks)` (per-device packed sums stacked over the data axis,
+    [D, n + 3], see `pack_sums`; `sums` gives them as Sums on the host), `run_local` (the
+    same, with each device's compute time, for the wall clock), `finish(state, stacked)`
+    and `eval(params, batch)` (sums over a uniform [D, rows] batch).
     """
 
     def __init__(self, apply: ApplyFn, tx, placement, chunk: int, inject: bool = False):
@@ -190,11 +215,14 @@ class Steps:
             sums = block_sums(apply, chunk, params, x[0], y[0], mask[0])
             return jax.tree.map(lambda a: a[None], sums)  # a leading device axis of 1
 
-        self._local = jax.jit(local)
+        def packed(params, x, y, mask, delay=None):
+            return pack_sums(jax.tree.map(lambda a: a[0], local(params, x, y, mask, delay)))[None]
+
+        self._local = jax.jit(packed)
         # One device's sums of its block, un-jitted: for callers that build their own mesh
-        # programs over it (asp_exec.py: per-device parameters, one launch over the mesh).
+        # programs over it (asp/batched.py: per-device parameters, one launch over the mesh).
         self.device_sums = local
-        self._mesh_local, self._mesh_train = _mesh_programs(placement, local, tx, 3 + inject)
+        self._mesh_local, self._mesh_train = _mesh_programs(placement, packed, tx, 3 + inject)
         self._shared_rows = 0  # the bucket the mesh-wide program is compiled for
         self._finish_ready = False
         self._zeros: dict[int, Sums] = {}
@@ -323,7 +351,7 @@ class Steps:
             start = time.perf_counter()
             sums = program(*args)
             if timed:
-                sums.count.block_until_ready()
+                sums.block_until_ready()
             return sums, time.perf_counter() - start
 
         order = sorted(range(len(blocks)), key=lambda i: -blocks[i].rows)
@@ -357,8 +385,12 @@ class Steps:
         ]
         return jax.tree.map(lambda *leaves: self.assemble(list(leaves)), *results)
 
-    def local(self, params, blocks: Blocks) -> Sums:
+    def local(self, params, blocks: Blocks):
         return self.run_local(params, blocks)[0]
+
+    def sums(self, params, blocks: Blocks) -> Sums:
+        """Each device's sums as Sums [D, ...] on the host (for tests and tools)."""
+        return unpack_sums(np.asarray(jax.device_get(self.local(params, blocks))), params)
 
     # -- whole steps ---------------------------------------------------------------------
     def train(self, state: TrainState, blocks: Blocks):
@@ -367,41 +399,43 @@ class Steps:
         return self.finish(state, self.local(state.params, blocks))
 
     def grad(self, params, blocks: Sequence[DeviceBlock]):
-        return _means(self._reduce(self.local(params, blocks)))
+        return _means(unpack_sums(self._reduce(self.local(params, blocks)), params))
 
 
-def launch_ready_times(per_device: Sequence[Sums], start: float) -> np.ndarray:
-    """Seconds from `start` until each device's sums are ready, in the order given."""
+def launch_ready_times(per_device: Sequence, start: float) -> np.ndarray:
+    """Seconds from `start` until each device's result (an array, or a tree of them whose
+    last leaf is written last) is ready, in the order given."""
+    last = [jax.tree.leaves(r)[-1] for r in per_device]
     done = np.full(len(per_device), np.nan)
     while np.isnan(done).any():
         now = time.perf_counter()
-        for i, sums in enumerate(per_device):
-            if np.isnan(done[i]) and sums.count.is_ready():
+        for i, result in enumerate(last):
+            if np.isnan(done[i]) and result.is_ready():
                 done[i] = now - start
         time.sleep(_POLL_SECONDS)
     return done
 
 
-def _unstack(stacked: Sums) -> list[Sums]:
-    """Each device's own sums [1, ...] of sums stacked over the data axis (no copies)."""
+def _unstack(stacked) -> list:
+    """Each device's own part [1, ...] of a tree stacked over the data axis (no copies)."""
     leaves, treedef = jax.tree.flatten(stacked)
     shards = [sorted(a.addressable_shards, key=lambda s: s.index[0].start or 0) for a in leaves]
     return [treedef.unflatten([s[i].data for s in shards]) for i in range(len(shards[0]))]
 
 
 def _mesh_programs(placement, local: Callable, tx, num_inputs: int) -> tuple[Callable, Callable]:
-    """`local` run on every device of the mesh at once, over inputs [D, rows, ...] sharded
-    on the data axis: (sums stacked per device [D, ...], with no collective; and the whole
-    train step, `state, *inputs -> state, metrics`, fused into one program as a plain
-    data-parallel step is)."""
+    """`local` (packed sums [1, n + 3] of a device's block) run on every device of the mesh at
+    once, over inputs [D, rows, ...] sharded on the data axis: (packed sums stacked per device
+    [D, n + 3], with no collective; and the whole train step, `state, *inputs -> state,
+    metrics`, fused into one program as a plain data-parallel step is)."""
     if placement.backend == "pmap":  # pmap takes the device axis away: put it back for local
 
         def one(params, *rest):
-            sums = local(params, *(a[None] for a in rest))
-            return jax.tree.map(lambda a: a[0], sums)
+            return local(params, *(a[None] for a in rest))[0]
 
         def step(state, *rest):
-            return _update(tx, state, jax.lax.psum(one(state.params, *rest), AXIS))
+            summed = jax.lax.psum(one(state.params, *rest), AXIS)
+            return _update(tx, state, unpack_sums(summed, state.params))
 
         in_axes = (None,) + (0,) * num_inputs
         kwargs = {"devices": placement.devices}
@@ -420,13 +454,15 @@ def _mesh_programs(placement, local: Callable, tx, num_inputs: int) -> tuple[Cal
         return mapped(params, *rest)
 
     def step(state, *rest):
-        return _update(tx, state, _summed(placement.mesh, run(state.params, *rest)))
+        summed = _summed(placement.mesh, run(state.params, *rest))
+        return _update(tx, state, unpack_sums(summed, state.params))
 
     return jax.jit(run), jax.jit(step, donate_argnums=0)
 
 
-def _summed(mesh, stacked: Sums) -> Sums:
-    """Sums stacked over the data axis [D, ...], summed across devices (one all-reduce)."""
+def _summed(mesh, stacked):
+    """Packed sums stacked over the data axis [D, n + 3], summed across devices (one
+    all-reduce)."""
     per = jax.shard_map(
         lambda t: jax.lax.psum(jax.tree.map(lambda a: a[0], t), AXIS),
         mesh=mesh, in_specs=P(AXIS), out_specs=P(),
@@ -451,13 +487,17 @@ def _backend(placement, apply: ApplyFn, tx) -> tuple[Callable, Callable, Callabl
 
         # pmap takes the stacked sums' device axis away: each device sees its own sums.
         reduce = pmapped(lambda s: jax.lax.psum(s, AXIS), 0)
-        finish = pmapped(lambda state, s: _update(tx, state, jax.lax.psum(s, AXIS)), (None, 0), 0)
+
+        def pmap_finish(state, s):
+            return _update(tx, state, unpack_sums(jax.lax.psum(s, AXIS), state.params))
+
+        finish = pmapped(pmap_finish, (None, 0), 0)
         ev = pmapped(lambda p, b: jax.lax.psum(eval_sums(p, *b), AXIS), (None, 0))
         return finish, lambda p, b: ev(p, (b["x"], b["y"], b["mask"])), reduce
 
     mesh = placement.mesh
 
-    def summed(s: Sums) -> Sums:
+    def summed(s):
         return _summed(mesh, s)
 
     def evaluate(params, batch):
@@ -467,5 +507,8 @@ def _backend(placement, apply: ApplyFn, tx) -> tuple[Callable, Callable, Callabl
         )  # fmt: skip
         return fn(params, batch["x"], batch["y"], batch["mask"])
 
-    finish = jax.jit(lambda state, s: _update(tx, state, summed(s)), donate_argnums=0)
+    def finish(state, stacked):
+        return _update(tx, state, unpack_sums(summed(stacked), state.params))
+
+    finish = jax.jit(finish, donate_argnums=0)
     return finish, jax.jit(evaluate), jax.jit(summed)

@@ -348,9 +348,10 @@ class Trainer:
         delay = None if delays is None else np.float32([delays[k]])
         return step.DeviceBlock(k, block.rows, x[None], y[None], mask, delay)
 
-    def worker_sums(self, params, block) -> step.Sums:
-        """The sums (gradient, loss, correct, count) of one worker's block, computed on its
-        device from `params` already placed there; compiled at warm-up for every bucket."""
+    def worker_sums(self, params, block):
+        """The packed sums [1, n + 3] (gradient, loss, correct, count: `step.pack_sums`) of
+        one worker's block, computed on its device from `params` already placed there;
+        compiled at warm-up for every bucket."""
         args = (params, block.x, block.y, block.mask)
         args += (block.delay,) if self.steps.inject else ()
         return self.steps.variants[(block.position, block.rows)](*args)

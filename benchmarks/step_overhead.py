@@ -1,0 +1,84 @@
+"""What an uneven step costs beyond its busiest device's compute, on the wall clock.
+
+    python -m benchmarks.step_overhead [--steps 60] [--sizes 16,16,16,80] [--reps 3]
+
+Runs the paper's BSP job (configs/paper_bsp.py, runlocal, CNN on digits, 4 workers on 4
+devices, B = 128) with `clock=wall` and a static split, and reads from the run store each
+step's wall time (from the first launch until the updated state is ready) and each worker's
+compute time (from its device's own launch until its sums are ready). Prints the median step,
+the median busiest device, and the overhead = step / busiest - 1 (goal: at most 15%), for the
+given uneven split and for the uniform one, with the load average beside each figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+
+import jax
+import numpy as np
+
+
+def config(sizes: tuple[int, ...], steps: int):
+    from configs import paper_bsp
+
+    c = paper_bsp.get_config("runlocal,model=cnn,hetero=uniform,controller=static")
+    c.num_devices = min(4, len(jax.devices()))
+    c.controller.sizes = tuple(sizes)
+    c.clock = "wall"
+    c.train.num_steps = steps
+    c.train.eval_every = steps
+    c.train.log_every = steps
+    c.train.checkpoint_every = 0
+    return c
+
+
+def overhead(sizes: tuple[int, ...], steps: int) -> dict:
+    """Median step and busiest-device times (seconds) over the run's steps, the first
+    five left out (the controller's and the allocator's first decisions)."""
+    from omnilearn_jax.run.job import train_and_evaluate
+    from omnilearn_jax.run.runstore import read_metrics
+
+    with tempfile.TemporaryDirectory() as tmp:
+        train_and_evaluate(config(sizes, steps), tmp)
+        train = [r for r in read_metrics(tmp) if "worker_times" in r][5:]
+    step = float(np.median([r["step_time"] for r in train]))
+    busiest = float(np.median([max(r["worker_times"]) for r in train]))
+    return {"sizes": list(sizes), "step_ms": 1e3 * step, "busiest_ms": 1e3 * busiest,
+            "overhead": step / busiest - 1, "load": os.getloadavg()[0]}  # fmt: skip
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--sizes", default="16,16,16,80")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--json", default="")
+    args = p.parse_args(argv)
+    jax.config.update("jax_num_cpu_devices", 8)  # before any JAX operation
+    uneven = tuple(int(s) for s in args.sizes.split(","))
+    uniform = (sum(uneven) // len(uneven),) * len(uneven)
+    rows = []
+    for rep in range(args.reps):  # interleaved, so a change in machine load hits both
+        for sizes in (uneven, uniform):
+            r = overhead(sizes, args.steps) | {"rep": rep}
+            rows.append(r)
+            print(
+                f"sizes {r['sizes']}  step {r['step_ms']:.2f} ms  busiest device "
+                f"{r['busiest_ms']:.2f} ms  overhead {100 * r['overhead']:.0f}%  "
+                f"(load {r['load']:.2f})",
+                flush=True,
+            )
+    for sizes in (uneven, uniform):
+        mine = [r["overhead"] for r in rows if tuple(r["sizes"]) == sizes]
+        print(f"{list(sizes)}: overhead median {100 * np.median(mine):.0f}%, "
+              f"worst {100 * max(mine):.0f}% over {len(mine)} runs (goal <= 15%)")  # fmt: skip
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
