@@ -48,6 +48,8 @@ SHRINK = 2.0
 # Second fit pass: a point further than this fraction (beyond SHRINK standard errors) from
 # the first line has its weight cut in proportion.
 HUBER = 0.05
+# Outlier band in standard deviations of the measured noise (at least `jump`).
+SPREAD = 3.0
 # Reweighted fits after the first (see `predict`).
 REFITS = 3
 # A size's weight in the fit stops growing here, so one long-held size cannot pin the line.
@@ -212,8 +214,14 @@ def _measure(
     own = known & (seen >= 1.0)
     guess = valid & ~own & (state.expected > 0)
     against = jnp.where(own, ratio, t / jnp.where(guess, state.expected, 1.0))
+    # The band widens with the measured noise (SPREAD standard deviations), so noise is not
+    # taken for spikes or speed changes, while a quiet worker's change is seen at `jump`.
+    known_noise = jnp.sqrt(
+        state.noise_sum / jnp.where(state.noise_weight > 0, state.noise_weight, 1.0)
+    )
+    band = jnp.maximum(jump, jnp.expm1(SPREAD * known_noise))
     check = (own | guess) & (jump > 0)
-    up, down = check & (against > 1.0 + jump), check & (against < 1.0 / (1.0 + jump))
+    up, down = check & (against > 1.0 + band), check & (against < 1.0 / (1.0 + band))
     suspect, suspect_sum = tracking.streak(
         state.suspect, state.suspect_sum, up, down, valid, against
     )
@@ -227,8 +235,8 @@ def _measure(
     index = jnp.arange(n)[None, :]
     measured = state.count > 0
     now = t[:, None]
-    larger_faster = (index > at[:, None]) & measured & ((1.0 + jump) * state.mean < now)
-    smaller_slower = (index < at[:, None]) & measured & (state.mean > (1.0 + jump) * now)
+    larger_faster = (index > at[:, None]) & measured & ((1.0 + band) * state.mean < now)
+    smaller_slower = (index < at[:, None]) & measured & (state.mean > (1.0 + band) * now)
     speed_change = jnp.where(suspect > 0, larger_faster.any(1), smaller_slower.any(1))
     rescale = restart & (own | speed_change)
     found = restart & ~own & ~speed_change
