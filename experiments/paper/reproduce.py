@@ -29,6 +29,7 @@ import tempfile
 import time
 
 from experiments import ablate
+from experiments.paper import stamp
 from experiments.paper.fmt import REPO
 from experiments.paper.results_doc import ABLATIONS
 
@@ -91,6 +92,9 @@ def run_ablations(args: argparse.Namespace) -> tuple[dict[str, float], list[str]
             ]
         )
         timings[name] = time.perf_counter() - start
+        os.makedirs(os.path.join(args.workdir, name), exist_ok=True)
+        with open(os.path.join(args.workdir, name, "stamp.json"), "w") as f:
+            json.dump(stamp.stamp(), f)  # the commit its cells last ran at (export.py)
         print(f"[reproduce] {name}: exit {code}, {timings[name]:.0f} s", flush=True)
         if code:
             failed.append(name)
@@ -150,13 +154,19 @@ def read_timings(workdir: str) -> dict[str, float]:
 
 
 def write_docs(args: argparse.Namespace, timings: dict[str, float]) -> int:
-    """RESULTS.md, its figures and WORKDIR/results.json from the run directories alone."""
-    from experiments.paper import figures, results_doc
+    """RESULTS.md, its figures, the per-seed JSON (DOCS/results/paper/) and
+    WORKDIR/results.json from the run directories alone; BENCHMARKS.md rendered again from
+    the benchmark JSON (stamped with this commit, whether or not the benchmarks ran)."""
+    from experiments.paper import bench_doc, figures, results_doc
 
     made = figures.make_figures(args.workdir, os.path.join(args.docs, "figures"), args.docs)
     doc = os.path.join(args.docs, "RESULTS.md")
-    results_doc.write(args.workdir, doc, made, os.path.join(args.docs, "benchmarks"), timings)
+    bench_dir = os.path.join(args.docs, "benchmarks")
+    results_doc.write(args.workdir, doc, made, bench_dir, timings)
     print(f"[reproduce] wrote {doc}")
+    if os.path.isdir(bench_dir):
+        with open(os.path.join(args.docs, "BENCHMARKS.md"), "w") as f:
+            f.write(bench_doc.render(bench_dir))
     return 0
 
 

@@ -61,6 +61,7 @@ def bsp_section(doc: Doc, runs: dict[str, list[G.Group]]) -> dict[str, Any]:
                 continue
             cut, stat = compare(g, ref)
             label = f"HL{level} {name} bounds {bounds}"
+            doc.reduction("bsp", label, g, ref, cut, stat)
             if name == "proportional":
                 facts["prop"][(level, bounds)] = cut
             if name == "oracle":

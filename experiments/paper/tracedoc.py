@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from experiments.paper import groups as G
-from experiments.paper.fmt import fmt, pm, rel
+from experiments.paper.fmt import fmt, pct, pm, rel
 
 
 class Doc:
@@ -36,6 +36,23 @@ class Doc:
                 }
             )
         return pm(mean, std)
+
+    def reduction(self, table: str, label: str, g: G.Group, ref: G.Group, cut: float, stat: str):
+        """Records a reduction 1 - mean(stat of g) / mean(stat of ref) with both cell lists
+        (tests/test_results_trace.py recomputes it); returns nothing (the caller formats)."""
+        if not math.isnan(cut):
+            self.traced.append(
+                {
+                    "table": table,
+                    "label": label,
+                    "stat": "reduction",
+                    "of": stat,
+                    "mean": cut,
+                    "text": pct(cut),
+                    "cells": [rel(c) for c in g.cells],
+                    "reference_cells": [rel(c) for c in ref.cells],
+                }
+            )
 
 
 def compare(g: G.Group | None, ref: G.Group | None, stat: str = "") -> tuple[float, str]:
