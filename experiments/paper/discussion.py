@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from experiments.paper import claims
 from experiments.paper import paper_facts as paper
 from experiments.paper.common import hl_cores
 from experiments.paper.fmt import fmt, pct
@@ -46,17 +47,11 @@ def discussion(
             "paper's 85%, need what this clock leaves out: per-sample costs that grow with the "
             "batch on an overloaded worker (memory pressure), or speed ratios above HL8."
         )
-    b8, n8 = bsp["prop"].get((8, "16..96")), bsp["prop"].get((8, "none"))
-    o8, on8 = bsp["oracle"].get((8, "16..96")), bsp["oracle"].get((8, "none"))
-    if b8 is not None and n8 is not None:
-        c8 = hl_cores(8)
+    if bsp["ideal"] and cost:
+        levels = {lvl: hl_cores(lvl) for lvl in bsp["ideal"]}
+        facts = claims.bound_facts(levels, cost, 128, 16, 96)
         out.append(
-            f"- **Bounds bind at HL8.** With cores {'/'.join(map(str, c8))} the "
-            f"{min(c8)}-core worker's proportional share of B = 128 is "
-            f"{128 * min(c8) / sum(c8):.1f} samples, below b_min = 16, so the slow worker sets the "
-            f"step time: `proportional` saves {pct(b8)} with the paper's bounds and {pct(n8)} "
-            f"without them (oracle {pct(o8)} and {pct(on8)}). At HL1-HL4 every share lies "
-            "inside 16..96 and the bounds change nothing."
+            claims.bounds_sentence(facts, cost, 16, 96, bsp["prop"], bsp["oracle"], bsp["ideal"])
         )
     by_cores, p_cut = bsp.get("cores", {}).get(8), bsp["prop"].get((8, "16..96"))
     if by_cores is not None and p_cut is not None:
@@ -125,6 +120,8 @@ def discussion(
         from experiments.paper.resnet import CORES as RESNET_CORES
 
         ceiling = sum(RESNET_CORES[0]) / (len(RESNET_CORES[0]) * min(RESNET_CORES[0]))
+        fixed, per = float(cost.get("fixed_cost", 0.0)), float(cost.get("per_sample_cost", 0.01))
+        slow10 = min(claims.balanced_shares(RESNET_CORES[1], 96, fixed, per))
         parts = [
             f"HL{lvl} {res[(lvl, 'proportional')]:.2f}x (paper {paper.ACSOS_SPEEDUP[lvl]:.1f}x)"
             for lvl in sorted(paper.ACSOS_SPEEDUP)
@@ -136,11 +133,11 @@ def discussion(
                 "the clock charges it the CNN's cost, not a ResNet's) by "
                 f"{', '.join(parts)}. ACSOS's {paper.ACSOS_SPEEDUP[2]:.0f}x at H-level 2 is above "
                 "what any split can give under a linear cost (the ceiling column, "
-                f"{ceiling:.2f}x for {'/'.join(map(str, RESNET_CORES[0]))} cores): there, "
-                "ACSOS'20 also reports CPU throughput rising with batch size, so moving samples "
-                "to the fast worker made it more efficient too, which a near-linear cost model "
-                "cannot show. At H-level 10 the bound binds: a 4-core worker's balanced share of "
-                f"B = 96 is {96 * min(RESNET_CORES[1]) / sum(RESNET_CORES[1]):.0f} samples, "
-                "below b_min = 16, so the slow workers cap the speed-up."
+                f"{ceiling:.2f}x for {'/'.join(map(str, RESNET_CORES[0]))} cores, the "
+                f"clock's near-linear cost). {claims.acsos_sentence(claims.acsos_curves())} "
+                "At H-level 10 the bound binds: a "
+                f"{min(RESNET_CORES[1])}-core worker's balanced share of B = 96 under the "
+                f"same cost is {slow10:.1f} samples, below b_min = 16, so the slow workers cap "
+                "the speed-up."
             )
     doc.add("## Where we agree with the papers, and where not", "", *out, "")
