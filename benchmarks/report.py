@@ -75,17 +75,13 @@ def step_bench(small: bool) -> dict:
 
 
 def hetero_wall(small: bool) -> dict:
-    """Wall-time reduction of proportional against uniform batches with injected
-    heterogeneity, beside the virtual clock's prediction for the same profile."""
+    """Controllers against uniform batches on the wall clock with injected heterogeneity,
+    repeated in this process and in fresh ones, beside the virtual clock's prediction
+    (benchmarks/hetero_wall.py; --small: one short pair in this process)."""
     from benchmarks import hetero_wall as hw
 
-    levels, steps, inject = ([8], 8, 0.02) if small else ([2, 4, 8], 30, 0.02)
-    return {
-        "job": "configs/paper_bsp.py:runlocal,model=cnn, clock=wall, default layout",
-        "steps": steps,
-        "inject": inject,
-        "levels": hw.measure(levels, steps, inject),
-    }
+    small_args = ["--levels=8", "--injects=0.02", "--controllers=proportional", "--reps=1"]
+    return hw.acceptance(hw.parse_args([*small_args, "--steps=8", "--no-fresh"] if small else []))
 
 
 def paper_trainer(

@@ -1,0 +1,242 @@
+"""The wall-clock acceptance verdicts of issue 26 from a list of timed runs (no timing here).
+
+A run is a dict: `mode` ("in-process" | "fresh"), `level`, `inject`, `controller`, `rep`,
+`seconds` (the run's wall time), `load` (os.getloadavg() after it) and, for a static run,
+`pair`: the controller run it sits next to. Each controller run is divided by its own static
+neighbour, so load that drifts over the benchmark cancels in the ratio.
+
+Goals (issue 26, point 2): no controller's worst run slower than static by more than
+`WORST_SLACK`; at HL4 and HL8 at inject 0.003, a median reduction of at least `DELIVERED`
+of the virtual clock's prediction.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from experiments.paper.fmt import md_table
+
+WORST_SLACK = 0.02  # worst controller / static ratio allowed: 1.02
+DELIVERED = 0.8  # median reduction / predicted reduction required where it is judged
+JUDGED_LEVELS = (4, 8)
+JUDGED_INJECT = 0.003
+MODES = ("in-process", "fresh")
+
+
+def cell_key(run: dict) -> tuple[int, float, str]:
+    return int(run["level"]), float(run["inject"]), str(run["controller"])
+
+
+def pair_ratios(runs: Iterable[dict]) -> list[dict]:
+    """One record a controller run: its ratio to the static run paired with it (same mode,
+    level, inject, rep and `pair`), and the higher of the two runs' 1-minute loads."""
+    runs = list(runs)
+    static = {}
+    for r in runs:
+        if r["controller"] == "static":
+            key = (r["mode"], int(r["level"]), float(r["inject"]), int(r["rep"]), r["pair"])
+            if key in static:
+                raise ValueError(f"two static runs paired with the same controller run: {key}")
+            static[key] = r
+    out = []
+    for r in runs:
+        if r["controller"] == "static":
+            continue
+        key = (r["mode"], int(r["level"]), float(r["inject"]), int(r["rep"]), r["controller"])
+        if key not in static:
+            raise ValueError(f"no static run paired with {key}")
+        s = static.pop(key)
+        out.append(
+            {
+                "mode": r["mode"],
+                "level": int(r["level"]),
+                "inject": float(r["inject"]),
+                "controller": r["controller"],
+                "rep": int(r["rep"]),
+                "ratio": r["seconds"] / s["seconds"],
+                "load": max(r["load"][0], s["load"][0]),
+            }
+        )
+    if static:
+        raise ValueError(f"static runs without a controller run: {sorted(static)}")
+    return out
+
+
+def judged(level: int, inject: float) -> bool:
+    """Whether the delivered-fraction goal applies to this cell."""
+    return level in JUDGED_LEVELS and abs(inject - JUDGED_INJECT) < 1e-12
+
+
+def summarise(pairs: Sequence[dict], predicted: dict[tuple[int, float, str], float]) -> list[dict]:
+    """One row a (level, inject, controller): median and worst ratio per mode and over all
+    pairs, the median reduction against `predicted` (the virtual clock's reduction), the
+    highest load seen, and the verdicts (None where a goal does not apply)."""
+    cells: dict[tuple[int, float, str], list[dict]] = {}
+    for p in pairs:
+        cells.setdefault(cell_key(p), []).append(p)
+    rows = []
+    for key in sorted(cells):
+        level, inject, controller = key
+        group = cells[key]
+        row: dict[str, Any] = {"level": level, "inject": inject, "controller": controller}
+        for mode in (*MODES, "all"):
+            ratios = [p["ratio"] for p in group if mode == "all" or p["mode"] == mode]
+            row[mode] = (
+                {"n": len(ratios), "median": statistics.median(ratios), "worst": max(ratios)}
+                if ratios
+                else None
+            )
+        reduction = 1.0 - row["all"]["median"]
+        expected = predicted.get(key)
+        delivered = reduction / expected if expected else None
+        row["reduction"] = reduction
+        row["predicted"] = expected
+        row["delivered"] = delivered
+        row["max_load"] = max(p["load"] for p in group)
+        row["worst_ok"] = row["all"]["worst"] <= 1.0 + WORST_SLACK
+        row["delivered_ok"] = (
+            (delivered is not None and delivered >= DELIVERED) if judged(level, inject) else None
+        )
+        rows.append(row)
+    return rows
+
+
+def passed(rows: Sequence[dict]) -> bool:
+    return all(r["worst_ok"] and r["delivered_ok"] is not False for r in rows)
+
+
+def _verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("PASS" if ok else "FAIL")
+
+
+def _ratio(stats: dict | None, field: str) -> str:
+    return "-" if stats is None else f"{stats[field]:.3f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+HEADER = (
+    "level",
+    "inject",
+    "controller",
+    "in-process median",
+    "in-process worst",
+    "fresh median",
+    "fresh worst",
+    "reduction",
+    "predicted",
+    "delivered",
+    "max load",
+    f"worst <= {1 + WORST_SLACK:.2f}",
+    f"delivered >= {DELIVERED:.0%}",
+)
+
+
+def table_rows(rows: Sequence[dict]) -> list[list[str]]:
+    return [
+        [
+            f"HL{r['level']}",
+            f"{r['inject']:g}",
+            r["controller"],
+            _ratio(r["in-process"], "median"),
+            _ratio(r["in-process"], "worst"),
+            _ratio(r["fresh"], "median"),
+            _ratio(r["fresh"], "worst"),
+            _pct(r["reduction"]),
+            _pct(r["predicted"]),
+            _pct(r["delivered"]),
+            f"{r['max_load']:.1f}",
+            _verdict(r["worst_ok"]),
+            _verdict(r["delivered_ok"]),
+        ]
+        for r in rows
+    ]
+
+
+def markdown(rows: Sequence[dict]) -> str:
+    return md_table(HEADER, table_rows(rows))
+
+
+def text_table(rows: Sequence[dict]) -> str:
+    body = [list(HEADER), *table_rows(rows)]
+    widths = [max(len(line[i]) for line in body) for i in range(len(HEADER))]
+    return "\n".join(
+        "  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)) for line in body
+    )
+
+
+def schedule(
+    levels: Sequence[int],
+    injects: Sequence[float],
+    controllers: Sequence[str],
+    reps: int,
+    modes: Sequence[str],
+) -> list[dict]:
+    """The runs in the order they execute: each controller run next to its own static run,
+    the static one first in even repetitions and second in odd ones (so a trend within a
+    pair does not favour one side)."""
+    plan = []
+    for rep in range(reps):
+        for mode in modes:
+            for level in levels:
+                for inject in injects:
+                    for controller in controllers:
+                        base = {"mode": mode, "level": level, "inject": inject, "rep": rep}
+                        pair = [
+                            {**base, "controller": "static", "pair": controller},
+                            {**base, "controller": controller},
+                        ]
+                        plan += pair if rep % 2 == 0 else pair[::-1]
+    return plan
+
+
+# Rough costs on the 2-core CPU machine, for the up-front estimate only.
+IN_PROCESS_START = 6.0  # seconds to build and compile a job inside a warm process
+FRESH_START = 15.0  # seconds for a fresh Python process: imports, devices, compile
+STEP_OVERHEAD = 0.012  # seconds a step beyond the injected wait (compute, reduce, host)
+
+
+def step_seconds(inject: float, speeds: Sequence[float], global_batch: int, balanced: bool):
+    """The injected wait of one step: uniform rows (the slowest worker sets the pace), or
+    rows in proportion to speed (every worker waits the same)."""
+    if balanced:
+        return inject * global_batch / sum(speeds)
+    per_worker = global_batch / len(speeds)
+    return inject * max(per_worker / s for s in speeds)
+
+
+def estimate_seconds(
+    plan: Sequence[dict], steps: int, speeds: dict[int, Sequence[float]], global_batch: int
+) -> float:
+    """Seconds the whole plan should take: start-up plus steps of each run (a controller run
+    counted as balanced from its first step: an estimate, not a promise)."""
+    total = 0.0
+    for run in plan:
+        start = FRESH_START if run["mode"] == "fresh" else IN_PROCESS_START
+        wait = step_seconds(
+            run["inject"], speeds[run["level"]], global_batch, run["controller"] != "static"
+        )
+        total += start + steps * (wait + STEP_OVERHEAD)
+    return total
+
+
+def section(result: dict) -> str:
+    """The benchmark's part of docs/BENCHMARKS.md: what was run, the goals, the table."""
+    r = result
+    return (
+        f"{r['job']}, {r['steps']} steps a run, {r['reps']} repetitions in each mode "
+        f"({', '.join(r['modes'])}: one process for all, or a fresh process a run). "
+        "Heterogeneity injected on the devices (`hetero.inject`: worker k sleeps "
+        "inject * b_k / speed_k seconds before it computes). Each figure is controller / "
+        "static wall time, each controller run divided by the static run beside it; "
+        "reduction = 1 - the median over both modes; predicted = the virtual clock's "
+        "reduction for the same profile (linear cost of the injected seconds a sample, "
+        "same bounds and controller); max load = the highest 1-minute load average after "
+        f"a run of the cell. Goals: worst <= {1 + WORST_SLACK:.2f} everywhere; "
+        f"delivered >= {DELIVERED:.0%} at HL4 and HL8, inject {JUDGED_INJECT}. "
+        f"All goals: {'PASS' if r['passed'] else 'FAIL'}.\n\n" + markdown(r["cells"])
+    )

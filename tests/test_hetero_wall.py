@@ -1,0 +1,101 @@
+"""The wall-clock acceptance benchmark's arithmetic (benchmarks/wall_acceptance.py) on
+planted run times: pairing, median and worst ratios, reductions and verdicts. No timing."""
+
+import pytest
+
+from benchmarks import wall_acceptance as wa
+
+
+def run(mode, level, inject, controller, rep, seconds, load=1.0, pair=None):
+    r = {"mode": mode, "level": level, "inject": inject, "controller": controller, "rep": rep}
+    r.update(seconds=seconds, load=[load, 0.0, 0.0])
+    return {**r, "pair": pair} if pair else r
+
+
+def pairs_of(mode, level, inject, controller, statics, ctrls, loads=None):
+    """Repetition i: a static run of statics[i] s beside a controller run of ctrls[i] s."""
+    loads = loads or [1.0] * len(statics)
+    out = []
+    for i, (s, c, load) in enumerate(zip(statics, ctrls, loads, strict=True)):
+        out.append(run(mode, level, inject, "static", i, s, load, pair=controller))
+        out.append(run(mode, level, inject, controller, i, c, 1.0))
+    return out
+
+
+def test_each_controller_run_is_divided_by_its_own_static_neighbour():
+    # Load drifts: repetition 1 runs twice as slow on both sides; its ratio stays 0.5.
+    runs = pairs_of("in-process", 4, 0.003, "pi", [2.0, 4.0], [1.0, 2.0], loads=[1.0, 6.5])
+    runs += pairs_of("in-process", 4, 0.003, "proportional", [3.0, 3.0], [2.4, 3.3])
+    by = {(p["controller"], p["rep"]): p for p in wa.pair_ratios(runs[::-1])}  # order-free
+    assert by["pi", 0]["ratio"] == pytest.approx(0.5)
+    assert by["pi", 1]["ratio"] == pytest.approx(0.5)
+    assert by["pi", 1]["load"] == 6.5  # the higher load of the pair
+    assert by["proportional", 0]["ratio"] == pytest.approx(0.8)
+    assert by["proportional", 1]["ratio"] == pytest.approx(1.1)
+    with pytest.raises(ValueError, match="no static run"):
+        wa.pair_ratios([run("fresh", 2, 0.02, "pi", 0, 1.0)])
+    with pytest.raises(ValueError, match="without a controller run"):
+        wa.pair_ratios([run("fresh", 2, 0.02, "static", 0, 1.0, pair="pi")])
+
+
+def test_median_worst_reduction_and_verdicts():
+    runs = pairs_of("in-process", 4, 0.003, "pi", [1.0, 1.0, 1.0], [0.60, 0.50, 0.70])
+    runs += pairs_of("fresh", 4, 0.003, "pi", [2.0, 2.0, 2.0], [1.0, 1.2, 2.03])
+    # HL8 at 0.003: a median reduction of 20% against 40% predicted is half: FAIL.
+    runs += pairs_of("fresh", 8, 0.003, "proportional", [1.0, 1.0, 1.0], [0.8, 0.8, 0.9])
+    # HL2 and inject 0.02 are not judged on the delivered fraction; the worst still is.
+    runs += pairs_of("fresh", 2, 0.003, "pi", [1.0, 1.0, 1.0], [1.019, 1.0, 0.9])
+    runs += pairs_of("fresh", 4, 0.02, "pi", [1.0, 1.0, 1.0], [0.5, 0.5, 0.5])
+    predicted = {(4, 0.003, "pi"): 0.45, (8, 0.003, "proportional"): 0.4, (2, 0.003, "pi"): 0.3}
+    rows = {
+        (r["level"], r["inject"], r["controller"]): r
+        for r in wa.summarise(wa.pair_ratios(runs), predicted)
+    }
+    hl4 = rows[4, 0.003, "pi"]
+    assert hl4["in-process"] == {"n": 3, "median": pytest.approx(0.6), "worst": pytest.approx(0.7)}
+    assert hl4["fresh"] == {"n": 3, "median": pytest.approx(0.6), "worst": pytest.approx(1.015)}
+    # All six ratios: 0.5, 0.5, 0.6, 0.6, 0.7, 1.015 -> median 0.6, a 40% reduction.
+    assert hl4["all"]["median"] == pytest.approx(0.6)
+    assert hl4["reduction"] == pytest.approx(0.4)
+    assert hl4["delivered"] == pytest.approx(0.4 / 0.45)
+    assert (hl4["worst_ok"], hl4["delivered_ok"]) == (True, True)
+    hl8 = rows[8, 0.003, "proportional"]
+    assert hl8["in-process"] is None and hl8["delivered"] == pytest.approx(0.5)
+    assert (hl8["worst_ok"], hl8["delivered_ok"]) == (True, False)
+    assert (rows[2, 0.003, "pi"]["worst_ok"], rows[2, 0.003, "pi"]["delivered_ok"]) == (True, None)
+    # No prediction for the inject 0.02 cell: delivered unknown, but not judged there.
+    assert rows[4, 0.02, "pi"]["delivered"] is None and rows[4, 0.02, "pi"]["delivered_ok"] is None
+    assert not wa.passed(list(rows.values()))  # HL8 fails its delivered goal
+    assert wa.passed([rows[4, 0.003, "pi"], rows[2, 0.003, "pi"]])
+    # One run 2.1% slower than its static neighbour fails the cell, whatever the median.
+    slow = pairs_of("fresh", 2, 0.02, "pi", [1.0, 1.0, 1.0], [0.5, 0.5, 1.021])
+    (row,) = wa.summarise(wa.pair_ratios(slow), {(2, 0.02, "pi"): 0.3})
+    assert row["all"]["worst"] == pytest.approx(1.021) and row["worst_ok"] is False
+    table = wa.markdown([row, hl4])
+    assert table.count("\n") == 4 and "| HL2 | 0.02 | pi | - | - | 0.500 | 1.021 |" in table
+    assert "| FAIL | n/a |" in table and "| PASS | PASS |" in table
+
+
+def test_schedule_keeps_each_pair_together_and_alternates_who_goes_first():
+    plan = wa.schedule([2, 8], [0.003], ["pi", "predictive"], reps=2, modes=("in-process", "fresh"))
+    assert len(plan) == 2 * 2 * 2 * 2 * 2
+    for a, b in zip(plan[::2], plan[1::2], strict=True):
+        static, other = (a, b) if a["controller"] == "static" else (b, a)
+        assert static["pair"] == other["controller"] != "static"
+        assert {k: static[k] for k in ("mode", "level", "inject", "rep")} == {
+            k: other[k] for k in ("mode", "level", "inject", "rep")
+        }
+        assert (a is static) == (a["rep"] % 2 == 0)
+    assert [r["mode"] for r in plan[:8]] == ["in-process"] * 8
+
+
+def test_runtime_estimate_adds_start_up_and_the_injected_waits():
+    speeds = {4: [9.0, 9.0, 6.0, 24.0]}
+    # Uniform: 32 rows each, the slowest (speed 6) waits 0.003 * 32 / 6 = 16 ms a step;
+    # balanced: 0.003 * 128 / 48 = 8 ms a step.
+    assert wa.step_seconds(0.003, speeds[4], 128, balanced=False) == pytest.approx(0.016)
+    assert wa.step_seconds(0.003, speeds[4], 128, balanced=True) == pytest.approx(0.008)
+    plan = wa.schedule([4], [0.003], ["pi"], reps=1, modes=("in-process", "fresh"))
+    expected = wa.IN_PROCESS_START * 2 + wa.FRESH_START * 2
+    expected += 2 * 10 * (0.016 + wa.STEP_OVERHEAD) + 2 * 10 * (0.008 + wa.STEP_OVERHEAD)
+    assert wa.estimate_seconds(plan, 10, speeds, 128) == pytest.approx(expected)
