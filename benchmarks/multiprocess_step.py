@@ -1,0 +1,100 @@
+"""The same wall-clock job as one process of 2 devices and as 2 processes of 1 device each,
+unpinned and with each process confined to one core.
+
+    python -m benchmarks.multiprocess_step [--steps 100] [--reps 2] [--json PATH]
+
+The job: configs/paper_bsp.py (runlocal, CNN on digits), 2 workers, B = 64, static uniform
+batches, `clock=wall`. Each variant is a fresh command (`omnilearn_jax.main`, or the
+launcher), run side by side in one invocation, interleaved over repetitions. Printed per
+variant: the median step (from the first launch until the updated state is ready, all
+collectives of the step included), the loop's wall time per step (decisions, batches and
+their broadcast too), and the ratio to one process (goal: at most 1.5x, pinned or not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JOB = [
+    "--config=configs/paper_bsp.py:runlocal,model=cnn,hetero=uniform,controller=static",
+    "--config.num_workers=2",
+    "--config.num_devices=2",
+    "--config.global_batch_size=64",
+    "--config.controller.b_min=8",
+    "--config.clock=wall",
+    "--config.train.checkpoint_every=0",
+]
+VARIANTS = {
+    "1 process x 2 devices": ("main", []),
+    "2 processes x 1 device": ("launch", []),
+    "2 processes x 1 device, one core each": ("launch", ["--cpus=0,1"]),
+}
+
+
+def command(kind: str, extra: list[str], steps: int, workdir: str) -> list[str]:
+    job = [*JOB, f"--config.train.num_steps={steps}", f"--config.train.eval_every={steps}"]
+    job.append(f"--workdir={workdir}")
+    if kind == "main":
+        return [sys.executable, "-m", "omnilearn_jax.main", *job, "--config.cpu_devices=2"]
+    launcher = [sys.executable, "-m", "omnilearn_jax.launch", "--num_processes=2"]
+    return [*launcher, "--devices_per_process=1", *extra, "--", *job]
+
+
+def run(kind: str, extra: list[str], steps: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run(
+            command(kind, extra, steps, tmp), cwd=ROOT, capture_output=True, text=True
+        )
+        if proc.returncode:
+            raise RuntimeError(proc.stdout[-2000:] + proc.stderr[-2000:])
+        with open(os.path.join(tmp, "metrics.jsonl")) as f:
+            records = [json.loads(line) for line in f]
+        with open(os.path.join(tmp, "summary.json")) as f:
+            summary = json.load(f)
+    train = [r for r in records if "step_time" in r][5:]
+    return {
+        "step_ms": 1e3 * float(np.median([r["step_time"] for r in train])),
+        "loop_ms": 1e3 * summary["wall_time"] / steps,
+        "load": os.getloadavg()[0],
+    }
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--reps", type=int, default=2)
+    p.add_argument("--json", default="")
+    args = p.parse_args(argv)
+    rows = {name: [] for name in VARIANTS}
+    for _ in range(args.reps):
+        for name, (kind, extra) in VARIANTS.items():
+            r = run(kind, extra, args.steps)
+            rows[name].append(r)
+            print(f"{name}: step {r['step_ms']:.2f} ms, loop {r['loop_ms']:.2f} ms a step "
+                  f"(load {r['load']:.2f})", flush=True)  # fmt: skip
+    base = rows["1 process x 2 devices"]
+    out = {}
+    for name, runs in rows.items():
+        step = float(np.median([r["step_ms"] for r in runs]))
+        loop = float(np.median([r["loop_ms"] for r in runs]))
+        ratio = step / float(np.median([r["step_ms"] for r in base]))
+        loop_ratio = loop / float(np.median([r["loop_ms"] for r in base]))
+        out[name] = {"runs": runs, "step_ms": step, "loop_ms": loop, "step_ratio": ratio,
+                     "loop_ratio": loop_ratio}  # fmt: skip
+        print(f"{name}: median step {step:.2f} ms ({ratio:.2f}x one process), loop "
+              f"{loop:.2f} ms ({loop_ratio:.2f}x)")  # fmt: skip
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
