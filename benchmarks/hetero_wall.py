@@ -3,7 +3,7 @@ in repeated runs, beside what the virtual clock predicts for the same cluster.
 
     python -m benchmarks.hetero_wall [--levels 2,4,8] [--injects 0.003,0.02]
         [--controllers proportional,pi,predictive] [--reps 3] [--steps 60] [--fresh]
-        [--json docs/benchmarks/hetero_wall.json] [--md hetero_wall.md]
+        [--json docs/benchmarks/hetero_wall.json] [--md hetero_wall.md] [--dry_run]
 
 The paper's BSP job (configs/paper_bsp.py, runlocal, CNN on digits, 4 workers on 4 devices,
 B = 128, bounds 16..96) runs on the wall clock at each heterogeneity level and injected
@@ -126,6 +126,8 @@ def acceptance(args: argparse.Namespace) -> dict:
         f"runs of {args.steps} steps: about {estimate / 60:.0f} min",
         flush=True,
     )
+    if args.dry_run:
+        return {"estimate_seconds": estimate, "runs": plan}
     began = time.perf_counter()
     predicted = predictions(levels, injects, controllers, args.steps)
     print(f"[hetero_wall] virtual predictions: {time.perf_counter() - began:.0f} s", flush=True)
@@ -172,6 +174,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--json", default="", help="write the result here")
     parser.add_argument("--md", default="", help="write the markdown table here")
     parser.add_argument("--one", action="store_true", help="one wall run; prints one line")
+    parser.add_argument("--dry_run", action="store_true", help="print the estimate and stop")
     parser.add_argument("--cpu_devices", type=int, default=8)
     args = parser.parse_args(argv)
     args.levels = [int(v) for v in args.levels.split(",")]
@@ -195,6 +198,8 @@ def main(argv=None) -> None:
     from benchmarks.report import machine
 
     result = acceptance(args)
+    if args.dry_run:
+        return
     print(wa.text_table(result["cells"]))
     print(f"[hetero_wall] all goals {'PASS' if result['passed'] else 'FAIL'}")
     if args.json:

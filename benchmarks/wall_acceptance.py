@@ -194,9 +194,10 @@ def schedule(
     return plan
 
 
-# Rough costs on the 2-core CPU machine, for the up-front estimate only.
-IN_PROCESS_START = 6.0  # seconds to build and compile a job inside a warm process
-FRESH_START = 15.0  # seconds for a fresh Python process: imports, devices, compile
+# Rough costs on the 2-core CPU machine, for the up-front estimate only (a fresh 60-step
+# job used 44 s of CPU time at load 9, 2026-12-01; a quiet machine gives it about 2 cores).
+IN_PROCESS_START = 20.0  # seconds to build and compile a job inside a warm process
+FRESH_START = 30.0  # seconds for a fresh Python process: imports, devices, compile
 STEP_OVERHEAD = 0.012  # seconds a step beyond the injected wait (compute, reduce, host)
 
 
