@@ -251,3 +251,22 @@ def test_a_copy_that_fails_verification_is_never_used(digits, private_caches, mo
     assert compiles == 2 * 8 + 1
     assert list(private_caches.iterdir()) == []
     assert np.asarray(sums.count).tolist() == SHARE_SIZES.tolist()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_finish_timed_gathers_every_devices_time_in_the_same_update(digits, backend):
+    """The multi-process wall clock's finish: the same update as `finish`, bit for bit, and
+    each device's time, in its own slot, on every device (one all-reduce, no all-gather)."""
+    apply, params = models.create({"name": "mlp", "hidden": 16}, digits.input_shape, 10, 0)
+    tx = optax.sgd(0.1, momentum=0.9)
+    layout = buckets.make_layout(num_workers=8, num_devices=8, capacity=B)
+    placement, steps = _steps(backend, apply, tx, layout, digits.x_train[:1], params)
+    sizes = np.array([3, 8, 16, 0, 9, 5, 11, 12])
+    blocks = placement.split(layout, sizes, digits.x_train[:64], digits.y_train[:64])
+    stacked = steps.local(placement.replicate(params), blocks)
+    times = np.array([0.5, 1.25, 2.0, 0.0, 3.5, 0.125, 7.0, 9.75], np.float32)
+    plain, plain_metrics = steps.finish(_fresh_state(placement, params, tx), stacked)
+    timed, metrics, every = steps.finish_timed(_fresh_state(placement, params, tx), stacked, times)
+    assert np.asarray(every).tolist() == times.tolist()
+    assert _max_diff(plain.params, timed.params) == 0.0
+    assert float(metrics["loss"]) == float(plain_metrics["loss"])

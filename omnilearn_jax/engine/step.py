@@ -237,7 +237,7 @@ class Steps:
             workers = min(workers, cpus.usable_cpus())
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="device")
         self._stacked = NamedSharding(placement.mesh, P(AXIS))
-        self.finish, self.eval, self._reduce = _backend(placement, apply, tx)
+        self.finish, self.eval, self._reduce, self._finish_timed = _backend(placement, apply, tx)
 
     # -- compilation ---------------------------------------------------------------------
     def compile(
@@ -263,7 +263,12 @@ class Steps:
         if not self._finish_ready:
             copy = self.placement.replicate(jax.tree.map(np.array, state))
             zeros = self._zero_blocks(min(buckets), example_x, 0)
-            jax.block_until_ready(self.finish(copy, self.local(copy.params, zeros)))
+            stacked = self.local(copy.params, zeros)
+            if jax.process_count() > 1:  # the wall clock's step ends with finish_timed
+                times = np.zeros(len(self._positions), np.float32)
+                spare = self.placement.replicate(jax.tree.map(np.array, state))
+                jax.block_until_ready(self.finish_timed(spare, stacked, times))
+            jax.block_until_ready(self.finish(copy, stacked))
             self._finish_ready = True
         if shared and shared != self._shared_rows:
             self._shared_rows = shared
@@ -388,6 +393,17 @@ class Steps:
     def local(self, params, blocks: Blocks):
         return self.run_local(params, blocks)[0]
 
+    def finish_timed(self, state: TrainState, stacked, times: np.ndarray):
+        """`finish`, and every device's time [D] on every process: `times` are this
+        process's devices' (in the order of its blocks), placed on them and gathered in the
+        step's one all-reduce, rather than by a collective of their own."""
+        placed = [
+            jax.device_put(np.asarray(t, np.float32).reshape(1), d)
+            for t, d in zip(times, self.devices, strict=True)
+        ]
+        state, metrics, every = self._finish_timed(state, stacked, self.assemble(placed))
+        return state, metrics, every
+
     def sums(self, params, blocks: Blocks) -> Sums:
         """Each device's sums as Sums [D, ...] on the host (for tests and tools)."""
         return unpack_sums(np.asarray(jax.device_get(self.local(params, blocks))), params)
@@ -470,8 +486,20 @@ def _summed(mesh, stacked):
     return per(stacked)
 
 
-def _backend(placement, apply: ApplyFn, tx) -> tuple[Callable, Callable, Callable]:
-    """(finish, eval, reduce) for the placement's backend."""
+def _with_times(packed, times, num_devices: int):
+    """Inside a collective program, one device's packed sums [n + 3] followed by its compute
+    time in its own slot of a [D] vector: one all-reduce then sums the gradients and gathers
+    every device's time (a multi-process run needs them all on every process)."""
+    slot = jax.lax.axis_index(AXIS)
+    row = jnp.zeros((num_devices,), packed.dtype).at[slot].set(times.astype(packed.dtype))
+    return jnp.concatenate([packed, row])
+
+
+def _backend(placement, apply: ApplyFn, tx) -> tuple[Callable, ...]:
+    """(finish, eval, reduce, finish_timed) for the placement's backend. `finish_timed(state,
+    stacked, times [D])` is `finish` that also returns every device's time [D], gathered in
+    the same all-reduce (for the wall clock in a multi-process run)."""
+    num_devices = len(placement.devices)
 
     def eval_sums(params, x, y, mask):
         sums = masked_sums(apply, params, x, y, mask, with_grad=False)
@@ -492,8 +520,15 @@ def _backend(placement, apply: ApplyFn, tx) -> tuple[Callable, Callable, Callabl
             return _update(tx, state, unpack_sums(jax.lax.psum(s, AXIS), state.params))
 
         finish = pmapped(pmap_finish, (None, 0), 0)
+
+        def pmap_finish_timed(state, s, t):
+            summed = jax.lax.psum(_with_times(s, t, num_devices), AXIS)
+            sums = unpack_sums(summed[:-num_devices], state.params)
+            return (*_update(tx, state, sums), summed[-num_devices:])
+
+        finish_timed = pmapped(pmap_finish_timed, (None, 0, 0), 0)
         ev = pmapped(lambda p, b: jax.lax.psum(eval_sums(p, *b), AXIS), (None, 0))
-        return finish, lambda p, b: ev(p, (b["x"], b["y"], b["mask"])), reduce
+        return finish, lambda p, b: ev(p, (b["x"], b["y"], b["mask"])), reduce, finish_timed
 
     mesh = placement.mesh
 
@@ -510,5 +545,13 @@ def _backend(placement, apply: ApplyFn, tx) -> tuple[Callable, Callable, Callabl
     def finish(state, stacked):
         return _update(tx, state, unpack_sums(summed(stacked), state.params))
 
+    def finish_timed(state, stacked, times):
+        summed = jax.shard_map(
+            lambda s, t: jax.lax.psum(_with_times(s[0], t[0], num_devices), AXIS),
+            mesh=mesh, in_specs=(P(AXIS), P(AXIS)), out_specs=P(),
+        )(stacked, times)  # fmt: skip
+        sums = unpack_sums(summed[:-num_devices], state.params)
+        return (*_update(tx, state, sums), summed[-num_devices:])
+
     finish = jax.jit(finish, donate_argnums=0)
-    return finish, jax.jit(evaluate), jax.jit(summed)
+    return finish, jax.jit(evaluate), jax.jit(summed), jax.jit(finish_timed, donate_argnums=0)
