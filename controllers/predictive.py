@@ -14,10 +14,11 @@ This policy keeps, per worker, the smoothed time it measured at every batch size
 
 On the predicted table it solves the integer min-max split under the bounds exactly (the
 oracle's solver, `solve_min_max`). Noise is kept out by three things: a measurement at a
-size already seen that lies beyond `jump` of its smoothed value (or, at a new size, of the
-time predicted for it: a first execution) is held back (an outlier) until `confirm` in a row
-on the same side show a speed change, which then rescales that worker's whole curve by their
-mean ratio (the curve's shape stays), or, at a new size, that size's own time; a new split is taken
+size already seen that lies beyond `jump` (or 3 noise standard deviations) of its smoothed
+value, or at a new size of the time predicted for it (a first execution), is held back (an
+outlier); a CUSUM of the log-ratios tells a speed change (after `confirm` samples when it
+is large, later when it is small), which rescales that worker's whole curve by the run's
+mean ratio (the curve's shape stays), or records a new size's own time; a new split is taken
 only when its predicted step time is at least `min_gain` below the current split's; and a
 decision waits until every busy worker has `settle` measurements at its current size.
 Cannikin (Middleware'23) and OptPerf fit per-worker time models similarly; the formulas here
@@ -31,29 +32,16 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from controllers import tracking
 from controllers.allocate import allocate
 from controllers.base import PAPER_BOUND, Controller, Observation, is_concrete, resolve_bounds
 from controllers.oracle import solve_min_max
 from controllers.registry import register
+from controllers.time_curve import predict
 
-# Ridge weight on the intercept, relative to the data weight: small enough that two distinct
-# sizes give the affine curve to 0.1 %, large enough that one size gives t / b.
-RIDGE = 1e-3
-# Slope floor for extrapolation, as a fraction of the mean time per sample: a flat stretch
-# (a saturating curve below its knee) must not promise free samples beyond what was seen.
-MIN_SLOPE = 0.05
-# Residuals within SHRINK standard errors of the fit are taken for noise (soft threshold).
-SHRINK = 2.0
-# Second fit pass: a point further than this fraction (beyond SHRINK standard errors) from
-# the first line has its weight cut in proportion.
-HUBER = 0.05
 # Outlier band in standard deviations of the measured noise (at least `jump`).
 SPREAD = 3.0
-# Reweighted fits after the first (see `predict`).
-REFITS = 3
-# A size's weight in the fit stops growing here, so one long-held size cannot pin the line.
-MAX_WEIGHT = 20.0
+# The speed-change detector's drift is at least this many noise standard deviations.
+CUSUM_NOISE = 1.5
 # Weight a size's measurements decay to when it is not run (half of one measurement).
 STALE = 0.5
 # Holds of a lifted cap double at most this many times (hold 100: 100, 200, ... 1,600 steps).
@@ -67,8 +55,9 @@ class PredictiveState(NamedTuple):
     sizes: jax.Array  # int32 [W]
     mean: jax.Array  # float [W, B + 1]: smoothed measured time at each batch size
     count: jax.Array  # float [W, B + 1]: measurements behind it (0 = never run there)
-    suspect: jax.Array  # int32 [W]: consecutive outliers (+ above, - below)
-    suspect_sum: jax.Array  # float [W]: sum of their ratios to the smoothed value
+    drift: jax.Array  # float [W, 2]: CUSUM of log-ratios to the expected time (up, down)
+    run_sum: jax.Array  # float [W, 2]: sum of the log-ratios since each CUSUM left 0
+    run_count: jax.Array  # float [W, 2]: their number
     settled: jax.Array  # int32 [W]: measurements at the current size since it last moved
     expected: jax.Array  # float [W]: predicted time at the current size when it was chosen
     age: jax.Array  # int32 [W, B + 1]: steps since each size was last measured
@@ -100,12 +89,14 @@ def predictive(
     and the rate at which every size's weight decays each step (down to half a measurement).
     A new split must also beat one standard error of the estimates (noise * sqrt(2 / n)).
     jump: relative distance from the smoothed time beyond which a measurement is an outlier
-    (0 disables outlier handling and speed-change detection); confirm: outliers in a row on
-    the same side that are taken as a speed change (at a size measured before) or as the true
-    time of a new size (a cliff, a knee). cliff_hold: steps after which a size above the
-    current one, not measured since and dearer per sample than the current one by `jump` (a
-    cliff, or a slowdown that happened to follow a growth), is forgotten, so the worker may
-    grow again; each such lift doubles that worker's next hold (up to 2^MAX_STRIKES).
+    (widened to 3 standard deviations of the measured noise; 0 disables outlier handling and
+    speed-change detection), and twice the smallest speed change the CUSUM looks for;
+    confirm: samples after which a large change alarms, taken as a speed change (at a size
+    measured before) or as the true time of a new size (a cliff, a knee). cliff_hold: steps
+    after which a size above the current one, not measured since and dearer per sample than
+    the current one by `jump` (a cliff, or a slowdown that happened to follow a growth), is
+    forgotten, so the worker may grow again; each such lift doubles that worker's next hold
+    (up to 2^MAX_STRIKES).
     """
     if is_concrete(min_gain) and not 0 <= float(min_gain) < 1:
         raise ValueError(f"predictive: min_gain must be in [0, 1), got {min_gain!r}")
@@ -125,8 +116,9 @@ def predictive(
             sizes=allocate(jnp.ones(num_workers), global_batch, lo, hi),
             mean=table,
             count=table,
-            suspect=zeros,
-            suspect_sum=jnp.zeros(num_workers, jnp.float32),
+            drift=jnp.zeros((num_workers, 2), jnp.float32),
+            run_sum=jnp.zeros((num_workers, 2), jnp.float32),
+            run_count=jnp.zeros((num_workers, 2), jnp.float32),
             settled=zeros,
             expected=jnp.zeros(num_workers, jnp.float32),
             age=jnp.zeros((num_workers, global_batch + 1), jnp.int32),
@@ -141,8 +133,8 @@ def predictive(
         b = obs.batch_sizes
         w, n = state.mean.shape
         lo, hi = resolve_bounds(w, n - 1, b_min, b_max)
-        mean, count, age, strikes, suspect, suspect_sum, restart, noise_sum, noise_weight = (
-            _measure(state, obs, smoothing, jump, confirm, cliff_hold)
+        mean, count, age, strikes, detector, restart, pending, noise_sum, noise_weight = _measure(
+            state, obs, smoothing, jump, confirm, cliff_hold
         )
         noise = jnp.sqrt(noise_sum / jnp.where(noise_weight > 0, noise_weight, 1.0))
         table = predict(mean, count, noise)
@@ -159,7 +151,7 @@ def predictive(
         then = jnp.max(jnp.where(wanted > 0, table[rows, wanted], 0.0))
         valid = (b > 0) & (obs.worker_times > 0)
         settled = state.settled + valid.astype(jnp.int32)
-        due = jnp.all((settled >= settle) | (b == 0)) | jnp.any(restart)
+        due = (jnp.all((settled >= settle) | (b == 0)) | jnp.any(restart)) & ~pending
         # The gain must also beat the noise of the estimates it rests on: one standard error
         # of the difference of two means of the least-measured busy worker's samples.
         fewest = jnp.min(jnp.where(b > 0, count[rows, current], jnp.inf))
@@ -171,8 +163,9 @@ def predictive(
             sizes=sizes,
             mean=mean,
             count=count,
-            suspect=suspect,
-            suspect_sum=suspect_sum,
+            drift=detector[0],
+            run_sum=detector[1],
+            run_count=detector[2],
             settled=jnp.where(sizes != b, 0, settled),
             expected=jnp.where(sizes > 0, table[rows, jnp.clip(sizes, 0, n - 1)], 0.0),
             age=age,
@@ -197,7 +190,8 @@ def _measure(
 ) -> tuple[jax.Array, ...]:
     """Folds this step's times into the table and the noise estimate; lifts stale cliffs.
 
-    Returns (mean, count, age, strikes, suspect, suspect_sum, restart, noise_sum, noise_weight).
+    Returns (mean, count, age, strikes, (drift, run_sum, run_count), restart, pending,
+    noise_sum, noise_weight).
     """
     b, t = obs.batch_sizes, obs.worker_times
     w, n = state.mean.shape
@@ -222,11 +216,9 @@ def _measure(
     band = jnp.maximum(jump, jnp.expm1(SPREAD * known_noise))
     check = (own | guess) & (jump > 0)
     up, down = check & (against > 1.0 + band), check & (against < 1.0 / (1.0 + band))
-    suspect, suspect_sum = tracking.streak(
-        state.suspect, state.suspect_sum, up, down, valid, against
+    detector, restart, slower, level, pending = _detect_change(
+        state, jnp.log(jnp.where(check, against, 1.0)), check, jump, known_noise, confirm
     )
-    restart = jnp.abs(suspect) >= confirm
-    level = suspect_sum / jnp.maximum(jnp.abs(suspect), 1)
     # Confirmed at a known size: a speed change, which rescales the worker's whole curve and
     # keeps one measurement's worth of confidence, so the new level is learnt quickly at every
     # size. Confirmed at a new size: that size's own time (a cliff, a knee), recorded there,
@@ -237,7 +229,7 @@ def _measure(
     now = t[:, None]
     larger_faster = (index > at[:, None]) & measured & ((1.0 + band) * state.mean < now)
     smaller_slower = (index < at[:, None]) & measured & (state.mean > (1.0 + band) * now)
-    speed_change = jnp.where(suspect > 0, larger_faster.any(1), smaller_slower.any(1))
+    speed_change = jnp.where(slower, larger_faster.any(1), smaller_slower.any(1))
     rescale = restart & (own | speed_change)
     found = restart & ~own & ~speed_change
     mean = state.mean * jnp.where(rescale, level, 1.0)[:, None]
@@ -257,8 +249,6 @@ def _measure(
     point = jnp.where(found, t, point)
     mean = mean.at[rows, at].set(jnp.where(use | found, point, mean[rows, at]))
     count = count.at[rows, at].set(jnp.where(use, seen + 1.0, jnp.where(found, 1.0, seen)))
-    suspect = jnp.where(restart, 0, suspect)
-    suspect_sum = jnp.where(restart, 0.0, suspect_sum)
     age = state.age + 1
     age = age.at[rows, at].set(jnp.where(valid, 0, age[rows, at]))
     mean, count, lifted = _lift_stale_cliffs(mean, count, age, state.strikes, b, jump, hold)
@@ -272,7 +262,51 @@ def _measure(
     add = jnp.where(jnp.any(repeat), smoothing, 0.0)
     noise_sum = keep * state.noise_sum + add * fresh
     noise_weight = keep * state.noise_weight + add
-    return mean, count, age, strikes, suspect, suspect_sum, restart, noise_sum, noise_weight
+    return mean, count, age, strikes, detector, restart, pending, noise_sum, noise_weight
+
+
+def _detect_change(
+    state: PredictiveState,
+    x: jax.Array,
+    check: jax.Array,
+    jump: Any,
+    noise: jax.Array,
+    confirm: int,
+) -> tuple[tuple[jax.Array, ...], jax.Array, jax.Array, jax.Array, jax.Array]:
+    """Two-sided CUSUM of the log-ratios `x` of measured to expected times, per worker.
+
+    Each sample adds min(x, clip) - k (and the mirror for the other side); an alarm at h.
+    k (half the smallest change worth seeing, or 1.5 noise standard deviations if larger)
+    keeps noise from accumulating; h = confirm * k and the clip make any large change (a
+    speed change) alarm after exactly `confirm` samples while `confirm - 1` samples, however
+    large (a first execution, a spike), never do; a small persistent change alarms later
+    (a 1.3x change at 10 % noise after about 5 samples), where a run of `confirm` outliers
+    beyond a band never would. Returns ((drift, run_sum, run_count), alarm, slower, level,
+    pending): level is the mean ratio over the alarming run; pending, that some worker is
+    half-way to an alarm (decisions wait for it: it is probably changing speed too).
+    """
+    k = jnp.maximum(0.5 * jnp.log1p(jump), CUSUM_NOISE * noise)
+    h = confirm * k
+    clip = k + h / (confirm - 0.5)
+    signed = jnp.stack([x, -x], axis=1)
+    grown = jnp.maximum(state.drift + jnp.minimum(signed, clip) - k, 0.0)
+    on = check[:, None]
+    drift = jnp.where(on, grown, state.drift)
+    live = drift > 0
+    run_sum = jnp.where(on, jnp.where(live, state.run_sum + signed, 0.0), state.run_sum)
+    run_count = jnp.where(on, jnp.where(live, state.run_count + 1.0, 0.0), state.run_count)
+    alarm = drift >= h
+    fired = alarm.any(axis=1)
+    slower = alarm[:, 0]
+    side = jnp.where(slower, 0, 1)
+    rows = jnp.arange(x.shape[0])
+    mean_log = run_sum[rows, side] / jnp.maximum(run_count[rows, side], 1.0)
+    level = jnp.exp(jnp.where(slower, mean_log, -mean_log))
+    clear = fired[:, None]
+    detector = tuple(jnp.where(clear, 0.0, a) for a in (drift, run_sum, run_count))
+    # A worker half-way to an alarm is probably changing speed too: decisions wait for it.
+    pending = jnp.any(detector[0] >= 0.5 * h)
+    return detector, fired, slower, level, pending
 
 
 def _lift_stale_cliffs(
@@ -308,70 +342,3 @@ def _lift_stale_cliffs(
     mean = mean.at[rows, first].set(jnp.where(lift, 0.0, mean[rows, first]))
     count = count.at[rows, first].set(jnp.where(lift, 0.0, count[rows, first]))
     return mean, count, lift.astype(jnp.int32)
-
-
-def predict(mean: jax.Array, count: jax.Array, noise: Any = 0.0) -> jax.Array:
-    """Predicted time [W, B + 1] of each worker at every size, from its measured points.
-
-    `noise` is the relative standard deviation of one measurement. The prediction is the
-    affine fit plus each measured point's residual from it, shrunk towards 0 by `SHRINK`
-    standard errors (soft threshold), interpolated linearly between measured sizes and held
-    at the edge value beyond them. With no noise the measured points are reproduced exactly;
-    with noise, a size measured a few times leans on the fit over all sizes (pooling), while
-    a residual far beyond the noise (a cliff, a knee) is kept.
-    """
-    w, n = mean.shape
-    b = jnp.arange(n, dtype=jnp.float32)
-    seen = count > 0
-    weight = jnp.minimum(count, MAX_WEIGHT)
-    intercept, slope = _fit(mean, weight, b)
-    # Reweighted passes: points far off the previous fit (a cliff) weigh less in the line, by
-    # the square of how far beyond the noise they lie, so a 3x cliff point cannot tilt it.
-    for _ in range(REFITS):
-        line = intercept[:, None] + slope[:, None] * b
-        scale = jnp.abs(line) * noise / jnp.sqrt(jnp.maximum(count, 1.0))
-        limit = SHRINK * scale + HUBER * jnp.abs(line)
-        trust = jnp.minimum(1.0, limit / jnp.maximum(jnp.abs(mean - line), 1e-30)) ** 2
-        intercept, slope = _fit(mean, weight * trust, b)
-    line = intercept[:, None] + slope[:, None] * b
-    scale = jnp.abs(line) * noise / jnp.sqrt(jnp.maximum(count, 1.0))
-    residual = mean - line
-    residual = jnp.sign(residual) * jnp.maximum(jnp.abs(residual) - SHRINK * scale, 0.0)
-    residual = jnp.where(seen, residual, 0.0)
-    index = jnp.arange(n)
-    left = jax.lax.cummax(jnp.where(seen, index, -1), axis=1)
-    right = jax.lax.cummin(jnp.where(seen, index, n), axis=1, reverse=True)
-    rows = jnp.arange(w)[:, None]
-    left_r = residual[rows, jnp.clip(left, 0, n - 1)]
-    right_r = residual[rows, jnp.clip(right, 0, n - 1)]
-    has_left, has_right = left >= 0, right < n
-    span = jnp.maximum(right - left, 1).astype(jnp.float32)
-    between = left_r + (right_r - left_r) * (b - left) / span
-    correction = jnp.where(
-        has_left & has_right, between, jnp.where(has_left, left_r, jnp.where(has_right, right_r, 0))
-    )
-    # A worker never measured borrows the others' mean slope (all unmeasured: t = b).
-    measured = jnp.any(seen, axis=1)
-    shared = jnp.sum(jnp.where(measured, slope, 0.0)) / jnp.maximum(measured.sum(), 1)
-    shared = jnp.where(measured.any(), shared, 1.0)
-    table = jnp.where(measured[:, None], line + correction, shared * b)
-    table = jax.lax.cummax(jnp.maximum(table, 0.0), axis=1)
-    return jnp.where(b > 0, table, 0.0)
-
-
-def _fit(mean: jax.Array, weight: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Weighted affine fit a_k + c_k b over each worker's measured sizes (weight > 0)."""
-    wt = jnp.where(weight > 0, weight, 0.0)
-    s0, s1, s2 = wt.sum(1), (wt * b).sum(1), (wt * b * b).sum(1)
-    sy, sby = (wt * mean).sum(1), (wt * b * mean).sum(1)
-    # Normal equations with a ridge RIDGE * s0 on the intercept, written around the mean size
-    # mb so the float32 sums stay accurate:
-    # c = (cov + r mb sy / (1 + r)) / (var + r mb^2 s0 / (1 + r)), a = (sy - c s1) / (s0 (1 + r)).
-    mb = s1 / jnp.maximum(s0, 1e-30)
-    var = s2 - s1 * mb  # sum w (b - mb)^2
-    cov = sby - sy * mb
-    r = RIDGE
-    c = (cov + r * mb * sy / (1.0 + r)) / jnp.maximum(var + r * mb * mb * s0 / (1.0 + r), 1e-30)
-    c = jnp.maximum(c, MIN_SLOPE * sy / jnp.maximum(s1, 1e-30))
-    a = (sy - c * s1) / jnp.maximum(s0 * (1.0 + r), 1e-30)
-    return jnp.where(s0 > 0, a, 0.0), jnp.where(s0 > 0, c, 0.0)

@@ -1,0 +1,96 @@
+"""A worker's time curve t(b) predicted from the sizes it was measured at (for `predictive`).
+
+An affine fit through the measured points, refitted with cliff points weighed down, plus each
+point's residual from it (shrunk by its standard error), interpolated between measured sizes
+and made nondecreasing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+# Ridge weight on the intercept, relative to the data weight: small enough that two distinct
+# sizes give the affine curve to 0.1 %, large enough that one size gives t / b.
+RIDGE = 1e-3
+# Slope floor for extrapolation, as a fraction of the mean time per sample: a flat stretch
+# (a saturating curve below its knee) must not promise free samples beyond what was seen.
+MIN_SLOPE = 0.05
+# Residuals within SHRINK standard errors of the fit are taken for noise (soft threshold).
+SHRINK = 2.0
+# Refits: a point further than this fraction (beyond SHRINK standard errors) from the last
+# line has its weight cut by the square of the ratio.
+HUBER = 0.05
+# Reweighted fits after the first (see `predict`).
+REFITS = 3
+# A size's weight in the fit stops growing here, so one long-held size cannot pin the line.
+MAX_WEIGHT = 20.0
+
+
+def predict(mean: jax.Array, count: jax.Array, noise: Any = 0.0) -> jax.Array:
+    """Predicted time [W, B + 1] of each worker at every size, from its measured points.
+
+    `noise` is the relative standard deviation of one measurement. The prediction is the
+    affine fit plus each measured point's residual from it, shrunk towards 0 by `SHRINK`
+    standard errors (soft threshold), interpolated linearly between measured sizes and held
+    at the edge value beyond them. With no noise the measured points are reproduced exactly;
+    with noise, a size measured a few times leans on the fit over all sizes (pooling), while
+    a residual far beyond the noise (a cliff, a knee) is kept.
+    """
+    w, n = mean.shape
+    b = jnp.arange(n, dtype=jnp.float32)
+    seen = count > 0
+    weight = jnp.minimum(count, MAX_WEIGHT)
+    intercept, slope = _fit(mean, weight, b)
+    # Reweighted passes: points far off the previous fit (a cliff) weigh less in the line, by
+    # the square of how far beyond the noise they lie, so a 3x cliff point cannot tilt it.
+    for _ in range(REFITS):
+        line = intercept[:, None] + slope[:, None] * b
+        scale = jnp.abs(line) * noise / jnp.sqrt(jnp.maximum(count, 1.0))
+        limit = SHRINK * scale + HUBER * jnp.abs(line)
+        trust = jnp.minimum(1.0, limit / jnp.maximum(jnp.abs(mean - line), 1e-30)) ** 2
+        intercept, slope = _fit(mean, weight * trust, b)
+    line = intercept[:, None] + slope[:, None] * b
+    scale = jnp.abs(line) * noise / jnp.sqrt(jnp.maximum(count, 1.0))
+    residual = mean - line
+    residual = jnp.sign(residual) * jnp.maximum(jnp.abs(residual) - SHRINK * scale, 0.0)
+    residual = jnp.where(seen, residual, 0.0)
+    index = jnp.arange(n)
+    left = jax.lax.cummax(jnp.where(seen, index, -1), axis=1)
+    right = jax.lax.cummin(jnp.where(seen, index, n), axis=1, reverse=True)
+    rows = jnp.arange(w)[:, None]
+    left_r = residual[rows, jnp.clip(left, 0, n - 1)]
+    right_r = residual[rows, jnp.clip(right, 0, n - 1)]
+    has_left, has_right = left >= 0, right < n
+    span = jnp.maximum(right - left, 1).astype(jnp.float32)
+    between = left_r + (right_r - left_r) * (b - left) / span
+    correction = jnp.where(
+        has_left & has_right, between, jnp.where(has_left, left_r, jnp.where(has_right, right_r, 0))
+    )
+    # A worker never measured borrows the others' mean slope (all unmeasured: t = b).
+    measured = jnp.any(seen, axis=1)
+    shared = jnp.sum(jnp.where(measured, slope, 0.0)) / jnp.maximum(measured.sum(), 1)
+    shared = jnp.where(measured.any(), shared, 1.0)
+    table = jnp.where(measured[:, None], line + correction, shared * b)
+    table = jax.lax.cummax(jnp.maximum(table, 0.0), axis=1)
+    return jnp.where(b > 0, table, 0.0)
+
+
+def _fit(mean: jax.Array, weight: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Weighted affine fit a_k + c_k b over each worker's measured sizes (weight > 0)."""
+    wt = jnp.where(weight > 0, weight, 0.0)
+    s0, s1, s2 = wt.sum(1), (wt * b).sum(1), (wt * b * b).sum(1)
+    sy, sby = (wt * mean).sum(1), (wt * b * mean).sum(1)
+    # Normal equations with a ridge RIDGE * s0 on the intercept, written around the mean size
+    # mb so the float32 sums stay accurate:
+    # c = (cov + r mb sy / (1 + r)) / (var + r mb^2 s0 / (1 + r)), a = (sy - c s1) / (s0 (1 + r)).
+    mb = s1 / jnp.maximum(s0, 1e-30)
+    var = s2 - s1 * mb  # sum w (b - mb)^2
+    cov = sby - sy * mb
+    r = RIDGE
+    c = (cov + r * mb * sy / (1.0 + r)) / jnp.maximum(var + r * mb * mb * s0 / (1.0 + r), 1e-30)
+    c = jnp.maximum(c, MIN_SLOPE * sy / jnp.maximum(s1, 1e-30))
+    a = (sy - c * s1) / jnp.maximum(s0 * (1.0 + r), 1e-30)
+    return jnp.where(s0 > 0, a, 0.0), jnp.where(s0 > 0, c, 0.0)
