@@ -391,3 +391,38 @@ def test_children_die_with_a_killed_launcher(tmp_path):
     while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(alive(pid) for pid in pids)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=False,  # timing noise decides it: it passed 1 run in 6 on the 2-core machine
+    reason="issue 26: failed before (4f24c26: 3 runs of 3) and after (5 of 6) the "
+    "controller fix; the mechanism, replayed deterministically: tests/test_identical_devices.py",
+)
+def test_wall_clock_split_stays_uniform_on_identical_devices_in_two_processes(tmp_path):
+    """Issue 26: 8 identical CPU devices, 4 a process, measured on the wall clock with the
+    proportional controller: no worker's batch leaves uniform by more than the dead-band
+    (plus one row of rounding). Once drove the split to [4, 3, 3, 3, 6, 15, 15, 15]; on
+    2026-12-01 to [12]*4 + [4]*4 or [4]*4 + [12]*4 at step 2 (process times 1.6 / 5.6 ms
+    and 2.0 / 0.75 ms at step 1, taken at face value), or [2, 2, 2, 2, 6, 17, ...]."""
+    from controllers.proportional import DEFAULT_DEADBAND
+
+    steps = 24
+    run_launched(
+        tmp_path,
+        "--config.clock=wall",
+        "--config.controller.name=proportional",
+        "--config.hetero.name=uniform",
+        f"--config.train.num_steps={steps}",
+        f"--config.train.eval_every={steps}",
+        "--config.train.checkpoint_every=0",
+        "--config.train.save_params=False",
+    )
+    records = [r for r in read_metrics(tmp_path) if "loss" in r]
+    assert [r["step"] for r in records] == list(range(1, steps + 1))
+    uniform = 64 / 8
+    sizes = np.array([r["batch_sizes"] for r in records])
+    assert (sizes.sum(axis=1) == 64).all()
+    assert np.all(np.array([r["worker_times"] for r in records]) > 0)  # really measured
+    skew = np.abs(sizes - uniform).max(axis=1) / uniform
+    assert (skew <= DEFAULT_DEADBAND + 1 / uniform).all(), sizes[skew.argmax()].tolist()
