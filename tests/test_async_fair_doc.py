@@ -1,0 +1,36 @@
+"""The fair async study's document is what its committed data give (issue 28, points 4, 5)."""
+
+import json
+import os
+
+import pytest
+
+from experiments import async_fair_doc as doc
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_committed_document_is_built_from_committed_data():
+    with open(os.path.join(REPO, "docs", "results", "async_fair.json")) as f:
+        data = json.load(f)
+    with open(os.path.join(REPO, "docs", "results", "async_fair.md")) as f:
+        committed = f.read()
+    text, summary = doc.build(data)
+    assert committed == text + "\n"
+    # 5 paired seeds for every comparison of every setting.
+    assert len(summary) == 3 * 4 * 3
+
+
+def test_interval_and_verdict():
+    mean, lo, hi = doc.interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    # mean 3, sample std sqrt(2.5), t(4) = 2.776: half-width 2.776 * 1.5811 / sqrt(5).
+    assert mean == 3.0 and hi - mean == pytest.approx(2.776 * 2.5**0.5 / 5**0.5)
+    assert doc.verdict(0.1, 0.5).startswith("significant")
+    assert doc.verdict(-0.1, 0.5).startswith("not significant")
+
+
+def test_curve_reading():
+    curve = [[0.5, 0.6], [1.0, 0.9], [1.5, 0.96]]
+    assert doc.at_time(curve, 1.2) == 0.9
+    assert doc.time_to(curve, 0.95) == 1.5
+    assert doc.time_to(curve, 0.99) != doc.time_to(curve, 0.99)  # NaN: never reached
