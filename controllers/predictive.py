@@ -46,6 +46,10 @@ CUSUM_NOISE = 1.5
 STALE = 0.5
 # Holds of a lifted cap double at most this many times (hold 100: 100, 200, ... 1,600 steps).
 MAX_STRIKES = 4
+# A size above the current one is a cap when it costs more per sample by this fraction, or by
+# 3 noise standard deviations if wider (per sample, time falls with the batch on a cliff-free
+# curve).
+CAP_MARGIN = 0.25
 # A decision may give a worker at most this multiple of the largest size it has run (3 lets
 # the 4-core worker of HL8 take over the 32-core one's share after a swap in one move).
 TRUST = 3
@@ -252,7 +256,8 @@ def _measure(
     count = count.at[rows, at].set(jnp.where(use, seen + 1.0, jnp.where(found, 1.0, seen)))
     age = state.age + 1
     age = age.at[rows, at].set(jnp.where(valid, 0, age[rows, at]))
-    mean, count, lifted = _lift_stale_cliffs(mean, count, age, state.strikes, b, jump, hold)
+    margin = jnp.maximum(CAP_MARGIN, jnp.expm1(SPREAD * known_noise))
+    mean, count, lifted = _lift_stale_cliffs(mean, count, age, state.strikes, b, margin, hold)
     strikes = jnp.minimum(state.strikes + lifted, MAX_STRIKES)
     # Noise: a repeat measurement's log-ratio to the mean of `seen` earlier ones has variance
     # sigma^2 (1 + 1 / seen); pooled over workers, smoothed like the times.
@@ -316,12 +321,13 @@ def _lift_stale_cliffs(
     age: jax.Array,
     strikes: jax.Array,
     sizes: jax.Array,
-    jump: Any,
+    margin: jax.Array,
     hold: int,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Forgets, per worker, the smallest size above its current one that has not been run for
-    its hold and costs more per sample than the current size by `jump`: such a point caps the
-    worker (the prediction is nondecreasing), and it may have been a slowdown, not a cliff.
+    its hold and costs more per sample than the current size by `margin`: such a point caps
+    the worker (the prediction is nondecreasing), and it may have been a slowdown, not a cliff.
+    Each lift doubles the worker's next hold.
 
     Returns (mean, count, lifted [W] int32)."""
     w, n = mean.shape
@@ -335,7 +341,7 @@ def _lift_stale_cliffs(
         (index[None, :] > sizes[:, None])
         & (count > 0)
         & (age >= limit[:, None])
-        & (per_sample > (1.0 + jump) * here[:, None])
+        & (per_sample > (1.0 + margin) * here[:, None])
         & (count[rows, at] > 0)[:, None]
     )
     first = jnp.argmax(stale, axis=1)

@@ -4,7 +4,8 @@ escape them (issue 26). Each scenario plants a deterministic trap in the paper's
 
 - first execution: a worker's first step at a size it never ran takes 3x (a new program);
 - spike: one step at 3x, three steps after the fast worker first grows;
-- cliff: the fast worker's time triples above 60 rows, until a given step or for good.
+- cliff: the fast worker's time triples above 60 rows, until a given step or for good;
+- neighbour: the fast worker runs at half speed for the 6 steps after it first grows.
 """
 
 import functools
@@ -115,3 +116,27 @@ def test_a_persistent_cliff_is_still_found_and_respected(name):
     assert over.sum() <= 20
     if name != "predictive":
         assert _cap(name, state) <= CLIFF
+
+
+def neighbour(step, sizes, grew_at, ran):
+    """The fast worker runs at half speed for the 6 steps after it first grows."""
+    factor = np.ones(4)
+    if grew_at is not None and step < grew_at + 6:
+        factor[FAST] = 2.0
+    return factor
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_a_short_slowdown_after_a_growth_passes(name):
+    clean, _ = _run(name, no_trap, 250)
+    sizes, state = _run(name, neighbour, 250)
+    assert np.abs(sizes[-1] - clean[-1]).max() <= 2, (sizes[-1], clean[-1])
+    if name == "predictive":
+        # Its slow samples at two new sizes (86, then 75 rows) read as cliffs there: the
+        # worker holds 72 rows until both caps are lifted (one hold each: 100, then 200).
+        assert sizes[30:100, FAST].max() < 80 and sizes[-20:, FAST].min() >= 95
+    else:
+        # P and PI need both windows slow: no cap, and the fast worker never gives rows back.
+        assert _cap(name, state) == B
+        reached = np.flatnonzero(sizes[:, FAST] >= 80)[0]
+        assert sizes[reached:, FAST].min() >= 80
