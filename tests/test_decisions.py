@@ -8,39 +8,50 @@ from omnilearn_jax.engine.mesh import select_devices
 from omnilearn_jax.run import distributed
 
 
-class FakeHosts:
-    """Two processes as this one sees them: it is process 1, and process 0 decided `main`."""
+def test_only_the_first_mesh_position_contributes_to_a_broadcast():
+    """`Steps.broadcast` sums one row a device across the mesh: the first position's row is
+    the values, every other row zeros, so the sum is process 0's values on every process."""
+    from omnilearn_jax.engine.step import Steps
 
-    def __init__(self, main):
-        self.main, self.sent = np.asarray(main), []
-
-    def broadcast_one_to_all(self, value):
-        self.sent.append(np.asarray(value))
-        return self.main.astype(np.asarray(value).dtype)
+    mine = np.array([16, 16, 16, 16])
+    assert Steps.broadcast_row(mine, 0).tolist() == [16, 16, 16, 16]
+    assert Steps.broadcast_row(mine, 3).tolist() == [0, 0, 0, 0]
+    assert Steps.broadcast_row(mine, 0).dtype == np.int32
 
 
-@pytest.fixture
-def as_process_1(monkeypatch):
+def test_a_broadcast_over_the_mesh_returns_the_first_row(monkeypatch):
+    """Over 8 devices in one process: each device contributes its `broadcast_row`; planting
+    another split on every device but the first shows that only the first one counts."""
     import jax
-    from jax.experimental import multihost_utils
+    import optax
 
-    hosts = FakeHosts([40, 8, 8, 8])
-    monkeypatch.setattr(jax, "process_count", lambda: 2)
-    monkeypatch.setattr(multihost_utils, "broadcast_one_to_all", hosts.broadcast_one_to_all)
-    return hosts
+    from omnilearn_jax import models
+    from omnilearn_jax.engine.mesh import Placement
+    from omnilearn_jax.engine.step import Steps
+
+    apply, _ = models.create({"name": "mlp", "hidden": 4}, (8, 8, 1), 10, 0)
+    planted = np.array([1, 2, 3, 4], np.int32)
+    for backend in ("shard_map", "pmap"):
+        steps = Placement(backend, jax.devices()).steps(apply, optax.sgd(0.1), chunk=8)
+        monkeypatch.setattr(
+            Steps, "broadcast_row", staticmethod(lambda v, p: v if p == 0 else planted * p)
+        )
+        got = steps.broadcast(np.array([40, 8, 8, 72], np.int32))
+        assert got.tolist() == [40 + 28, 8 + 56, 8 + 84, 72 + 112], backend  # 1+..+7 = 28
+        monkeypatch.undo()
+        assert steps.broadcast(np.array([40, 8, 8, 72], np.int32)).tolist() == [40, 8, 8, 72]
 
 
-def test_a_process_takes_process_0s_split_over_its_own(as_process_1):
-    mine = np.array([16, 16, 16, 16], np.int32)
-    got = distributed.decided_by_main(mine)
-    assert got.tolist() == [40, 8, 8, 8] and got.dtype == np.int32
-    assert [s.dtype for s in as_process_1.sent] == [np.int32]  # W int32, once
+def test_the_trainer_uses_the_broadcast_split(monkeypatch):
+    """Trainer.next_sizes in a multi-process run: its own controller's decision is digested
+    (the guard), then replaced by process 0's (`Steps.broadcast`)."""
+    import contextlib
 
+    import jax
 
-def test_the_trainer_uses_the_broadcast_split(as_process_1, monkeypatch):
-    """Trainer.next_sizes: its own controller's decision is digested (the guard), then
-    replaced by process 0's."""
     from omnilearn_jax.run.train import Trainer
+
+    sent = []
 
     class Stub:
         agreement = distributed.Agreement()
@@ -49,12 +60,17 @@ def test_the_trainer_uses_the_broadcast_split(as_process_1, monkeypatch):
         decide = staticmethod(lambda cstate, obs: (np.array([16, 16, 16, 16]), cstate))
         checked = staticmethod(lambda sizes: np.asarray(sizes, np.int32))
 
-    import jax
+        class steps:
+            @staticmethod
+            def broadcast(values):
+                sent.append(values.tolist())
+                return np.array([40, 8, 8, 8], np.int32)
 
-    monkeypatch.setattr(jax, "default_device", lambda d: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    monkeypatch.setattr(jax, "default_device", lambda d: contextlib.nullcontext())
     obs = type("Obs", (), {"step": 3, "speeds": np.ones(4), "worker_times": np.ones(4)})()
     sizes, _ = Trainer.next_sizes(Stub(), "state", obs)
-    assert sizes.tolist() == [40, 8, 8, 8]
+    assert sizes.tolist() == [40, 8, 8, 8] and sent == [[16, 16, 16, 16]]
     assert Stub.agreement.count == 1
 
 

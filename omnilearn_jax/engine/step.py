@@ -238,6 +238,7 @@ class Steps:
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="device")
         self._stacked = NamedSharding(placement.mesh, P(AXIS))
         self.finish, self.eval, self._reduce, self._finish_timed = _backend(placement, apply, tx)
+        self._first_row = _first_row(placement)
 
     # -- compilation ---------------------------------------------------------------------
     def compile(
@@ -264,7 +265,9 @@ class Steps:
             copy = self.placement.replicate(jax.tree.map(np.array, state))
             zeros = self._zero_blocks(min(buckets), example_x, 0)
             stacked = self.local(copy.params, zeros)
-            if jax.process_count() > 1:  # the wall clock's step ends with finish_timed
+            if jax.process_count() > 1:  # the wall clock's step ends with finish_timed,
+                # and every decision is broadcast
+                jax.block_until_ready(self.broadcast(np.zeros(1, np.int32)))
                 times = np.zeros(len(self._positions), np.float32)
                 spare = self.placement.replicate(jax.tree.map(np.array, state))
                 jax.block_until_ready(self.finish_timed(spare, stacked, times))
@@ -393,6 +396,24 @@ class Steps:
     def local(self, params, blocks: Blocks):
         return self.run_local(params, blocks)[0]
 
+    def broadcast(self, values: np.ndarray) -> np.ndarray:
+        """Process 0's `values` (int32 [n]) on every process, through one all-reduce over the
+        mesh in which only the mesh's first device contributes (a program compiled once
+        per shape; `multihost_utils.broadcast_one_to_all` builds its mesh and global array
+        anew each call, several milliseconds of host time on a process under a CPU quota)."""
+        placed = [
+            jax.device_put(self.broadcast_row(values, p)[None], d)
+            for p, d in zip(self._positions, self.devices, strict=True)
+        ]
+        return np.asarray(self._first_row(self.assemble(placed)))
+
+    @staticmethod
+    def broadcast_row(values: np.ndarray, position: int) -> np.ndarray:
+        """What the device at `position` contributes to `broadcast`: the values at the
+        mesh's first position, zeros anywhere else."""
+        values = np.asarray(values, np.int32)
+        return values if position == 0 else np.zeros_like(values)
+
     def finish_timed(self, state: TrainState, stacked, times: np.ndarray):
         """`finish`, and every device's time [D] on every process: `times` are this
         process's devices' (in the order of its blocks), placed on them and gathered in the
@@ -484,6 +505,21 @@ def _summed(mesh, stacked):
         mesh=mesh, in_specs=P(AXIS), out_specs=P(),
     )  # fmt: skip
     return per(stacked)
+
+
+def _first_row(placement) -> Callable:
+    """Rows [D, n] sharded over the data axis, summed across devices: the one row that is
+    not zeros (`Steps.broadcast`), replicated."""
+    if placement.backend == "pmap":
+        return jax.pmap(
+            lambda r: jax.lax.psum(r, AXIS), AXIS, out_axes=None, devices=placement.devices
+        )
+    return jax.jit(
+        jax.shard_map(
+            lambda r: jax.lax.psum(r[0], AXIS), mesh=placement.mesh, in_specs=P(AXIS),
+            out_specs=P(),
+        )
+    )  # fmt: skip
 
 
 def _with_times(packed, times, num_devices: int):

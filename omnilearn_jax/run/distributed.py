@@ -81,22 +81,9 @@ def main_value(value: Any) -> Any:
     return from_main(lambda: value)
 
 
-def decided_by_main(sizes: np.ndarray) -> np.ndarray:
-    """Process 0's split (W int32) on every process: one broadcast a step. Every process
-    computes the same decision from the same inputs, but hosts with other CPUs can round
-    differently, and a split that differs on one process counts rows twice or misses them:
-    a silent wrong gradient. `Agreement` still digests each process's own decision, so a
-    divergence is also reported."""
-    if jax.process_count() == 1:
-        return sizes
-    from jax.experimental import multihost_utils
-
-    return np.asarray(multihost_utils.broadcast_one_to_all(np.asarray(sizes, np.int32)))
-
-
 class Agreement:
     """A running digest of what each process decided (the split) and from what (the worker
-    times), before process 0's decision replaced its own (`decided_by_main`); `check`
+    times), before process 0's decision replaced its own (`Steps.broadcast`); `check`
     compares the digests across processes (one all-gather, at checkpoints), so a divergence
     is reported, not hidden, within one checkpoint interval."""
 

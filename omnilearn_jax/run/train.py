@@ -304,8 +304,8 @@ class Trainer:
     def checked(self, sizes: np.ndarray) -> np.ndarray:
         """The split, validated against the layout. Every process decides it itself from
         the same inputs (virtual times are a function of (seed, step) and of the cost
-        measured once on process 0; wall times are all-gathered), then takes process 0's
-        (`next_sizes`), and `agreement` checks at every checkpoint that they agreed."""
+        measured once on process 0; wall times are gathered), then takes process 0's
+        (`next_sizes`, `Steps.broadcast`); `agreement` checks at checkpoints that they agreed."""
         b = self.config.global_batch_size
         return self._checked.get(
             _key(sizes), lambda: buckets.check_sizes(sizes, b, self.layout)
@@ -318,7 +318,9 @@ class Trainer:
             sizes, cstate = self.decide(cstate, obs, *bounds)
         sizes = self.checked(np.asarray(sizes))
         self.agreement.add(np.asarray(obs.worker_times), sizes)
-        return distributed.decided_by_main(sizes), cstate
+        if jax.process_count() > 1:  # process 0's split on every process: one decision
+            sizes = self.steps.broadcast(sizes)
+        return sizes, cstate
 
     # -- what an asynchronous server uses (asp.py): one worker per device ----------------
     def worker_device(self, k: int):
