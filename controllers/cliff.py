@@ -132,11 +132,12 @@ def record_move(watch: Watch, old: jax.Array, new: jax.Array, rates: jax.Array) 
 
 
 def _median(values: jax.Array, count: jax.Array) -> jax.Array:
-    """Median of the first `count` entries of each row (rows with no entry give inf)."""
+    """Lower median of the first `count` entries of each row (rows with no entry give inf).
+
+    The lower one of the two middle values for an even count, so half the samples slow (a
+    first execution and a spike among four) is not yet "slower"."""
     n = values.shape[1]
     filled = jnp.where(jnp.arange(n)[None, :] < count[:, None], values, jnp.inf)
     ordered = jnp.sort(filled, axis=1)
-    c = jnp.maximum(count, 1)[:, None]
-    low = jnp.take_along_axis(ordered, (c - 1) // 2, axis=1)[:, 0]
-    high = jnp.take_along_axis(ordered, c // 2, axis=1)[:, 0]
-    return 0.5 * (low + high)
+    middle = (jnp.maximum(count, 1)[:, None] - 1) // 2
+    return jnp.take_along_axis(ordered, middle, axis=1)[:, 0]
