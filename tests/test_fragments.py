@@ -31,3 +31,18 @@ def test_a_study_without_a_heading_and_a_document_missing_its_end_marker_are_ref
         _studies(tmp_path, x="no heading\n")
     with pytest.raises(ValueError, match="but no '<!-- end of studies -->'"):
         fragments.splice("a\n" + fragments.START + "\nb\n", [])
+
+
+def test_a_document_of_its_own_is_linked_not_spliced(tmp_path):
+    studies = _studies(tmp_path, heldout="# Held-out plants\n\n| a | b |\n")
+    assert studies == [
+        "## Held-out plants\n\nA document of its own: "
+        "[docs/results/heldout.md](results/heldout.md)."
+    ]
+
+
+def test_an_untracked_study_in_a_checkout_is_left_out(tmp_path):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert _studies(tmp_path, new="## New\n\n1\n") == []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import subprocess
 import sys
 
 START = "<!-- studies: generated from docs/results/*.md by experiments.paper.fragments -->"
@@ -24,14 +25,38 @@ END = "<!-- end of studies -->"
 ANCHORS = ("## Where we agree", "## Figures", "## Sources")
 
 
+def tracked(path: str) -> bool:
+    """Whether git tracks `path`; True outside a git checkout (nothing to check against)."""
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "--error-unmatch", os.path.basename(path)],
+            cwd=os.path.dirname(os.path.abspath(path)),
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return True
+    if out.returncode == 0:
+        return True
+    # 128: not a git checkout at all (a temporary --small folder); 1: untracked
+    return b"not a git repository" in out.stderr
+
+
 def collect(docs: str) -> list[str]:
     """The studies' markdown, one string per file of DOCS/results/*.md, in name order."""
     out = []
     for path in sorted(glob.glob(os.path.join(docs, "results", "*.md"))):
+        if not tracked(path):  # a study not yet committed is no source for the document
+            print(f"[fragments] skipped {path}: not tracked by git")
+            continue
         with open(path) as f:
             text = f.read().strip()
-        if not text.startswith("## "):
-            raise ValueError(f"{path}: a study must start with a '## ' heading")
+        if text.startswith("# "):  # a document of its own: linked, not spliced
+            title, name = text.splitlines()[0][2:].strip(), os.path.basename(path)
+            text = f"## {title}\n\nA document of its own: [docs/results/{name}](results/{name})."
+        elif not text.startswith("## "):
+            raise ValueError(f"{path}: a study must start with a '## ' heading (or '# ')")
         out.append(text)
     return out
 
