@@ -210,8 +210,14 @@ def build(
         "waits, `hetero.inject`) or *measured* (CPU quotas, a GPU): those checks are in "
         "BENCHMARKS.md (wall-clock saving with injected heterogeneity)."
         + (
-            f" The command took {total / 60:.1f} min of wall time on the machine of "
-            "BENCHMARKS.md (ablations and benchmarks; each part's time is under Sources)."
+            f" The command took {total / 60:.1f} min of wall time ("
+            + (
+                "ablations and benchmarks"
+                if "benchmarks" in timings
+                else "ablations only: the benchmarks were not rerun, and BENCHMARKS.md names "
+                "the commit that holds each of their files"
+            )
+            + "; each part's time is under Sources)."
             if total
             else ""
         ),
