@@ -1,0 +1,84 @@
+"""The figures the README quotes equal the committed files they come from (issue 28, point 4).
+
+Each test finds a sentence of README.md by its words, reads its numbers, and recomputes them
+from the file the sentence names: docs/results/paper/numbers.json (RESULTS.md's tables),
+docs/benchmarks/hetero_wall.json and async_round.json, docs/results/async_fair.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from experiments import async_fair_doc
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _readme() -> str:
+    with open(os.path.join(REPO, "README.md")) as f:
+        return " ".join(f.read().split())  # sentences may wrap anywhere
+
+
+def _json(*parts: str):
+    with open(os.path.join(REPO, *parts)) as f:
+        return json.load(f)
+
+
+def _find(pattern: str) -> re.Match:
+    m = re.search(pattern, _readme())
+    assert m, pattern
+    return m
+
+
+def test_modelled_bsp_reduction_is_the_results_table():
+    m = _find(
+        r"\*\*modelled\*\*.*?`proportional` needs ([0-9.]+)%-([0-9.]+)% less training time "
+        r"than uniform batching at HL2-HL8"
+    )
+    numbers = _json("docs", "results", "paper", "numbers.json")["numbers"]
+    cuts = [
+        e["mean"]
+        for e in numbers
+        if e["stat"] == "reduction"
+        and e["label"] in {f"HL{lvl} proportional bounds 16..96" for lvl in (2, 4, 8)}
+    ]
+    assert len(cuts) == 3
+    assert (m.group(1), m.group(2)) == (f"{100 * min(cuts):.1f}", f"{100 * max(cuts):.1f}")
+
+
+def test_emulated_reduction_is_the_hetero_wall_file():
+    m = _find(
+        r"\*\*emulated\*\* \(injected waits of ([0-9.]+) s a sample.*?: HL2 ([0-9.]+)%, "
+        r"HL4 ([0-9.]+)%, HL8 ([0-9.]+)% less wall time"
+    )
+    result = _json("docs", "benchmarks", "hetero_wall.json")["result"]
+    assert float(m.group(1)) == result["inject"]
+    for level, got in zip(("HL2", "HL4", "HL8"), m.groups()[1:], strict=True):
+        assert got == f"{100 * result['levels'][level]['wall']['reduction']:.1f}", level
+
+
+def test_async_gain_is_the_fair_study():
+    m = _find(
+        r"proportional minus uniform at the budget is ([-+][0-9.]+) to ([-+][0-9.]+) points "
+        r"over (\d) settings, (\d) significant"
+    )
+    _, summary = async_fair_doc.build(_json("docs", "results", "async_fair.json"))
+    finals = [v for (_, what, key), v in summary.items() if key == "final" and "async" in what]
+    significant = sum(1 for _, lo, hi in finals if lo > 0 or hi < 0)
+    assert m.group(1) == f"{100 * min(v[0] for v in finals):+.2f}"
+    assert m.group(2) == f"{100 * max(v[0] for v in finals):+.2f}"
+    assert (int(m.group(3)), int(m.group(4))) == (len(finals), significant)
+
+
+def test_async_round_cost_is_the_async_round_file():
+    readme = _readme()
+    assert "on both clocks" not in readme
+    m = _find(
+        r"a round of W updates costs ([0-9.]+)x a BSP step over the same samples on the "
+        r"virtual clock and ([0-9.]+)x on the wall clock"
+    )
+    clocks = _json("docs", "benchmarks", "async_round.json")["clocks"]
+    assert m.group(1) == f"{clocks['virtual']['ratio']:.2f}"
+    assert m.group(2) == f"{clocks['wall']['ratio']:.2f}"
