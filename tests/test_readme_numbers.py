@@ -82,3 +82,25 @@ def test_async_round_cost_is_the_async_round_file():
     clocks = _json("docs", "benchmarks", "async_round.json")["clocks"]
     assert m.group(1) == f"{clocks['virtual']['ratio']:.2f}"
     assert m.group(2) == f"{clocks['wall']['ratio']:.2f}"
+
+
+def test_quickstart_table_is_the_committed_seeds():
+    """The Quickstart table's total time, speed-up and final accuracy per controller are the
+    means over the seeds in docs/results/ablation_default.json."""
+    cells = _json("docs", "results", "ablation_default.json")["cells"]
+    by = {}
+    for c in cells:
+        by.setdefault(c["values"]["controller.name"], []).append(c["summary"])
+    mean = {k: {s: sum(x[s] for x in v) / len(v) for s in ("total_time", "final_eval_accuracy")}
+            for k, v in by.items()}  # fmt: skip
+    with open(os.path.join(REPO, "README.md")) as f:
+        rows = [ln for ln in f if re.match(r"\| (static|proportional|pi|oracle) \| ", ln)]
+    assert len(rows) == 4
+    for row in rows:
+        cols = [c.strip() for c in row.strip().strip("|").split("|")]
+        name, total, speedup, _, _, _, accuracy, seeds = cols
+        assert int(seeds) == len(by[name])
+        assert total.split(" ± ")[0] == f"{mean[name]['total_time']:.4g}", name
+        assert accuracy.split(" ± ")[0] == f"{mean[name]['final_eval_accuracy']:.4g}", name
+        ratio = mean["static"]["total_time"] / mean[name]["total_time"]
+        assert speedup == f"{ratio:.2f}x", name

@@ -39,8 +39,9 @@ def _cell(cell: str, values: dict) -> dict | None:
     }
 
 
-def export(workdir: str, name: str, out_dir: str) -> str | None:
-    """Writes OUT_DIR/<name>.json from the ablation WORKDIR/<name>; its path, or None."""
+def export(workdir: str, name: str, out_dir: str, config: str = "") -> str | None:
+    """Writes OUT_DIR/<name>.json from the ablation WORKDIR/<name>; its path, or None.
+    `config`: the ablation config (default experiments/paper/<name>.py)."""
     path = os.path.join(workdir, name)
     try:
         with open(os.path.join(path, "ablation.json")) as f:
@@ -59,7 +60,7 @@ def export(workdir: str, name: str, out_dir: str) -> str | None:
         json.dump(
             {
                 "ablation": name,
-                "config": f"experiments/paper/{name}.py",
+                "config": config or f"experiments/paper/{name}.py",
                 "run_directory": rel(path),
                 "ran_at": ran,
                 "cells": [c for c in cells if c is not None],
