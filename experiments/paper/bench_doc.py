@@ -211,7 +211,11 @@ SECTIONS: tuple[tuple[str, str, Callable[[dict], str]], ...] = (
     ("end_to_end", "End to end: trainer loop vs a plain Flax/optax loop", _end_to_end),
     ("async", "Asynchronous update vs BSP step", _async),
     ("multiprocess", "Multi-process overhead", _multiprocess),
-    ("hetero_wall", "Wall-clock saving with injected heterogeneity vs prediction", _hetero_wall),
+    (
+        "hetero_wall",
+        "Wall-clock saving with injected heterogeneity (emulated) vs prediction (modelled)",
+        _hetero_wall,
+    ),
 )
 
 
