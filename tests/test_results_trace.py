@@ -36,7 +36,9 @@ def _cells() -> dict[str, dict]:
         if name.endswith(".json") and name != "numbers.json":
             for cell in _json(os.path.join(PAPER, name))["cells"]:
                 if cell["summary"].get("status") == "complete":
-                    out[f"docs/results/paper/{name}#{cell['cell']}"] = cell["summary"]
+                    # derived: values computed from the run's records (async staleness in rows)
+                    summary = {**cell["summary"], **cell.get("derived", {})}
+                    out[f"docs/results/paper/{name}#{cell['cell']}"] = summary
     return out
 
 
@@ -63,6 +65,7 @@ def test_each_number_recomputes_from_the_committed_cells():
         assert got == pytest.approx(e["mean"], rel=1e-9, abs=1e-12), e
         assert e["text"] in results, e
     assert {"bsp", "async"} <= tables
+    assert any(e["stat"] == "staleness_rows_by_sample" for e in numbers["numbers"])
 
 
 def test_documents_are_stamped_with_the_commit_they_come_from():

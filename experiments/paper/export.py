@@ -31,9 +31,15 @@ def _cell(cell: str, values: dict) -> dict | None:
     except (OSError, ValueError):
         records = []
     evals = [[r["step"], r["time"], r["eval_accuracy"]] for r in records if "eval_accuracy" in r]
+    derived = {}
+    if any("staleness" in r for r in records):  # async: staleness in rows (sections.py)
+        from experiments.paper.sections import rows_staleness
+
+        derived["staleness_rows_by_sample"] = rows_staleness(cell)
     return {
         "cell": os.path.basename(cell),
         "values": values,
+        "derived": derived,
         "summary": summary,
         "evals": evals,
     }

@@ -142,6 +142,22 @@ def dynamic_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
     return facts
 
 
+def rows_staleness(cell: str) -> float | None:
+    """A run's staleness in rows applied between pull and push, per sample (its metrics)."""
+    from omnilearn_jax.analysis.staleness import rows_between, weighted_mean
+    from omnilearn_jax.run.runstore import read_metrics
+
+    try:
+        train = [r for r in read_metrics(cell) if "staleness" in r]
+    except (OSError, ValueError):
+        return None
+    if not train:
+        return None
+    s = np.array([r["staleness"] for r in train])
+    b = np.array([r["worker_batch"] for r in train])
+    return weighted_mean(rows_between(s, b), b)
+
+
 def async_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
     rows, facts = [], {"gain": {}, "noise": {}, "spread": {}}
     for g in runs:
@@ -162,6 +178,7 @@ def async_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
             s.get("staleness_mean") for s in g.summaries if s.get("staleness_mean") is not None
         ]
         label = f"async HL{level} {name}"
+        in_rows = doc.derived("async", label, g, "staleness_rows_by_sample", rows_staleness)
         rows.append(
             [
                 f"HL{level}",
@@ -169,6 +186,7 @@ def async_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
                 doc.num("async", label, g, "final_eval_accuracy"),
                 "-" if name == "static" else f"{100 * gain:+.1f} points",
                 fmt(float(np.mean(stale))) if stale else "-",
+                in_rows,
                 fmt(facts["spread"][(level, name)]),
                 doc.num("async", label, g, "total_time"),
             ]
@@ -179,7 +197,10 @@ def async_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
         "configs/paper_asp.py: parameter server on the virtual clock, the paper's async core "
         "tables (HL2 8/8/8/16, HL4 10/10/4/16, HL8 4/4/4/28), plain SGD, updates weighted by "
         "batch share, no bounds; every run stops at the same virtual time and the accuracy "
-        "there is the result. *Staleness spread* is the most stale worker's mean staleness "
+        "there is the result. *Mean staleness* counts versions (updates applied between a "
+        "worker's pull and its push, of any size); *in rows* counts the samples those updates "
+        "held, per sample (each update weighted by its rows), which compares between splits. "
+        "*Staleness spread* is the most stale worker's mean staleness "
         f"over the least stale one's (1 = even). Same CNN on digits, {_runs_text(runs)} "
         "(updates).",
         "",
@@ -190,6 +211,7 @@ def async_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
                 "accuracy at budget",
                 "gain vs static",
                 "mean staleness",
+                "in rows per sample",
                 "staleness spread",
                 "time",
             ],

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from typing import Any
+
+import numpy as np
 
 from experiments.paper import groups as G
 from experiments.paper.fmt import fmt, pct, pm, rel
@@ -19,40 +23,60 @@ class Doc:
     def add(self, *lines: str) -> None:
         self.lines.extend(lines)
 
+    def record(self, table: str, label: str, stat: str, mean: float, text: str, cells, **more):
+        """One traced number: what it is, the value, how the document prints it, its cells."""
+        entry = {"table": table, "label": label, "stat": stat, "mean": mean, "text": text}
+        self.traced.append({**entry, "cells": [rel(c) for c in cells], **more})
+
     def num(self, table: str, label: str, group: G.Group | None, stat: str) -> str:
         """`mean ± std` of a build_table statistic, recorded with its cells."""
         if group is None:
             return "-"
         mean, std = group.get(f"{stat}_mean"), group.get(f"{stat}_std")
         if not math.isnan(mean):
-            self.traced.append(
-                {
-                    "table": table,
-                    "label": label,
-                    "stat": stat,
-                    "mean": mean,
-                    "text": fmt(mean),
-                    "cells": [rel(c) for c in group.cells],
-                }
-            )
+            self.record(table, label, stat, mean, fmt(mean), group.cells)
         return pm(mean, std)
+
+    def derived(self, table: str, label: str, g: G.Group, stat: str, of_cell) -> str:
+        """Mean over g's complete cells of `of_cell(cell directory)` (a value the summary does
+        not hold, computed from the run's records), recorded like `num`; export.py writes the
+        same per-cell value under the cell's `derived`."""
+        cells = complete_cells(g)
+        values = [v for c in cells if (v := of_cell(c)) is not None]
+        if not values:
+            return "-"
+        mean = float(np.mean(values))
+        self.record(table, label, stat, mean, fmt(mean), cells)
+        return fmt(mean)
 
     def reduction(self, table: str, label: str, g: G.Group, ref: G.Group, cut: float, stat: str):
         """Records a reduction 1 - mean(stat of g) / mean(stat of ref) with both cell lists
         (tests/test_results_trace.py recomputes it); returns nothing (the caller formats)."""
         if not math.isnan(cut):
-            self.traced.append(
-                {
-                    "table": table,
-                    "label": label,
-                    "stat": "reduction",
-                    "of": stat,
-                    "mean": cut,
-                    "text": pct(cut),
-                    "cells": [rel(c) for c in g.cells],
-                    "reference_cells": [rel(c) for c in ref.cells],
-                }
+            reference = [rel(c) for c in ref.cells]
+            self.record(
+                table,
+                label,
+                "reduction",
+                cut,
+                pct(cut),
+                g.cells,
+                of=stat,
+                reference_cells=reference,
             )
+
+
+def complete_cells(g: G.Group) -> list[str]:
+    """The cells of g whose run completed (those whose summaries build_table averaged)."""
+    out = []
+    for cell in g.cells:
+        try:
+            with open(os.path.join(cell, "summary.json")) as f:
+                if json.load(f).get("status") == "complete":
+                    out.append(cell)
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def compare(g: G.Group | None, ref: G.Group | None, stat: str = "") -> tuple[float, str]:
