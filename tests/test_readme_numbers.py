@@ -104,3 +104,14 @@ def test_quickstart_table_is_the_committed_seeds():
         assert accuracy.split(" ± ")[0] == f"{mean[name]['final_eval_accuracy']:.4g}", name
         ratio = mean["static"]["total_time"] / mean[name]["total_time"]
         assert speedup == f"{ratio:.2f}x", name
+
+
+def test_plugin_example_times_are_the_committed_runs():
+    m = _find(
+        r"finishes in ([0-9.]+) s of virtual time against ([0-9.]+) s for `make train`'s "
+        r"proportional controller \(modelled"
+    )
+    runs = _json("docs", "results", "readme_examples.json")["runs"]
+    assert m.group(1) == f"{runs['damped']['summary']['total_time']:.2f}"
+    assert m.group(2) == f"{runs['make_train']['summary']['total_time']:.2f}"
+    assert "--config.controller.name=damped" in runs["damped"]["command"]
