@@ -265,9 +265,7 @@ class Steps:
             copy = self.placement.replicate(jax.tree.map(np.array, state))
             zeros = self._zero_blocks(min(buckets), example_x, 0)
             stacked = self.local(copy.params, zeros)
-            if jax.process_count() > 1:  # the wall clock's step ends with finish_timed,
-                # and every decision is broadcast
-                jax.block_until_ready(self.broadcast(np.zeros(1, np.int32)))
+            if jax.process_count() > 1:  # the wall clock's step ends with finish_timed
                 times = np.zeros(len(self._positions), np.float32)
                 spare = self.placement.replicate(jax.tree.map(np.array, state))
                 jax.block_until_ready(self.finish_timed(spare, stacked, times))

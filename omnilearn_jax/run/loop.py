@@ -230,6 +230,7 @@ class Runner:
         try:
             log.say(f"compiling the {cfg.model.name} train and eval steps ({cfg.backend})...")
             self.warm_up(sizes)
+            t.warm_decisions(cstate, sizes)
             log.say(
                 f"training {cfg.model.name} ({t.param_count:,} params) on {cfg.dataset.name}: "
                 f"{w} workers on {t.layout.num_devices} {jax.devices()[0].platform} devices "
@@ -245,6 +246,9 @@ class Runner:
                 while not self.finished():
                     cstate, sizes = self.advance(cstate, sizes)
                     done, last = self.done, self.finished()
+                    if last:  # the steps' wall time, before the last evaluation and save
+                        self.sync()
+                        self.steps_wall = time.perf_counter() - start
                     if done == first + 1:  # compiles end with the first step: ETA from here
                         self.warm = (time.perf_counter(), done)
                     if done % cfg.train.log_every == 0 or last:
@@ -353,6 +357,9 @@ class Runner:
             "time_to_target": time_to_target(self.evals, target) if target > 0 else None,
             "target_accuracy": target,
             "wall_time": wall_time,
+            # From the first step to the end of the last one: wall_time less the final
+            # evaluation and checkpoint (what a run's steps cost, start-up excluded).
+            "steps_wall_time": getattr(self, "steps_wall", wall_time),
             "wandb_run_id": run_id,
             "status": "complete",
             **self.summary_extra(),

@@ -213,6 +213,20 @@ class Trainer:
         jax.block_until_ready(self.steps.eval(self.state.params, self._eval_batch(x, y, mask)))
         return compiled
 
+    def warm_decisions(self, cstate, sizes: np.ndarray) -> None:
+        """Compiles the controller's decision (and, in a multi-process run, the broadcast of
+        its split) by running them once on made-up times, the results thrown away: compiled
+        in the first step instead, on a process under a quarter-core quota a compile takes
+        seconds of the run's wall time."""
+        w = self.config.num_workers
+        speeds = self.timer.speeds(0)
+        obs = self.observe(0, sizes, np.ones(w, np.float32), speeds)
+        bounds = self.step_bounds(obs.speeds, 1)
+        with jax.default_device(self.host):
+            jax.block_until_ready(self.decide(cstate, obs, *bounds))
+        if jax.process_count() > 1:
+            self.steps.broadcast(np.zeros(w, np.int32))
+
     def _eval_batch(self, x, y, mask) -> dict:
         local = self.placement.local_positions
         return self.placement.batch({"x": x[local], "y": y[local], "mask": mask[local]})
