@@ -113,6 +113,16 @@ def discussion(
             if sp is not None and ss is not None and not math.isnan(sp + ss)
             else ""
         )
+        rows, versions = asy.get("rows", {}), asy.get("versions", {})
+        ru, rp = rows.get((top, "static")), rows.get((top, "proportional"))
+        vu, vp = versions.get((top, "static")), versions.get((top, "proportional"))
+        if None not in (ru, rp, vu, vp):
+            stale_text += (
+                f"Counted in rows applied between pull and push, the average sample at HL{top} "
+                f"is {ru:.0f} rows stale with uniform batches and {rp:.0f} with `proportional`, "
+                f"while the mean in versions ({fmt(vu)} and {fmt(vp)} an update) hides the "
+                "difference. "
+            )
         noise = [asy["noise"][k] for k in gains]
         within = [k for k, v in gains.items() if abs(v) <= asy["noise"][k]]
         if any(math.isnan(n) for n in noise):

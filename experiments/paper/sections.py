@@ -159,7 +159,7 @@ def rows_staleness(cell: str) -> float | None:
 
 
 def async_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
-    rows, facts = [], {"gain": {}, "noise": {}, "spread": {}}
+    rows, facts = [], {"gain": {}, "noise": {}, "spread": {}, "rows": {}, "versions": {}}
     for g in runs:
         name, level = g.values["controller.name"], g.values["hetero.level"]
         # Staleness spread: slowest worker's mean staleness / fastest's (1 = uniform).
@@ -178,7 +178,11 @@ def async_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
             s.get("staleness_mean") for s in g.summaries if s.get("staleness_mean") is not None
         ]
         label = f"async HL{level} {name}"
+        if stale:
+            facts["versions"][(level, name)] = float(np.mean(stale))
         in_rows = doc.derived("async", label, g, "staleness_rows_by_sample", rows_staleness)
+        if in_rows != "-":  # the value just recorded, for the discussion
+            facts["rows"][(level, name)] = doc.traced[-1]["mean"]
         rows.append(
             [
                 f"HL{level}",
