@@ -46,6 +46,22 @@ def _fair_sentence(fair: dict | None) -> str:
     )
 
 
+def _curve_sentence(res_curve: dict | None) -> str:
+    """What the measured ResNet-18 curve gives (the resnet_curve ablation), from its table."""
+    parts = [
+        f"HL{lvl} {res_curve[(lvl, 'proportional')]:.2f}x (oracle "
+        f"{res_curve.get((lvl, 'oracle'), math.nan):.2f}x)"
+        for lvl in sorted(paper.ACSOS_SPEEDUP)
+        if (lvl, "proportional") in (res_curve or {})
+    ]
+    if not parts:
+        return ""
+    return (
+        "With the clock charging the measured CPU ResNet-18 curve instead (its own table above), "
+        f"`proportional` gives {', '.join(parts)}. "
+    )
+
+
 def discussion(
     doc: Doc,
     bsp: dict,
@@ -55,6 +71,7 @@ def discussion(
     res: dict,
     cost: dict,
     fair: dict | None = None,
+    res_curve: dict | None = None,
 ) -> None:
     """Where we agree with the papers and where not, each number taken from the tables."""
     out = []
@@ -173,7 +190,8 @@ def discussion(
                 "what any split can give under a linear cost (the ceiling column, "
                 f"{ceiling:.2f}x for {'/'.join(map(str, RESNET_CORES[0]))} cores, the "
                 f"clock's near-linear cost). {claims.acsos_sentence(claims.acsos_curves())} "
-                "At H-level 10 the bound binds: a "
+                + _curve_sentence(res_curve)
+                + "At H-level 10 the bound binds: a "
                 f"{min(RESNET_CORES[1])}-core worker's balanced share of B = 96 under the "
                 f"same cost is {slow10:.1f} samples, below b_min = 16, so the slow workers cap "
                 "the speed-up."

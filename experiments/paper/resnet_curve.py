@@ -1,0 +1,31 @@
+"""The ResNet-18 ablation of resnet.py with the clock charging a measured ResNet-18 curve.
+
+    python -m experiments.ablate --config=experiments/paper/resnet_curve.py \
+        --workdir=runs/paper/resnet_curve --parallel 2
+
+resnet.py's clock charges ResNet-18 the formula every paper table uses, (0.05 + 0.01 b) /
+cores. Here each worker's compute time is the CPU ResNet-18 curve shipped in
+data/curves/cpu_resnet18.json (measured on a real device, docs/cluster.md) over its speed, so
+the ACSOS'20 comparison rests on this model's own cost (issue 28, point 3). Caveat: the clock
+interpolates the curve at the worker's rows, while the device computes its whole bucket.
+"""
+
+import os
+
+import ml_collections
+
+from experiments.paper import resnet
+
+CURVE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    "data",
+    "curves",
+    "cpu_resnet18.json",
+)
+
+
+def get_config(arg: str = "") -> ml_collections.ConfigDict:
+    c = resnet.get_config(arg)
+    c.group = "paper_resnet_curve"
+    c.overrides["cost.curve"] = CURVE
+    return c
