@@ -1,0 +1,33 @@
+"""The CPU-quota study's pure parts: packing quotas onto cores, and the verdict it prints."""
+
+import pytest
+
+from experiments import real_hetero
+
+
+def test_quotas_are_packed_onto_cores_first_fit():
+    assert real_hetero.pinning([1.0, 0.25], 2) == "0,1"
+    assert real_hetero.pinning([0.5, 0.5, 0.5, 0.125], 2) == "0,0,1,1"
+    assert real_hetero.pinning([0.25, 0.25, 0.25, 0.25], 1) == "0,0,0,0"
+    with pytest.raises(ValueError, match="do not fit on 2 cores"):
+        real_hetero.pinning([1.0, 1.0, 0.5], 2)
+
+
+def _cell(ratios, predicted):
+    pairs = [{"controller": {"time_to_target": None}, "static": {}} for _ in ratios]
+    median = sorted(ratios)[len(ratios) // 2]
+    return {
+        "quotas": [1.0, 0.25], "controller": "proportional", "speeds": [1.0, 0.25],
+        "pairs": pairs, "median_ratio": median, "worst_ratio": max(ratios),
+        "predicted_reduction": predicted, "measured_reduction": 1 - median,
+        "delivered": (1 - median) / predicted,
+    }  # fmt: skip
+
+
+def test_the_goal_sentence_follows_the_numbers():
+    met = real_hetero.document([_cell([0.70, 0.74, 0.72], 0.5)], "cmd")
+    assert "in 0.72x the time of uniform batches (median of 3; worst 0.74x): it meets" in met
+    assert "predicts a 50% reduction" in met and "delivers 28%" in met
+    missed = real_hetero.document([_cell([0.9, 1.2, 0.8], 0.48)], "cmd")
+    assert "in 0.90x" in missed and "worst 1.20x" in missed and "it misses the goal" in missed
+    assert "| 1.0/0.25 | proportional | 1.00/0.25 | 0.900 | 1.200 | 48.0% | 10.0% | 21% |" in missed
