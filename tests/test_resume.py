@@ -33,7 +33,8 @@ ARGS = (
 
 def _summary(path):
     summary = json.loads((path / "summary.json").read_text())
-    summary.pop("wall_time")
+    summary.pop("wall_time")  # this machine's seconds: never equal across runs
+    summary.pop("steps_wall_time")
     return summary
 
 
