@@ -214,6 +214,11 @@ def document(cells: list[dict], command: str) -> str:
             f"speeds; real execution delivers {100 * g['measured_reduction']:.0f}%.",
             "",
         ]
+    loads = []
+    for c in cells:
+        each = " / ".join(f"{p['controller']['load']:.2f}" for p in c["pairs"])
+        loads.append(f"{c['controller']} {each}")
+    lines += [f"Load average after each controller run: {'; '.join(loads)}.", ""]
     return "\n".join(lines)
 
 

@@ -2,7 +2,8 @@
 
 Each test finds a sentence of README.md by its words, reads its numbers, and recomputes them
 from the file the sentence names: docs/results/paper/numbers.json (RESULTS.md's tables),
-docs/benchmarks/hetero_wall.json and async_round.json, docs/results/async_fair.json.
+docs/benchmarks/hetero_wall.json and async_round.json, docs/results/async_fair.json and
+docs/results/real_hetero.json.
 """
 
 from __future__ import annotations
@@ -115,3 +116,19 @@ def test_plugin_example_times_are_the_committed_runs():
     assert m.group(1) == f"{runs['damped']['summary']['total_time']:.2f}"
     assert m.group(2) == f"{runs['make_train']['summary']['total_time']:.2f}"
     assert "--config.controller.name=damped" in runs["damped"]["command"]
+
+
+def test_measured_quota_figure_is_the_study_file():
+    m = _find(
+        r"\*\*measured\*\* \(CPU quotas per worker, or a GPU\): at quotas 1\.0/0\.25.*?"
+        r"`proportional` took ([0-9.]+)x the wall time of uniform batches \(median of (\d+) "
+        r"paired runs; worst ([0-9.]+)x\).*?the virtual clock predicted ([0-9.]+)% less"
+    )
+    cells = _json("docs", "results", "real_hetero.json")["cells"]
+    cell = next(
+        c for c in cells if c["quotas"] == [1.0, 0.25] and c["controller"] == "proportional"
+    )
+    assert m.group(1) == f"{cell['median_ratio']:.2f}"
+    assert int(m.group(2)) == len(cell["pairs"])
+    assert m.group(3) == f"{cell['worst_ratio']:.2f}"
+    assert m.group(4) == f"{100 * cell['predicted_reduction']:.0f}"

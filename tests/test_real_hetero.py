@@ -14,7 +14,7 @@ def test_quotas_are_packed_onto_cores_first_fit():
 
 
 def _cell(ratios, predicted):
-    pairs = [{"controller": {"time_to_target": None}, "static": {}} for _ in ratios]
+    pairs = [{"controller": {"time_to_target": None, "load": 1.5}, "static": {}} for _ in ratios]
     median = sorted(ratios)[len(ratios) // 2]
     return {
         "quotas": [1.0, 0.25], "controller": "proportional", "speeds": [1.0, 0.25],
@@ -31,3 +31,8 @@ def test_the_goal_sentence_follows_the_numbers():
     missed = real_hetero.document([_cell([0.9, 1.2, 0.8], 0.48)], "cmd")
     assert "in 0.90x" in missed and "worst 1.20x" in missed and "it misses the goal" in missed
     assert "| 1.0/0.25 | proportional | 1.00/0.25 | 0.900 | 1.200 | 48.0% | 10.0% | 21% |" in missed
+
+
+def test_the_load_beside_each_run_is_printed():
+    text = real_hetero.document([_cell([0.9, 1.2, 0.8], 0.48)], "cmd")
+    assert "Load average after each controller run: proportional 1.50 / 1.50 / 1.50." in text

@@ -227,8 +227,9 @@ def build(
         f"every time, reduction and speed-up in this document is *{modelled(cost)}* for every "
         "model (the CNN, ResNet-18, the GPT of the language-model study), except the "
         "second ResNet-18 table and the cost-curve study, which charge the measured curves "
-        "they name; none is *emulated* (injected "
-        "waits, `hetero.inject`) or *measured* (CPU quotas, a GPU): those checks are in "
+        "they name, and the study 'Measured on CPU-quota heterogeneity', which is *measured* "
+        "(CPU quotas per worker process, the wall clock); none is *emulated* (injected "
+        "waits, `hetero.inject`): those checks are in "
         "BENCHMARKS.md (wall-clock saving with injected heterogeneity)."
         + (
             f" The command took {total / 60:.1f} min of wall time ("
