@@ -323,8 +323,9 @@ class Steps:
         return self.placement.blocks(blocks, xs, ys, [b.mask for b in blocks], delays, shared)
 
     # -- the local part ------------------------------------------------------------------
-    def zeros(self, position: int, like: Sums) -> Sums:
-        """The sums of a device with no rows: zeros on that device, made once and reused."""
+    def zeros(self, position: int, like):
+        """The packed sums of a device with no rows (`like`'s shape): zeros on that device,
+        made once and reused."""
         if position not in self._zeros:
             host = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), like)
             self._zeros[position] = jax.device_put(host, self.placement.devices[position])
@@ -346,7 +347,7 @@ class Steps:
             return stacked, launch_ready_times(_unstack(stacked), start) if timed else None
         mine = on_devices(params, [self.placement.devices[b.position] for b in blocks])
 
-        def run(block: DeviceBlock, p) -> tuple[Sums | None, float]:
+        def run(block: DeviceBlock, p) -> tuple[jax.Array | None, float]:
             if block.rows == 0:
                 return None, 0.0
             args = (p, block.x, block.y, block.mask)
@@ -374,7 +375,7 @@ class Steps:
         fields += ((lambda b: b.delay),) if self.inject else ()
         return [self.assemble([f(b) for b in blocks]) for f in fields]
 
-    def _launch_mesh(self, params, blocks: Blocks) -> Sums:
+    def _launch_mesh(self, params, blocks: Blocks) -> jax.Array:
         return self._mesh_local(params, *self._mesh_inputs(blocks))
 
     def assemble(self, arrays: list):
@@ -382,8 +383,9 @@ class Steps:
         shape = (len(self.placement.devices), *arrays[0].shape[1:])
         return jax.make_array_from_single_device_arrays(shape, self._stacked, arrays)
 
-    def stack(self, blocks: Sequence[DeviceBlock], results: Sequence[Sums | None]):
-        """Per-device sums as one array per leaf [D, ...], sharded over the data axis."""
+    def stack(self, blocks: Sequence[DeviceBlock], results: Sequence):
+        """Per-device results (packed sums [1, n + 3], None for a device with no rows) as
+        one array per leaf [D, ...], sharded over the data axis."""
         like = next(r for r in results if r is not None)
         results = [
             r if r is not None else self.zeros(b.position, like)
