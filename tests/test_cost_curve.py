@@ -84,9 +84,11 @@ def test_a_run_profiles_its_step_keeps_the_curve_and_reuses_it(tmp_path, monkeyp
     assert all(0 < s < 10 for s in kept.seconds)  # a tiny MLP: well under 10 s a block
     assert kept.source["platform"] == "cpu" and kept.source["repeats"] == 5
     # The virtual timer's cost model (what each step's worker_times come from): uniform split,
-    # 32 rows each at speed 1; the second worker is past its limit of 4 rows.
+    # 32 rows each at speed 1, so the one device computes its 64-row bucket and each worker
+    # is charged half of it; the second worker is past its limit of 4 rows.
+    assert trainer.timer.cost.layout == trainer.layout and 64 in trainer.layout.buckets
     times = trainer.timer.cost.worker_times(0, np.full(2, 32), trainer.timer.speeds(0))
-    np.testing.assert_allclose(times, kept.time(32) * np.array([1.0, 5.0]), rtol=1e-9)
+    np.testing.assert_allclose(times, kept.time(64) / 2 * np.array([1.0, 5.0]), rtol=1e-9)
     assert trainer.resolved_config()["resolved"]["cost_curve"] == curve_lib.RUN_FILE
 
     monkeypatch.setattr(measure, "measure_curve", lambda *a, **k: pytest.fail("measured again"))

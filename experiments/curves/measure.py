@@ -1,7 +1,8 @@
 """Measures a cost curve of the real train step on this machine and writes it as JSON.
 
     python -m experiments.curves.measure --config=configs/paper_bsp.py:runlocal \
-        --out=data/curves/cpu_resnet18.json [--batch 128] [--repeats 5] [--bucket-ratio 1.25]
+        --out=data/curves/cpu_resnet18.json [--batch 128] [--repeats 5] [--bucket-ratio 1.25] \
+        [--set model.features=(16,32) --set model.hidden=64]
 
 One worker on one device, so the device's block runs every bucket size from 8 rows up to
 `--batch` (the trainer's layout, masking.py); each size is timed as the wall clock times a
@@ -26,6 +27,20 @@ def load_config(spec: str):
     return module.get_config(arg) if arg else module.get_config()
 
 
+def set_value(config, key: str, value: str) -> None:
+    """`--set a.b=VALUE`: VALUE read as a Python literal (a bare word stays a string)."""
+    import ast
+
+    try:
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        parsed = value
+    *parents, leaf = key.split(".")
+    for name in parents:
+        config = config[name]
+    config[leaf] = parsed
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True)
@@ -33,6 +48,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--bucket-ratio", type=float, default=1.25)
+    parser.add_argument(
+        "--set", action="append", default=[], help="KEY=VALUE config override (repeatable)"
+    )
     args = parser.parse_args(argv)
 
     import jax
@@ -42,6 +60,9 @@ def main(argv: list[str] | None = None) -> None:
     from omnilearn_jax.run.train import Trainer
 
     config = load_config(args.config)
+    for item in args.set:
+        key, _, value = item.partition("=")
+        set_value(config, key, value)
     config.num_workers = 1
     config.num_devices = 1
     config.global_batch_size = args.batch

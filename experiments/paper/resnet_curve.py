@@ -6,8 +6,8 @@
 resnet.py's clock charges ResNet-18 the formula every paper table uses, (0.05 + 0.01 b) /
 cores. Here each worker's compute time is the CPU ResNet-18 curve shipped in
 data/curves/cpu_resnet18.json (measured on a real device, docs/cluster.md) over its speed, so
-the ACSOS'20 comparison rests on this model's own cost (issue 28, point 3). Caveat: the clock
-interpolates the curve at the worker's rows, while the device computes its whole bucket.
+the ACSOS'20 comparison rests on this model's own cost (issue 28, point 3). Each device is
+charged the curve at the bucket it computes, padding included (cluster/cost.py).
 """
 
 import os

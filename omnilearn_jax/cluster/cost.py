@@ -12,10 +12,16 @@ rises with b; past the cliff every sample gets dearer (paging, smaller kernels),
 falls right past the cliff when
 cliff_penalty * cliff_batch * per_sample_cost > fixed_cost + overhead * s_k.
 
-With a measured `curve` (curve.py) the work term is curve(b_k) instead:
-t_k = overhead + curve(b_k) / s_k. Either way, past worker k's memory limit
-(`memory_limits[k]` > 0) the work is multiplied by `memory_factor`: a jump, where the cliff
-above is a slope.
+With a measured `curve` (curve.py) the work term is the curve's instead. Given the run's
+bucket `layout` (engine/buckets.py), it is what the device really computes: device d holds
+n_d rows (the sum of its workers' b_k) and computes its whole bucket c_d = bucket(n_d), so
+t_k = overhead + (b_k / n_d) curve(c_d) / s_k, each worker charged its share of the
+device's block by rows (as the wall clock shares a device's measured time). Padding is then
+charged: with buckets 1.25x apart a device may compute up to 1.25x its rows. Without a
+layout the curve is read at the worker's own rows, t_k = overhead + curve(b_k) / s_k. The
+formula above never sees buckets: it models a cluster, not this engine. Either way, past
+worker k's memory limit (`memory_limits[k]` > 0) the work is multiplied by `memory_factor`:
+a jump, where the cliff above is a slope.
 
 A worker with 0 samples takes 0 s: it launches nothing and only waits for the all-reduce.
 A worker with speed 0 (lost) and b > 0 takes inf; see `unavailable_workers`.
@@ -31,6 +37,7 @@ import numpy as np
 from omnilearn_jax.cluster import _rng
 from omnilearn_jax.cluster.curve import MEASURE, CostCurve, load_curve
 from omnilearn_jax.cluster.defaults import cost_defaults, read_section
+from omnilearn_jax.engine.buckets import Layout, device_buckets, device_counts
 
 
 def ring_allreduce_time(
@@ -76,6 +83,7 @@ class CostModel:
     curve: CostCurve | None = None
     memory_limits: tuple[int, ...] = ()
     memory_factor: float = 2.0
+    layout: Layout | None = None  # the run's buckets: a curve charges the bucket computed
 
     def __post_init__(self) -> None:
         checks = {
@@ -96,13 +104,18 @@ class CostModel:
 
     @classmethod
     def from_config(
-        cls, cost: Mapping[str, Any] | Any, *, seed: int, curve: CostCurve | None = None
+        cls,
+        cost: Mapping[str, Any] | Any,
+        *,
+        seed: int,
+        curve: CostCurve | None = None,
+        layout: Layout | None = None,
     ) -> "CostModel":
         """Build from a `cost` config section (ConfigDict or dict) and the run seed.
 
         `curve` (measured, or kept by the run) wins; else `cost.curve` names a JSON file
         ('measure' without a curve given builds the formula model, for checks before the
-        measurement).
+        measurement). `layout` (the run's buckets) makes a curve charge each device's bucket.
         """
         c = read_section(cost, cost_defaults(), "cost")
         path = str(c["curve"])
@@ -122,16 +135,31 @@ class CostModel:
             curve=curve,
             memory_limits=tuple(int(m) for m in c["memory_limits"]),
             memory_factor=float(c["memory_factor"]),
+            layout=layout,
         )
 
-    def _model(self, sizes: np.ndarray, speeds: np.ndarray) -> np.ndarray:
-        """Noise-free times; sizes and speeds broadcast against each other."""
+    def _curve_work(self, b: np.ndarray, device_rows: np.ndarray | None) -> np.ndarray:
+        """Seconds at speed 1 of each worker's share of its device's block (module doc)."""
+        if self.layout is None:
+            return self.curve.time(b)
+        n = b if device_rows is None else np.asarray(device_rows, np.float64)
+        bucket = device_buckets(np.asarray(n, np.int64), self.layout)
+        bucket = np.where(n > self.layout.buckets[-1], n, bucket)  # past capacity (oracles'
+        # tables only: a step refuses it): the rows themselves, never a smaller block
+        share = np.divide(b, n, out=np.zeros_like(b), where=n > 0)
+        return share * self.curve.time(bucket)
+
+    def _model(
+        self, sizes: np.ndarray, speeds: np.ndarray, device_rows: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Noise-free times; sizes and speeds broadcast against each other. `device_rows`
+        (same shape as sizes) are the rows of each worker's device; default its own."""
         b = np.asarray(sizes, dtype=np.float64)
         s = np.asarray(speeds, dtype=np.float64)
         if np.any(b < 0) or np.any(s < 0):
             raise ValueError(f"sizes and speeds must be >= 0; got {b.tolist()}, {s.tolist()}")
         if self.curve is not None:
-            work, fixed = self.curve.time(b), self.overhead
+            work, fixed = self._curve_work(b, device_rows), self.overhead
         elif self.linear:
             work, fixed = b * self.per_sample_cost, 0.0
         else:
@@ -158,14 +186,19 @@ class CostModel:
         sizes, speeds = np.asarray(sizes), np.asarray(speeds)
         if sizes.shape != speeds.shape or sizes.ndim != 1:
             raise ValueError(f"sizes {sizes.shape} and speeds {speeds.shape} must both be [W]")
-        t = self._model(sizes, speeds)
+        device_rows = None
+        if self.layout is not None:  # each worker's device: the layout's contiguous groups
+            per_device = device_counts(sizes, self.layout)
+            device_rows = np.repeat(per_device, self.layout.workers_per_device)
+        t = self._model(sizes, speeds, device_rows)
         if self.noise > 0:
             z = _rng.normals(self.seed, _rng.STREAM_COST_NOISE, step, np.arange(t.shape[0]))
             t = t * np.exp(self.noise * z - 0.5 * self.noise**2)
         return t
 
     def time_table(self, speeds: np.ndarray, global_batch: int) -> np.ndarray:
-        """Noise-free time [W, B + 1] of worker k with b = 0..B samples (for oracles)."""
+        """Noise-free time [W, B + 1] of worker k with b = 0..B samples (for oracles); with a
+        layout each worker is taken alone on its device (exact at one worker a device)."""
         speeds = np.asarray(speeds, dtype=np.float64)
         b = np.arange(global_batch + 1, dtype=np.float64)
         return self._model(b[None, :], speeds[:, None])

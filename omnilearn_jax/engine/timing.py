@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from omnilearn_jax.cluster import CostCurve, CostModel, VirtualClock, make_profile
+from omnilearn_jax.engine.buckets import Layout
 from omnilearn_jax.engine.faults import PlantedFaults, TimeGuard
 
 
@@ -154,13 +155,15 @@ def make_timer(
     per_sample_cost: float | None = None,
     faults: PlantedFaults | None = None,
     curve: CostCurve | None = None,
+    layout: Layout | None = None,
 ) -> Timer:
     """`per_sample_cost` (when calibrated) replaces `cost.per_sample_cost` of the config;
-    a measured `curve` replaces the cost formula."""
+    a measured `curve` replaces the cost formula, charged per device at the bucket `layout`
+    makes it compute (cluster/cost.py)."""
     values = config.cost.to_dict()
     if per_sample_cost is not None:
         values["per_sample_cost"] = per_sample_cost
-    cost = CostModel.from_config(values, seed=config.seed, curve=curve)
+    cost = CostModel.from_config(values, seed=config.seed, curve=curve, layout=layout)
     cls = WallTimer if config.clock == "wall" else VirtualTimer
     faults = faults if faults is not None else PlantedFaults(config.faults)
     return cls(

@@ -118,6 +118,7 @@ class Trainer:
             per_sample_cost=self.calibrated_cost,
             faults=self.faults,
             curve=self.cost_curve,
+            layout=self.layout,
         )
         self.timer.workers_per_device = r
         # Bounds reach `allocate` already resolved (`literal`): 0 is then a real bound.
