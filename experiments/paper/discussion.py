@@ -46,6 +46,21 @@ def _fair_sentence(fair: dict | None) -> str:
     )
 
 
+def _bsp_curve_sentence(bsp_curve: dict | None) -> str:
+    """What the CNN's measured curve gives (the bsp_levels_curve ablation), from its table."""
+    prop = {k: v for k, v in (bsp_curve or {}).get("proportional", {}).items() if k > 1}
+    if not prop:
+        return ""
+    oracle = bsp_curve.get("oracle", {})
+    parts = [
+        f"HL{k} {pct(v)} (oracle {pct(oracle.get(k, math.nan))})" for k, v in sorted(prop.items())
+    ]
+    return (
+        " With the clock charging the CNN's own measured curve at the bucket each device "
+        f"computes (the second BSP table), `proportional` saves {', '.join(parts)}."
+    )
+
+
 def _curve_sentence(res_curve: dict | None) -> str:
     """What the measured ResNet-18 curve gives (the resnet_curve ablation), from its table."""
     parts = [
@@ -72,6 +87,7 @@ def discussion(
     cost: dict,
     fair: dict | None = None,
     res_curve: dict | None = None,
+    bsp_curve: dict | None = None,
 ) -> None:
     """Where we agree with the papers and where not, each number taken from the tables."""
     out = []
@@ -92,6 +108,7 @@ def discussion(
             f"`proportional` reaches {pct_range(share)} of it. Reductions beyond that, up to the "
             "paper's 85%, need what this clock leaves out: per-sample costs that grow with the "
             "batch on an overloaded worker (memory pressure), or speed ratios above HL8."
+            + _bsp_curve_sentence(bsp_curve)
         )
     if bsp["ideal"] and cost:
         levels = {lvl: hl_cores(lvl) for lvl in bsp["ideal"]}

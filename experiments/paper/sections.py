@@ -287,7 +287,7 @@ def resnet_section(doc: Doc, runs: list[G.Group], curve: str = "") -> dict[str, 
         )
     charged = (
         f"the virtual clock charges the measured CPU ResNet-18 curve `{curve}` over each "
-        "worker's cores (interpolated at its rows, while a device computes its whole bucket)"
+        "worker's cores, read at the bucket each device computes (padding charged)"
         if curve
         else "the virtual clock charges the formula of every table, (0.05 + 0.01 b) / cores"
     )
