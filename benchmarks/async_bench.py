@@ -63,7 +63,7 @@ def bsp_rounds(trainer):
         start = time.perf_counter()
         for _ in range(n):
             batch = trainer.batch(at[0], sizes)
-            trainer.state, metrics = trainer.steps.train(trainer.state, batch)
+            trainer.state, metrics = trainer.engine.steps.train(trainer.state, batch)
             at[0] += 1
         jax.block_until_ready((trainer.state, metrics))
         return (time.perf_counter() - start) / n

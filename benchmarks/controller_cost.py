@@ -69,7 +69,7 @@ def measure(config, steps: int) -> tuple[float, float]:
     def train_step():
         t = next(counter)
         trainer.state, metrics, _ = trainer.timer.train_step(
-            trainer.steps, trainer.state, trainer.batch(t, sizes), t, sizes, speeds
+            trainer.engine.steps, trainer.state, trainer.batch(t, sizes), t, sizes, speeds
         )
         return metrics
 

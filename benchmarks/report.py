@@ -127,7 +127,7 @@ def compile_count(small: bool) -> dict:
         def one_step(t: int, sizes: np.ndarray) -> None:
             batch = trainer.batch(t, sizes)
             trainer.state, metrics, _ = trainer.timer.train_step(
-                trainer.steps, trainer.state, batch, t, sizes, speeds
+                trainer.engine.steps, trainer.state, batch, t, sizes, speeds
             )
             jax.block_until_ready(metrics)
 
@@ -186,8 +186,8 @@ def _plain_loop(trainer):
     ds = trainer.dataset
     apply, params = models.create(c.model, ds.input_shape, ds.num_classes, c.seed)
     tx = trainer.tx
-    sharding = NamedSharding(trainer.placement.mesh, P("data"))
-    state = [jax.device_put((params, tx.init(params)), NamedSharding(trainer.placement.mesh, P()))]
+    sharding = NamedSharding(trainer.engine.placement.mesh, P("data"))
+    state = [jax.device_put((params, tx.init(params)), NamedSharding(trainer.engine.placement.mesh, P()))]
 
     def train(carry, x, y):
         p, opt = carry

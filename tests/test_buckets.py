@@ -77,7 +77,7 @@ def test_a_trainer_runs_each_block_at_its_bucket_with_no_compile_after_warm_up(t
     speeds = t.timer.speeds(0)
     uniform = np.full(8, 8, np.int32)
     assert t.warm_up(0, uniform, speeds) == 4 * 8  # every (device, bucket) program
-    assert len(t.steps.variants) == 32
+    assert len(t.engine.steps.variants) == 32
     rng = np.random.default_rng(3)
     splits = [rng.multinomial(64, rng.dirichlet(np.ones(8) * a)) for a in (50.0, 2.0, 0.3)]
     splits += [uniform, np.eye(8, dtype=np.int64)[5] * 64]
@@ -101,6 +101,6 @@ def test_a_trainer_runs_each_block_at_its_bucket_with_no_compile_after_warm_up(t
                 else:
                     assert b.x is None
                 start += n
-            t.state, metrics = t.steps.train(t.state, batch)
+            t.state, metrics = t.engine.steps.train(t.state, batch)
             assert np.isfinite(float(metrics["loss"]))
     assert compiles.count == 0

@@ -115,7 +115,7 @@ def test_no_first_execution_is_timed_in_a_wall_clock_step(tmp_path):
     train = [r for r in read_metrics(tmp_path) if "worker_times" in r]
     used = {int(b) for r in train for b in device_buckets(r["batch_sizes"], trainer.layout)}
     assert len(used) >= 3  # the split did move across buckets
-    programs = trainer.steps.variants
+    programs = trainer.engine.steps.variants
     assert len(programs) == 4 * len(trainer.layout.buckets)
     assert min(p.runs for p in programs.values()) >= 1
-    assert trainer.steps.first_runs_in_steps == 0
+    assert trainer.engine.steps.first_runs_in_steps == 0

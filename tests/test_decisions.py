@@ -56,15 +56,17 @@ def test_the_trainer_uses_the_broadcast_split(monkeypatch):
     class Stub:
         agreement = distributed.Agreement()
         step_bounds = staticmethod(lambda speeds, step: ())
-        host = None
         decide = staticmethod(lambda cstate, obs: (np.array([16, 16, 16, 16]), cstate))
         checked = staticmethod(lambda sizes: np.asarray(sizes, np.int32))
 
-        class steps:
-            @staticmethod
-            def broadcast(values):
-                sent.append(values.tolist())
-                return np.array([40, 8, 8, 8], np.int32)
+        class engine:
+            host = None
+
+            class steps:
+                @staticmethod
+                def broadcast(values):
+                    sent.append(values.tolist())
+                    return np.array([40, 8, 8, 8], np.int32)
 
     monkeypatch.setattr(jax, "process_count", lambda: 2)
     monkeypatch.setattr(jax, "default_device", lambda d: contextlib.nullcontext())

@@ -128,24 +128,24 @@ class BatchedServer:
 
     def __init__(self, trainer, l2: float, length: int):
         t = self.t = trainer
+        e = self.engine = trainer.engine
         if not flattenable(t.state.params):  # they travel and are updated as one vector
             raise NotImplementedError(
                 "batched async execution updates the parameters as one vector; this model's "
                 "parameters have mixed dtypes"
             )
-        self.devices = list(t.placement.devices)
+        self.devices = list(e.devices)
         self.w = len(self.devices)
         self.length = length
         self.pack = Flat(t.state.params)
-        mesh = t.placement.mesh
+        mesh = e.placement.mesh
         self.stacked = NamedSharding(mesh, P(AXIS))
         self.applies_program = jax.jit(applies_fn(t.tx, length, self.w))
-        self.wave_program = jax.jit(wave_fn(t.steps.device_sums, self.pack, l2, mesh))
+        self.wave_program = jax.jit(wave_fn(e.device_sums, self.pack, l2, mesh))
         self.merge = jax.jit(merge_fn(l2, mesh))
         self.unpack_rows = jax.jit(lambda row: self.pack.tree(row[0]))  # on each device
         self.unpack_state = unpacker(self.pack, t.state.opt_state)
         self.shared = 0  # the bucket the wave program is compiled for
-        self._placed_inputs: dict[bytes, tuple] = {}
         self.state: TrainState | None = None  # packed, on the first device
         self.pushes = None  # [D, n] sharded: each device's worker's push in flight
         self.losses: dict[int, Any] = {}  # worker -> loss sum [1] of its latest push
@@ -193,7 +193,7 @@ class BatchedServer:
         plan = plan_of(self.applies, self.length, pull_at)
         state, wave = self.ensure_state(), self.wave
         self.applies, self.wave = [], {}
-        held = jax.device_put(_shards(self.pushes, self.devices), self.devices[0])
+        held = jax.device_put(self.engine.shards(self.pushes), self.devices[0])
         self.state, pulled = self.applies_program(state, held, plan)
         if not wave:
             return
@@ -203,43 +203,37 @@ class BatchedServer:
         for k, (_, rows, _, c, wt) in wave.items():
             sizes[k], coefficient[k], weight[k], fresh[k] = len(rows), c, wt, 1
         rows = np.concatenate([wave[k][1] for k in sorted(wave)])
-        blocks = self.t.batch_of(rows, sizes, None, next(iter(wave.values()))[2])
+        blocks = self.engine.batch(rows, sizes, None, next(iter(wave.values()))[2])
         host = self._per_device(coefficient, weight, fresh)
         if self.shared and blocks.shared == self.shared:
             inputs = [self._assemble([f(b) for b in blocks]) for f in _FIELDS]
             args = (pulled, *inputs, *host[:2], self.pushes, host[2])
             self.pushes, losses = self.wave_program(*args)
-            by_device = {s.device: s.data for s in losses.addressable_shards}
+            losses = self.engine.shards(losses)
             for k in wave:
-                self.losses[k] = by_device[self.devices[k]]
+                self.losses[k] = losses[k]
             return
         self._wave_per_device(wave, pulled, blocks, host)
 
     def _wave_per_device(self, wave, pulled, blocks, host) -> None:
         """Each wave device's own (device, bucket) program, dispatched asynchronously, then
         one program over the mesh that turns the sums into pushes."""
-        rows = _shards(pulled, self.devices)
+        rows = self.engine.shards(pulled)
         results = [None] * self.w
         for k in sorted(wave):
-            packed = self.t.worker_sums(self.unpack_rows(rows[k]), blocks[k])
+            packed = self.engine.worker_sums(self.unpack_rows(rows[k]), blocks[k])
             results[k] = packed
             self.losses[k] = packed[0, -3]  # the loss sum: see step.pack_sums
-        sums = self.t.steps.stack(blocks, results)  # zeros where not in the wave
+        sums = self.engine.stack(blocks, results)  # zeros where not in the wave
         self.pushes = self.merge(sums, pulled, *host[:2], self.pushes, host[2])
 
     def _per_device(self, coefficient, weight, fresh) -> tuple:
         """A wave's coefficients, weights and membership, one value a device, placed on the
         data axis; kept for the next wave (a split held by a controller repeats them)."""
-        key = coefficient.tobytes() + weight.tobytes() + fresh.tobytes()
-        if key not in self._placed_inputs:
-            if len(self._placed_inputs) > 64:
-                self._placed_inputs.clear()
-            host = (coefficient, weight, fresh > 0)
-            self._placed_inputs[key] = jax.device_put(host, self.stacked)
-        return self._placed_inputs[key]
+        return self.engine.constant(self.stacked, (coefficient, weight, fresh > 0))
 
     def _assemble(self, arrays: list):
-        return self.t.steps.assemble(arrays)  # the BSP step's layout: one worker a device
+        return self.engine.assemble(arrays)  # the BSP step's layout: one worker a device
 
     # -- the state, checkpoints ------------------------------------------------------------
     def ensure_state(self) -> TrainState:
@@ -256,7 +250,7 @@ class BatchedServer:
         return self.unpack_state(self.state)
 
     def replicated_state(self) -> TrainState:
-        return self.t.placement.replicate(self.server_state())
+        return self.engine.replicate(self.server_state())
 
     def close(self) -> None:
         pass
@@ -264,7 +258,7 @@ class BatchedServer:
     def in_flight(self, k: int) -> tuple[Any, np.ndarray]:
         """Worker k's push in flight and its loss sum, on the host."""
         self.server_state()
-        row = np.asarray(_shards(self.pushes, self.devices)[k])[0]
+        row = np.asarray(self.engine.shards(self.pushes)[k])[0]
         return jax.tree.map(np.asarray, self.pack.tree(row)), np.asarray(self.losses[k])
 
     def load(self, flights: dict[int, tuple]) -> None:
@@ -295,10 +289,10 @@ class BatchedServer:
         kept = self.state, self.pushes, self.losses
         self.load({})
         idle = np.zeros(self.w, np.int32)
-        held = jax.device_put(_shards(self.pushes, self.devices), self.devices[0])
+        held = jax.device_put(self.engine.shards(self.pushes), self.devices[0])
         pulled = self.applies_program(self.state, held, plan_of([], self.length, idle))[1]
         pulled = self._assemble(jax.device_put(pulled, self.devices))
-        trees = [self.unpack_rows(row) for row in _shards(pulled, self.devices)]
+        trees = [self.unpack_rows(row) for row in self.engine.shards(pulled)]
         host = jax.device_put(
             (np.ones(self.w, np.float32),) * 2 + (idle > 0,), self.stacked
         )  # coefficient, weight, fresh
@@ -310,14 +304,14 @@ class BatchedServer:
         jax.block_until_ready(self.merge(sums, pulled, *host[:2], self.pushes, host[2]))
         jax.block_until_ready(self.unpack_state(self.state))
         if shared:
-            t = self.t
-            x, y = t.dataset.x_train[:1], t.dataset.y_train[:1]
+            e = self.engine
+            x, y = e.x[:1], e.y[:1]
             blank = np.zeros(shared, bool)
             empty = [
                 np.zeros((shared, *x.shape[1:]), x.dtype),
                 np.zeros((shared, *y.shape[1:]), y.dtype),
             ]
-            blocks = t.placement.blocks(
+            blocks = e.placement.blocks(
                 [Block(p, shared, np.zeros(shared, np.int64), blank) for p in range(self.w)],
                 [empty[0]] * self.w, [empty[1]] * self.w, [blank] * self.w, None, shared,
             )  # fmt: skip
@@ -329,9 +323,3 @@ class BatchedServer:
 
 
 _FIELDS = (lambda b: b.x, lambda b: b.y, lambda b: b.mask)
-
-
-def _shards(array, devices) -> list:
-    """Each device's own piece of an array sharded on the data axis (no copies)."""
-    by_device = {s.device: s.data for s in array.addressable_shards}
-    return [by_device[d] for d in devices]

@@ -72,15 +72,15 @@ class EagerServer:
 
     def __init__(self, trainer, l2: float, timed: bool = False):
         self.t = trainer
+        self.engine = e = trainer.engine
         self.timed = timed  # the wall clock: each compute is timed
-        self.server_device = trainer.worker_device(0)
+        self.server_device = e.worker_device(0)
         self.pack = packer(trainer.state.params)
         self.apply_program = make_server(trainer.tx)
-        self.worker = make_worker(trainer.steps.device_sums, self.pack, l2)
+        self.worker = make_worker(e.device_sums, self.pack, l2)
         self.programs: dict[tuple[int, int], Any] = {}  # (worker, rows) -> compiled worker
         self.unpack_state = unpacker(self.pack, trainer.state.opt_state)
         self.waiters: list[queue.SimpleQueue] = []  # wall clock: one thread a worker
-        self._scalars: dict[tuple, Any] = {}  # (device, a, b) -> placed [a, b]
         self.state: TrainState | None = None  # packed
         self.home = 0  # the worker on whose device the state is
         self.pushes: dict[int, tuple] = {}  # worker -> (push, loss), on its device
@@ -92,8 +92,9 @@ class EagerServer:
         """Worker k pulls the current version and starts on `rows`. Every launch is
         asynchronous, so the workers started compute at the same time, each on its own
         device. On the wall clock returns the future of its measured seconds."""
-        t, params, device = self.t, self._packed().params, self.t.worker_device(k)
-        block = t.worker_batch(k, rows, step_index, speeds)
+        params, device = self._packed().params, self.engine.worker_device(k)
+        delay = self.t.worker_delay(k, len(rows), speeds)
+        block = self.engine.worker_block(k, rows, step_index, delay)
         packed = params if self.home == k else jax.device_put(params, device)
         pulled = (packed, self._placed(device, coefficient, weight))
         if self.timed:  # from its launch, which sends its rows (on one host, memory copies)
@@ -133,18 +134,12 @@ class EagerServer:
 
     def _launch(self, k: int, pulled, block):
         """Worker k's program of its block's bucket: (push, loss sum, count) on its device."""
-        args = (block.x, block.y, block.mask) + ((block.delay,) if self.t.steps.inject else ())
-        return self.programs[(k, block.rows)](pulled, *args)
+        return self.programs[(k, block.rows)](pulled, *self.engine.block_args(block))
 
     def _placed(self, device, a: float, b: float):
         """[a, b] (float32) on `device`: a worker's coefficient and weight, or an update's
         weight and step scale. A split held by a controller repeats them: placed once."""
-        key = (device, a, b)
-        if key not in self._scalars:
-            if len(self._scalars) > 64:
-                self._scalars.clear()
-            self._scalars[key] = jax.device_put(np.array([a, b], np.float32), device)
-        return self._scalars[key]
+        return self.engine.constant(device, [np.array([a, b], np.float32)])[0]
 
     def elapsed(self, k: int) -> float:
         """Wall clock: worker k's compute seconds so far (0 before its launch), never more
@@ -168,7 +163,7 @@ class EagerServer:
         push, loss = self.pushes.pop(k)
         self.times.pop(k, None)
         state = self._move(self._packed(), k)
-        scales = self._placed(self.t.worker_device(k), weight, step_scale)
+        scales = self._placed(self.engine.worker_device(k), weight, step_scale)
         new = self.apply_program(state, push, scales)
         self.state = new._replace(step=state.step + 1)  # kept on the host (see _move)
         return loss
@@ -177,7 +172,7 @@ class EagerServer:
         """The state on worker k's device; its step count stays on the host (a program
         given it transfers it itself), so a move is one transfer call of what is packed."""
         if self.home != k:
-            moved = jax.device_put((state.params, state.opt_state), self.t.worker_device(k))
+            moved = jax.device_put((state.params, state.opt_state), self.engine.worker_device(k))
             state, self.home = state._replace(params=moved[0], opt_state=moved[1]), k
         return state
 
@@ -196,7 +191,7 @@ class EagerServer:
         return self.unpack_state(self.state)
 
     def replicated_state(self) -> TrainState:
-        return self.t.placement.replicate(self.server_state())
+        return self.engine.replicate(self.server_state())
 
     def in_flight(self, k: int) -> tuple[Any, np.ndarray]:
         push, loss = self.pushes[k]
@@ -208,8 +203,8 @@ class EagerServer:
         self.state = None
         self.pushes = {
             k: (
-                jax.device_put(self.pack.vector(push), self.t.worker_device(k)),
-                jax.device_put(loss, self.t.worker_device(k)),
+                jax.device_put(self.pack.vector(push), self.engine.worker_device(k)),
+                jax.device_put(loss, self.engine.worker_device(k)),
             )
             for k, (push, loss) in flights.items()
         }
@@ -219,21 +214,20 @@ class EagerServer:
         server update and the unpacking, and runs each once (on a throwaway copy), so that
         no update compiles and no first run's one-time cost is measured as compute."""
         del shared
-        t = self.t
+        e = self.engine
         copy = self._pack_trainer_state()
         spec = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype)  # noqa: E731
         first = (jax.tree.map(spec, copy.params), jax.ShapeDtypeStruct((2,), np.float32))
-        example = t.dataset.x_train[:1]
-        todo = [r for r in t.layout.buckets if (0, r) not in self.programs]
-        self.programs.update(t.steps.compile_local(self.worker, first, todo, example))
-        no_delay = np.full(t.config.num_workers, np.inf)
-        for k in range(t.config.num_workers):  # the server update runs on every device
-            device = t.worker_device(k)
+        todo = [r for r in e.layout.buckets if (0, r) not in self.programs]
+        self.programs.update(e.worker_programs(self.worker, first, todo))
+        no_delay = 0.0 if e.inject else None
+        for k in range(e.layout.num_devices):  # the server update runs on every device
+            device = e.worker_device(k)
             moved = jax.device_put((copy.params, copy.opt_state), device)
             mine = copy._replace(params=moved[0], opt_state=moved[1])  # as `_move` makes it
             ones = self._placed(device, 1.0, 1.0)
-            for rows in t.layout.buckets:
-                block = t.worker_batch(k, np.arange(rows), 0, no_delay)
+            for rows in e.layout.buckets:
+                block = e.worker_block(k, np.arange(rows), 0, no_delay)
                 push = self._launch(k, (mine.params, ones), block)[0]
             jax.block_until_ready(self.apply_program(mine, push, ones))
         jax.block_until_ready(self.unpack_state(copy))

@@ -21,10 +21,10 @@ def device_rows_timer(trainer: Any) -> Callable[[int], float]:
     """A function rows -> seconds of one local device computing that many rows of the real
     model (the trainer's local programs must be compiled: `trainer.compile_variants()`)."""
     config, layout = trainer.config, trainer.layout
-    position = int(trainer.placement.local_positions[0])
+    position = int(trainer.engine.placement.local_positions[0])
     per_device = layout.workers_per_device
     first = position * per_device
-    delay = np.zeros(layout.num_devices, np.float32) if trainer.steps.inject else None
+    delay = np.zeros(layout.num_devices, np.float32) if trainer.engine.steps.inject else None
 
     def run_rows(rows: int) -> float:
         sizes = np.zeros(config.num_workers, np.int64)
@@ -33,8 +33,8 @@ def device_rows_timer(trainer: Any) -> Callable[[int], float]:
         sizes[first : first + per_device] = share
         extras = {"delay": delay} if delay is not None else None
         blocks = trainer.batch_of(np.arange(rows), sizes, extras, 0)
-        _, times = trainer.steps.run_local(trainer.state.params, blocks, timed=True)
-        return float(times[list(trainer.placement.local_positions).index(position)])
+        _, times = trainer.engine.steps.run_local(trainer.state.params, blocks, timed=True)
+        return float(times[list(trainer.engine.placement.local_positions).index(position)])
 
     return run_rows
 

@@ -161,8 +161,9 @@ def _update(tx: optax.GradientTransformation, state: TrainState, sums: Sums):
     return TrainState(state.step + 1, params, opt_state), metrics
 
 
-def on_devices(tree, devices: Sequence) -> list:
-    """Each device's own copy of a replicated tree (its shards: no copy, no transfer)."""
+def shards_of(tree, devices: Sequence) -> list:
+    """Each device's own piece of every leaf of `tree` (arrays replicated over the devices or
+    sharded on one axis), as one tree a device in the order of `devices` (no copies)."""
     leaves, treedef = jax.tree.flatten(tree)
     by_device = [{s.device: s.data for s in leaf.addressable_shards} for leaf in leaves]
     return [treedef.unflatten([m[d] for m in by_device]) for d in devices]
@@ -344,8 +345,9 @@ class Steps:
         if self._is_shared(blocks):
             start = time.perf_counter()
             stacked = self._launch_mesh(params, blocks)
-            return stacked, launch_ready_times(_unstack(stacked), start) if timed else None
-        mine = on_devices(params, [self.placement.devices[b.position] for b in blocks])
+            times = launch_ready_times(shards_of(stacked, self.devices), start) if timed else None
+            return stacked, times
+        mine = shards_of(params, [self.placement.devices[b.position] for b in blocks])
 
         def run(block: DeviceBlock, p) -> tuple[jax.Array | None, float]:
             if block.rows == 0:
@@ -451,13 +453,6 @@ def launch_ready_times(per_device: Sequence, start: float) -> np.ndarray:
                 done[i] = now - start
         time.sleep(_POLL_SECONDS)
     return done
-
-
-def _unstack(stacked) -> list:
-    """Each device's own part [1, ...] of a tree stacked over the data axis (no copies)."""
-    leaves, treedef = jax.tree.flatten(stacked)
-    shards = [sorted(a.addressable_shards, key=lambda s: s.index[0].start or 0) for a in leaves]
-    return [treedef.unflatten([s[i].data for s in shards]) for i in range(len(shards[0]))]
 
 
 def _mesh_programs(placement, local: Callable, tx, num_inputs: int) -> tuple[Callable, Callable]:

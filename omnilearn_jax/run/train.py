@@ -10,7 +10,6 @@ A loop drives it: `job.run(trainer)` picks the BSP or the async one.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -24,8 +23,10 @@ from omnilearn_jax.cluster.measure import run_curve
 from omnilearn_jax.config import checks
 from omnilearn_jax.data import datasets
 from omnilearn_jax.engine import buckets, optim, step
+from omnilearn_jax.engine.engine import Engine
 from omnilearn_jax.engine.faults import PlantedFaults
-from omnilearn_jax.engine.mesh import Placement, select_devices
+from omnilearn_jax.engine.memo import Last, key_of
+from omnilearn_jax.engine.mesh import select_devices
 from omnilearn_jax.engine.timing import calibrate_per_sample_cost, check_cluster, make_timer
 from omnilearn_jax.run import distributed, metrics
 from omnilearn_jax.run.checkpoint import has_checkpoint
@@ -43,9 +44,9 @@ class Trainer:
         self.config, self.workdir = config, workdir
         self.agreement = distributed.Agreement()  # of the decisions, across processes
         # Per-step host work that only depends on the split or on the speeds, which change
-        # rarely, is kept from the last step (see batch_of, checked and time_table).
-        self._packed, self._checked, self._table = _Last(), _Last(), _Last()
-        self._worker_blocks: dict[tuple[int, int], tuple] = {}  # (worker, rows) -> packed
+        # rarely, is kept from the last step (`checked`, `time_table`; the engine keeps the
+        # last split's blocks).
+        self._checked, self._table = Last(), Last()
         w, b = config.num_workers, config.global_batch_size
         devices = select_devices(config.num_devices)
         r = w // len(devices)
@@ -68,8 +69,7 @@ class Trainer:
         # section must fail before the model is created or anything compiles.
         check_cluster(config, steps_per_epoch=self.sampler.steps_per_epoch)
         self.faults = PlantedFaults(config.faults)
-        self.placement = Placement(config.backend, devices)
-        self.layout = buckets.make_layout(
+        layout = buckets.make_layout(
             num_workers=w,
             num_devices=len(devices),
             capacity=capacity,
@@ -88,9 +88,21 @@ class Trainer:
             weighted=config.mode == "asp",
         )
         self.tx = tx
-        inject = config.clock == "wall" and float(config.hetero.get("inject", 0.0)) > 0
-        self.steps = self.placement.steps(apply, tx, chunk=self.layout.chunk, inject=inject)
-        self.state = self.placement.replicate(
+        self.engine = Engine(
+            backend=config.backend,
+            devices=devices,
+            layout=layout,
+            apply=apply,
+            tx=tx,
+            x=self.dataset.x_train,
+            y=self.dataset.y_train,
+            inputs=self.faults.inputs,
+            inject=config.clock == "wall" and float(config.hetero.get("inject", 0.0)) > 0,
+            global_batch=b,
+            eval_rows=-(-config.train.eval_batch_size // len(devices)),
+        )
+        self.layout = layout
+        self.state = self.engine.replicate(
             step.TrainState(np.zeros((), np.int32), params, tx.init(params))
         )
         self.param_count = models.param_count(params)
@@ -129,16 +141,6 @@ class Trainer:
             return controllers.allocate(shares, b, lo, hi, literal=True), cstate
 
         self.decide = jax.jit(decide)
-        # Controller decisions run on a CPU device that holds no part of the mesh (on GPU/TPU
-        # any CPU device): they then never wait behind the train step queued on that device,
-        # so the host lays out the next batch while the step runs. When every CPU device is
-        # in the mesh (a CPU-only run using all devices) the first one has to serve.
-        cpus = jax.local_devices(backend="cpu")
-        free = [d for d in cpus if d not in set(devices)]
-        self.host = (free or cpus)[-1 if free else 0]
-        self.eval_layout = buckets.Layout(
-            len(devices), 1, -(-config.train.eval_batch_size // len(devices)), (), 0
-        )
 
     def measured_cost(self, kept: dict) -> float:
         """The calibrated per-sample cost: the one `kept` from the start of the run being
@@ -158,10 +160,9 @@ class Trainer:
         w, b = self.config.num_workers, self.config.global_batch_size
         self.compile_variants()
         uniform = controllers.allocate(np.ones(w), b, *self.bounds)
-        copy = self.placement.replicate(jax.tree.map(np.array, self.state))
-        return calibrate_per_sample_cost(
-            self.steps, lambda: self.batch(0, np.asarray(uniform)), copy, rows=int(np.max(uniform))
-        )
+        copy = self.engine.state_copy(self.state)
+        batch = lambda: self.batch(0, np.asarray(uniform))  # noqa: E731
+        return calibrate_per_sample_cost(self.engine.steps, batch, copy, rows=int(max(uniform)))
 
     # -- pieces of a step ----------------------------------------------------------------
     def batch(self, step_index: int, sizes: np.ndarray, extras: dict | None = None) -> dict:
@@ -169,36 +170,13 @@ class Trainer:
         return self.batch_of(self.sampler.indices(step_index), sizes, extras, step_index)
 
     def batch_of(self, rows, sizes: np.ndarray, extras: dict | None, step_index: int) -> list:
-        """Lays training rows `rows` (sum(sizes) of them, in worker order) on the devices:
-        each device receives only its own block (its bucket's rows)."""
-        sizes = np.asarray(sizes)
-
-        def pack():
-            blocks = buckets.pack(sizes, self.layout, self.placement.local_positions)
-            where = [self.placement.devices[b.position] for b in blocks]
-            masks = jax.device_put([b.mask[None] for b in blocks], where)
-            return blocks, masks, buckets.shared_bucket(sizes, self.layout)
-
-        # The same split as the last step (the common case: controllers hold a split until
-        # it is worth changing) reuses its blocks and their masks already on the devices.
-        blocks, masks, shared = self._packed.get(_key(sizes), pack)
-        rows = np.asarray(rows)
-        xs, ys = [], []
-        for b in blocks:  # one gather straight from the data set: slot j takes rows[index[j]]
-            at = b._replace(index=rows[b.index]) if b.rows else b
-            x, y = buckets.gather(self.dataset.x_train, self.dataset.y_train, at)
-            xs.append(self.faults.inputs(step_index, x))
-            ys.append(y)
-        delays = (extras or {}).get("delay")
-        return self.placement.blocks(blocks, xs, ys, masks, delays, shared)
+        """Lays training rows `rows` (sum(sizes) of them, in worker order) on the devices
+        (`Engine.batch`)."""
+        return self.engine.batch(rows, sizes, (extras or {}).get("delay"), step_index)
 
     def compile_variants(self) -> int:
         """Compiles every (device, bucket) local program not compiled yet; returns how many."""
-        ds = self.dataset
-        shared = buckets.uniform_bucket(self.config.global_batch_size, self.layout)
-        return self.steps.compile(
-            self.state, ds.x_train[:1], self.layout.buckets, shared, example_y=ds.y_train[:1]
-        )
+        return self.engine.compile(self.state)
 
     def warm_up(self, step_index: int, sizes: np.ndarray, speeds: np.ndarray) -> int:
         """Compiles everything the loop will run before its first step: every (device,
@@ -206,12 +184,8 @@ class Trainer:
         and the evaluation step. Returns the number of local programs compiled."""
         compiled = self.compile_variants()
         batch = self.batch(step_index, sizes, self.timer.batch_extras(sizes, speeds))
-        copy = self.placement.replicate(jax.tree.map(np.array, self.state))
-        self.timer.warm_up(self.steps, copy, batch)
-        lay = self.eval_layout
-        index, mask = buckets.uniform_blocks(0, lay.num_devices, lay.capacity)
-        x, y = self.dataset.x_test[index], self.dataset.y_test[index]
-        jax.block_until_ready(self.steps.eval(self.state.params, self._eval_batch(x, y, mask)))
+        self.timer.warm_up(self.engine.steps, self.engine.state_copy(self.state), batch)
+        self.engine.warm_eval(self.state.params, self.dataset.x_test, self.dataset.y_test)
         return compiled
 
     def warm_decisions(self, cstate, sizes: np.ndarray) -> None:
@@ -223,25 +197,14 @@ class Trainer:
         speeds = self.timer.speeds(0)
         obs = self.observe(0, sizes, np.ones(w, np.float32), speeds)
         bounds = self.step_bounds(obs.speeds, 1)
-        with jax.default_device(self.host):
+        with jax.default_device(self.engine.host):
             jax.block_until_ready(self.decide(cstate, obs, *bounds))
         if jax.process_count() > 1:
-            self.steps.broadcast(np.zeros(w, np.int32))
-
-    def _eval_batch(self, x, y, mask) -> dict:
-        local = self.placement.local_positions
-        return self.placement.batch({"x": x[local], "y": y[local], "mask": mask[local]})
+            self.engine.steps.broadcast(np.zeros(w, np.int32))
 
     def evaluate(self) -> dict[str, float]:
-        ds, lay = self.dataset, self.eval_layout
-        chunk = lay.capacity * lay.num_devices
-        totals = np.zeros(3)
-        for start in range(0, len(ds.y_test), chunk):
-            n = min(chunk, len(ds.y_test) - start)
-            index, mask = buckets.uniform_blocks(n, lay.num_devices, lay.capacity)
-            x, y = ds.x_test[start:][index], ds.y_test[start:][index]
-            sums = self.steps.eval(self.state.params, self._eval_batch(x, y, mask))
-            totals += [float(sums["loss"]), float(sums["correct"]), float(sums["count"])]
+        ds = self.dataset
+        totals = self.engine.eval_sums(self.state.params, ds.x_test, ds.y_test)
         out = {"eval_loss": totals[0] / totals[2], "eval_accuracy": totals[1] / totals[2]}
         if ds.y_test.ndim > 1:  # sequences: the loss is a mean over tokens, in nats
             out["eval_perplexity"] = float(np.exp(out["eval_loss"]))
@@ -285,7 +248,7 @@ class Trainer:
             table.flags.writeable = False
             return table
 
-        return self._table.get(_key(np.asarray(speeds, np.float32)), build)
+        return self._table.get(key_of(np.asarray(speeds, np.float32)), build)
 
     def step_bounds(self, speeds: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
         """Per-worker bounds for `step`: the run's bounds, and 0 for an unavailable worker
@@ -323,55 +286,27 @@ class Trainer:
         (`next_sizes`, `Steps.broadcast`); `agreement` checks at checkpoints that they agreed."""
         b = self.config.global_batch_size
         return self._checked.get(
-            _key(sizes), lambda: buckets.check_sizes(sizes, b, self.layout)
+            key_of(sizes), lambda: buckets.check_sizes(sizes, b, self.layout)
         ).copy()  # a new split is checked; the caller may write to its copy
 
     def next_sizes(self, cstate, obs) -> tuple[np.ndarray, Any]:
         """The controller's split for step obs.step + 1 (obs.speeds are that step's)."""
         bounds = self.step_bounds(obs.speeds, int(obs.step) + 1)
-        with jax.default_device(self.host):
+        with jax.default_device(self.engine.host):
             sizes, cstate = self.decide(cstate, obs, *bounds)
         sizes = self.checked(np.asarray(sizes))
         self.agreement.add(np.asarray(obs.worker_times), sizes)
         if jax.process_count() > 1:  # process 0's split on every process: one decision
-            sizes = self.steps.broadcast(sizes)
+            sizes = self.engine.steps.broadcast(sizes)
         return sizes, cstate
 
-    # -- what an asynchronous server uses (asp.py): one worker per device ----------------
-    def worker_device(self, k: int):
-        """The device of worker k (async mode has one worker per device)."""
-        return self.placement.devices[k]
-
-    def worker_batch(self, k: int, rows, step_index: int, speeds: np.ndarray) -> step.DeviceBlock:
-        """Worker k's batch of the training rows `rows` (its b_k samples), as a
-        `step.DeviceBlock` of its bucket's rows: its mask (kept from the last such batch) on
-        its device, its rows and delay on the host with their leading axis of 1 (a compiled
-        program given them transfers them itself, for a fraction of the host time a transfer
-        call costs)."""
-        rows = np.asarray(rows)
+    def worker_delay(self, k: int, rows: int, speeds: np.ndarray) -> float | None:
+        """Worker k's injected seconds for `rows` rows at `speeds` (hetero.inject on the wall
+        clock; async mode has one worker a device), or None without injection."""
         sizes = np.zeros(self.config.num_workers, np.int64)
-        sizes[k] = len(rows)
-        key = (k, len(rows))
-        if key not in self._worker_blocks:
-            (block,) = buckets.pack(sizes, self.layout, [k])
-            mask = jax.device_put(block.mask[None], self.worker_device(k))
-            self._worker_blocks[key] = block, mask
-        block, mask = self._worker_blocks[key]
-        x, y = buckets.gather(
-            self.dataset.x_train, self.dataset.y_train, block._replace(index=rows[block.index])
-        )
+        sizes[k] = rows
         delays = self.timer.batch_extras(sizes, speeds).get("delay")
-        x = self.faults.inputs(step_index, x)
-        delay = None if delays is None else np.float32([delays[k]])
-        return step.DeviceBlock(k, block.rows, x[None], y[None], mask, delay)
-
-    def worker_sums(self, params, block):
-        """The packed sums [1, n + 3] (gradient, loss, correct, count: `step.pack_sums`) of
-        one worker's block, computed on its device from `params` already placed there;
-        compiled at warm-up for every bucket."""
-        args = (params, block.x, block.y, block.mask)
-        args += (block.delay,) if self.steps.inject else ()
-        return self.steps.variants[(block.position, block.rows)](*args)
+        return None if delays is None else float(delays[k])
 
     def resolved_config(self) -> dict:
         resolved = self.config.to_dict()
@@ -383,7 +318,7 @@ class Trainer:
             # One local program per (device, bucket), all compiled at warm-up.
             "variants": [
                 [int(p), rows]
-                for p in self.placement.local_positions
+                for p in self.engine.placement.local_positions
                 for rows in self.layout.buckets
             ],
             "steps_per_epoch": self.sampler.steps_per_epoch,
@@ -394,21 +329,3 @@ class Trainer:
             "cost_curve": RUN_FILE if self.cost_curve is not None else "",
         }
         return resolved
-
-
-def _key(a: np.ndarray) -> bytes:
-    """An array's values and dtype, as a cache key."""
-    return a.tobytes() + a.dtype.str.encode()
-
-
-class _Last:
-    """The value built for the last key seen; built again only when the key changes."""
-
-    def __init__(self):
-        self.key: bytes | None = None
-        self.value: Any = None
-
-    def get(self, key: bytes, build: Callable[[], Any]) -> Any:
-        if key != self.key:
-            self.value, self.key = build(), key
-        return self.value
