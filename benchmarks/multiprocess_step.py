@@ -67,19 +67,16 @@ def run(kind: str, extra: list[str], steps: int) -> dict:
     }
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--reps", type=int, default=2)
-    p.add_argument("--json", default="")
-    args = p.parse_args(argv)
+def measure(steps: int, reps: int, echo=print) -> dict:
+    """Every variant `reps` times, interleaved: per variant its runs, the median step and
+    loop a step (ms) and their ratios to one process."""
     rows = {name: [] for name in VARIANTS}
-    for _ in range(args.reps):
+    for _ in range(reps):
         for name, (kind, extra) in VARIANTS.items():
-            r = run(kind, extra, args.steps)
+            r = run(kind, extra, steps)
             rows[name].append(r)
-            print(f"{name}: step {r['step_ms']:.2f} ms, loop {r['loop_ms']:.2f} ms a step "
-                  f"(load {r['load']:.2f})", flush=True)  # fmt: skip
+            echo(f"{name}: step {r['step_ms']:.2f} ms, loop {r['loop_ms']:.2f} ms a step "
+                 f"(load {r['load']:.2f})")  # fmt: skip
     base = rows["1 process x 2 devices"]
     out = {}
     for name, runs in rows.items():
@@ -89,8 +86,18 @@ def main(argv=None) -> None:
         loop_ratio = loop / float(np.median([r["loop_ms"] for r in base]))
         out[name] = {"runs": runs, "step_ms": step, "loop_ms": loop, "step_ratio": ratio,
                      "loop_ratio": loop_ratio}  # fmt: skip
-        print(f"{name}: median step {step:.2f} ms ({ratio:.2f}x one process), loop "
-              f"{loop:.2f} ms ({loop_ratio:.2f}x)")  # fmt: skip
+        echo(f"{name}: median step {step:.2f} ms ({ratio:.2f}x one process), loop "
+             f"{loop:.2f} ms ({loop_ratio:.2f}x)")  # fmt: skip
+    return out
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--reps", type=int, default=2)
+    p.add_argument("--json", default="")
+    args = p.parse_args(argv)
+    out = measure(args.steps, args.reps, lambda line: print(line, flush=True))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

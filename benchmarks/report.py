@@ -186,8 +186,9 @@ def _plain_loop(trainer):
     ds = trainer.dataset
     apply, params = models.create(c.model, ds.input_shape, ds.num_classes, c.seed)
     tx = trainer.tx
-    sharding = NamedSharding(trainer.engine.placement.mesh, P("data"))
-    state = [jax.device_put((params, tx.init(params)), NamedSharding(trainer.engine.placement.mesh, P()))]
+    mesh = trainer.engine.placement.mesh
+    sharding = NamedSharding(mesh, P("data"))
+    state = [jax.device_put((params, tx.init(params)), NamedSharding(mesh, P()))]
 
     def train(carry, x, y):
         p, opt = carry
@@ -341,6 +342,24 @@ def multiprocess(small: bool) -> dict:
     }
 
 
+def step_overhead(small: bool) -> dict:
+    """An uneven and a uniform step against their busiest device's compute, on the wall
+    clock (benchmarks/step_overhead.py)."""
+    from benchmarks import step_overhead as so
+
+    return so.measure((16, 16, 16, 80), 12 if small else 60, 1 if small else 3)
+
+
+def multiprocess_step(small: bool) -> dict:
+    """1 process x 2 devices against 2 processes x 1 device, unpinned and one core each
+    (benchmarks/multiprocess_step.py)."""
+    if jax.default_backend() != "cpu":  # the launcher splits CPU devices between processes
+        return {"skipped": f"CPU only; this machine's backend is {jax.default_backend()}"}
+    from benchmarks import multiprocess_step as ms
+
+    return ms.measure(20 if small else 200, 1 if small else 3)
+
+
 # --small runs only these (each a few seconds), enough to exercise every stage of the report.
 SMALL = ("compiles", "controller_sim", "end_to_end")
 
@@ -353,6 +372,8 @@ BENCHMARKS = {
     "end_to_end": end_to_end,
     "async": async_vs_bsp,
     "multiprocess": multiprocess,
+    "step_overhead": step_overhead,
+    "multiprocess_step": multiprocess_step,
 }
 
 

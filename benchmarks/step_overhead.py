@@ -50,6 +50,36 @@ def overhead(sizes: tuple[int, ...], steps: int) -> dict:
             "overhead": step / busiest - 1, "load": os.getloadavg()[0]}  # fmt: skip
 
 
+def measure(uneven: tuple[int, ...], steps: int, reps: int, echo=print) -> dict:
+    """The uneven split and the uniform one, `reps` runs each, interleaved (a change in
+    machine load hits both): every run, and per split the median and worst overhead."""
+    uniform = (sum(uneven) // len(uneven),) * len(uneven)
+    rows = []
+    for rep in range(reps):
+        for sizes in (uneven, uniform):
+            r = overhead(sizes, steps) | {"rep": rep}
+            rows.append(r)
+            echo(
+                f"sizes {r['sizes']}  step {r['step_ms']:.2f} ms  busiest device "
+                f"{r['busiest_ms']:.2f} ms  overhead {100 * r['overhead']:.0f}%  "
+                f"(load {r['load']:.2f})"
+            )
+    splits = {}
+    for name, sizes in (("uneven", uneven), ("uniform", uniform)):
+        mine = [r for r in rows if tuple(r["sizes"]) == sizes]
+        over = [r["overhead"] for r in mine]
+        splits[name] = {
+            "sizes": list(sizes),
+            "step_ms": float(np.median([r["step_ms"] for r in mine])),
+            "busiest_ms": float(np.median([r["busiest_ms"] for r in mine])),
+            "overhead_median": float(np.median(over)),
+            "overhead_worst": float(max(over)),
+        }
+        echo(f"{list(sizes)}: overhead median {100 * np.median(over):.0f}%, "
+             f"worst {100 * max(over):.0f}% over {len(over)} runs (goal <= 15%)")  # fmt: skip
+    return {"steps": steps, "reps": reps, "runs": rows, "splits": splits}
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=60)
@@ -59,25 +89,10 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     jax.config.update("jax_num_cpu_devices", 8)  # before any JAX operation
     uneven = tuple(int(s) for s in args.sizes.split(","))
-    uniform = (sum(uneven) // len(uneven),) * len(uneven)
-    rows = []
-    for rep in range(args.reps):  # interleaved, so a change in machine load hits both
-        for sizes in (uneven, uniform):
-            r = overhead(sizes, args.steps) | {"rep": rep}
-            rows.append(r)
-            print(
-                f"sizes {r['sizes']}  step {r['step_ms']:.2f} ms  busiest device "
-                f"{r['busiest_ms']:.2f} ms  overhead {100 * r['overhead']:.0f}%  "
-                f"(load {r['load']:.2f})",
-                flush=True,
-            )
-    for sizes in (uneven, uniform):
-        mine = [r["overhead"] for r in rows if tuple(r["sizes"]) == sizes]
-        print(f"{list(sizes)}: overhead median {100 * np.median(mine):.0f}%, "
-              f"worst {100 * max(mine):.0f}% over {len(mine)} runs (goal <= 15%)")  # fmt: skip
+    out = measure(uneven, args.steps, args.reps, lambda line: print(line, flush=True))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump(out, f, indent=1)
 
 
 if __name__ == "__main__":
