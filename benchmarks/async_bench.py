@@ -4,7 +4,7 @@
         [--clocks virtual,wall] [--json PATH] [--md PATH]
 
 Same model, data and devices, measured side by side in one process, after compilation, on
-each clock (`clock=virtual`: the schedule runs in batches, asp_exec.py; `clock=wall`: each
+each clock (`clock=virtual`: the schedule runs in batches, asp/batched.py; `clock=wall`: each
 worker's gradient on its own device, dispatched concurrently and timed):
 
 1. the round: a BSP step computes all W workers' batches (B samples) and applies one update;

@@ -1,4 +1,4 @@
-"""The wall clock's async wait rule (asp_wall.py): a bound on what a worker still computing
+"""The wall clock's async wait rule (asp/wall.py): a bound on what a worker still computing
 will be charged, and the server waiting only for workers that could land first."""
 
 import threading

@@ -5,7 +5,7 @@
         [--set model.features=(16,32) --set model.hidden=64]
 
 One worker on one device, so the device's block runs every bucket size from 8 rows up to
-`--batch` (the trainer's layout, masking.py); each size is timed as the wall clock times a
+`--batch` (the trainer's layout, engine/buckets.py); each size is timed as the wall clock times a
 run's step (cluster/measure.py). Replay the file on any machine with
 `--config.cost.curve=PATH` (the virtual clock then charges curve(b) / speed).
 """

@@ -8,19 +8,15 @@ are asynchronous, so the workers started compute at the same time, each on its o
 its rows go to the program from the host (the program's own transfer costs far less host
 time than a transfer call). The server applies a push on the pushing worker's device: the
 state moves there (one transfer an update instead of a push and a pull), and that worker's
-next pull, the common case, needs no transfer. On the wall clock a waiter thread a worker
-stamps when its sums are ready: its compute runs from its launch to then.
+next pull, the common case, needs no transfer. On the wall clock the engine's stopwatch
+times each compute from its launch until its sums are ready (a waiter thread a worker).
 
-It has the interface of `asp_exec.BatchedServer`, so `asp.AsyncLoop` runs either; on the
+It has the interface of `batched.BatchedServer`, so `asp.AsyncLoop` runs either; on the
 virtual clock it is the reference the batched execution is tested against.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
-import time
-from concurrent.futures import Future
 from typing import Any
 
 import jax
@@ -29,6 +25,7 @@ import optax
 
 from omnilearn_jax.engine.flat import packed_state, packer, unpacker
 from omnilearn_jax.engine.step import TrainState
+from omnilearn_jax.engine.stopwatch import Stopwatch
 
 
 def make_server(tx):
@@ -80,13 +77,10 @@ class EagerServer:
         self.worker = make_worker(e.device_sums, self.pack, l2)
         self.programs: dict[tuple[int, int], Any] = {}  # (worker, rows) -> compiled worker
         self.unpack_state = unpacker(self.pack, trainer.state.opt_state)
-        self.waiters: list[queue.SimpleQueue] = []  # wall clock: one thread a worker
+        self.stopwatch = Stopwatch()  # wall clock: each worker's compute, timed
         self.state: TrainState | None = None  # packed
         self.home = 0  # the worker on whose device the state is
         self.pushes: dict[int, tuple] = {}  # worker -> (push, loss), on its device
-        self.times: dict[int, Future] = {}  # wall clock: worker -> its measured seconds
-        self.clocks: dict[int, list[float]] = {}  # wall clock: worker -> [launch, end]
-        self.lock = threading.Lock()  # the clocks' reads and writes: see `elapsed`
 
     def start(self, k: int, rows, step_index: int, speeds, coefficient: float, weight: float):
         """Worker k pulls the current version and starts on `rows`. Every launch is
@@ -98,39 +92,10 @@ class EagerServer:
         packed = params if self.home == k else jax.device_put(params, device)
         pulled = (packed, self._placed(device, coefficient, weight))
         if self.timed:  # from its launch, which sends its rows (on one host, memory copies)
-            with self.lock:
-                self.clocks[k] = [time.perf_counter()]
+            self.stopwatch.start(k)
         push, loss, count = self._launch(k, pulled, block)
         self.pushes[k] = (push, loss)
-        if not self.timed:
-            return None
-        future = self.times[k] = Future()
-        self._waiter(k).put((future, count))
-        return future
-
-    def _waiter(self, k: int) -> queue.SimpleQueue:
-        """Worker k's waiter: a thread that stamps the end of each of its computes (a thread
-        a worker, started at the first: handing it work costs a queue's put)."""
-        while len(self.waiters) <= k:
-            inbox: queue.SimpleQueue = queue.SimpleQueue()
-            j = len(self.waiters)
-            threading.Thread(target=self._wait, args=(j, inbox), daemon=True).start()
-            self.waiters.append(inbox)
-        return self.waiters[k]
-
-    def _wait(self, k: int, inbox: queue.SimpleQueue) -> None:
-        """Worker k's waiter thread: for each (future, an output of its program), the
-        compute seconds from its launch until that output is ready."""
-        while (item := inbox.get()) is not None:
-            future, ready = item
-            try:
-                ready.block_until_ready()
-                with self.lock:
-                    end = time.perf_counter()
-                    self.clocks[k].append(end)
-                future.set_result(end - self.clocks[k][0])
-            except Exception as err:  # noqa: BLE001 - raised where the time is read
-                future.set_exception(err)
+        return self.stopwatch.stop_when_ready(k, count) if self.timed else None
 
     def _launch(self, k: int, pulled, block):
         """Worker k's program of its block's bucket: (push, loss sum, count) on its device."""
@@ -142,26 +107,19 @@ class EagerServer:
         return self.engine.constant(device, [np.array([a, b], np.float32)])[0]
 
     def elapsed(self, k: int) -> float:
-        """Wall clock: worker k's compute seconds so far (0 before its launch), never more
-        than it will measure: the clock is read under the lock its end is taken under, so
-        a compute not yet seen to end ends after this reading."""
-        with self.lock:
-            now = time.perf_counter()
-            clocks = list(self.clocks.get(k, ()))
-        if not clocks:
-            return 0.0
-        return (clocks[1] if len(clocks) > 1 else now) - clocks[0]
+        """Wall clock: worker k's compute seconds so far (`Stopwatch.elapsed`)."""
+        return self.stopwatch.elapsed(k)
 
     def seconds(self, k: int) -> float:
         """Worker k's measured compute seconds (waits for it)."""
-        return self.times[k].result()
+        return self.stopwatch.seconds(k)
 
     def apply(self, k: int, weight: float, step_scale: float):
         """The server applies worker k's push, on k's device (the state moves there: one
         transfer an update instead of a push and a pull; the next pull of k, the common
         case, then needs none); returns that push's loss sum."""
         push, loss = self.pushes.pop(k)
-        self.times.pop(k, None)
+        self.stopwatch.forget(k)
         state = self._move(self._packed(), k)
         scales = self._placed(self.engine.worker_device(k), weight, step_scale)
         new = self.apply_program(state, push, scales)
@@ -233,6 +191,4 @@ class EagerServer:
         jax.block_until_ready(self.unpack_state(copy))
 
     def close(self) -> None:
-        for inbox in self.waiters:
-            inbox.put(None)
-        self.waiters = []
+        self.stopwatch.close()

@@ -23,11 +23,11 @@ included). `weighting=lr` pushes the worker's mean gradient and scales the updat
 (a step size by share, which Adam does not normalise away); `mean` pushes the mean gradient.
 
 Execution (docs/async.md): on the virtual clock the schedule does not depend on parameter
-values, so this class decides it on the host and `asp_exec.BatchedServer` runs it in batches
+values, so this class decides it on the host and `asp.batched.BatchedServer` runs it in batches
 (each wave's gradients in one call on the per-device layout, the updates between waves in one
 jitted loop). On the wall clock the measured times order the updates: each worker's gradient
 is one launch on its own device, the workers compute at the same time, and an update is
-applied once no worker still computing can land before it (`asp_eager.py`, `asp_wall.py`).
+applied once no worker still computing can land before it (`asp/eager.py`, `asp/wall.py`).
 `batched=False` runs the virtual clock's schedule event by event, as the wall clock does (the
 reference in tests).
 """
@@ -75,7 +75,7 @@ class AsyncLoop(Runner):
     tag = ("mode:asp",)
 
     def __init__(self, trainer, batched: bool = True):
-        """`batched`: on the virtual clock, run the schedule in batches (asp_exec.py; a
+        """`batched`: on the virtual clock, run the schedule in batches (asp/batched.py; a
         model with a scalar parameter or mixed dtypes runs event by event instead); False
         runs it event by event, as the wall clock does (the reference for tests)."""
         super().__init__(trainer)
@@ -224,7 +224,7 @@ class AsyncLoop(Runner):
             self.flights[k] = Flight(self.done, int(group_sizes[k]))
             if self.wall:  # each device's compute, measured from its own launch: it lands
                 self.unmeasured.add(k, self.now, future)  # in the queue when its time is
-                self._round_of[k] = round_index  # known (apply_next, asp_wall.py)
+                self._round_of[k] = round_index  # known (apply_next, asp/wall.py)
         if self.wall:
             return ready
         times = self.t.timer.cost.worker_times(round_index, group_sizes, speeds)
@@ -248,7 +248,7 @@ class AsyncLoop(Runner):
         heapq.heappush(self.events, (clock + duration, k, flight.version, flight.rows))
 
     def _floor(self, k: int) -> tuple[float, float]:
-        """Wall clock: worker k's charge bound and its limit (asp_wall.charge_floor)."""
+        """Wall clock: worker k's charge bound and its limit (asp/wall.py, charge_floor)."""
         timer, step = self.t.timer, self._round_of[k]
         planted = (step, k) in timer.faults.bad_times
         rate, rows = timer.guard.per_sample[k], self.flights[k].rows

@@ -3,7 +3,7 @@
 A device's compute time is taken exactly as the wall clock takes it in a run (step.py
 `Steps.run_local`, timed from the device's own launch until its sums are ready), on a split
 that puts `rows` rows on the first local device and none elsewhere, so the device computes
-its bucket of `rows` through the per-device layout (masking.py) and nothing else runs.
+its bucket of `rows` through the per-device layout (engine/buckets.py) and nothing else runs.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A train step has two parts (docs/trainer.md):
 
 1. Local: each device runs its own compiled program on its own block of rows (its bucket
-   size, see masking.py) and reduces them to sums (gradient sum, loss sum, correct count,
+   size, see buckets.py) and reduces them to sums (gradient sum, loss sum, correct count,
    row count). The program has no collective, so each device's shapes may differ from the
    others' (and from process to process in a multi-process run), and a device computes only
    about the rows it holds. A device with no rows computes nothing: its sums are zeros kept

@@ -383,7 +383,8 @@ class Loop(Runner):
         t.faults.crash(step)
         speeds = t.timer.speeds(step)
         batch = t.batch(step, sizes, t.timer.batch_extras(sizes, speeds))
-        t.state, metrics, rec = t.timer.train_step(t.engine.steps, t.state, batch, step, sizes, speeds)
+        timed = t.timer.train_step(t.engine.steps, t.state, batch, step, sizes, speeds)
+        t.state, metrics, rec = timed
         self.pending.append((step + 1, sizes, speeds, rec, metrics))
         # Oracles get the speeds of the step they decide for (step + 1), so they are optimal
         # at every step, change points included; the other controllers see only times.
