@@ -183,9 +183,21 @@ def table(cells: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def document(cells: list[dict], command: str) -> str:
+def merged(old: dict, cells: list[dict], command: str) -> dict:
+    """A saved study (`old`, as the JSON holds it) with `cells` added: a cell measured again
+    (same quotas and controller) replaces the old one, the others are kept, and each
+    command that produced kept cells is listed."""
+    new = {(tuple(c["quotas"]), c["controller"]) for c in cells}
+    kept = [c for c in old.get("cells", []) if (tuple(c["quotas"]), c["controller"]) not in new]
+    commands = old.get("commands") or [old["command"]] if old else []
+    commands = [c for c in commands if c != command] if kept else []
+    return {"commands": [*commands, command], "cells": kept + cells}
+
+
+def document(cells: list[dict], command: str | list[str]) -> str:
     """The RESULTS.md section (a `## ` fragment, experiments/paper/fragments.py): how it was
     obtained, the table, and what the goal's cell says, computed from the cells."""
+    commands = [command] if isinstance(command, str) else command
     lines = [
         "## Measured on CPU-quota heterogeneity",
         "",
@@ -197,7 +209,9 @@ def document(cells: list[dict], command: str) -> str:
         "last). The prediction is the virtual clock's for the measured speeds and a cost",
         "linear in the rows (modelled).",
         "",
-        f"Command: `{command}`",
+        "Commands: " + "; ".join(f"`{c}`" for c in commands)
+        if len(commands) > 1
+        else f"Command: `{commands[0]}`",
         "",
         table(cells),
         "",
@@ -232,12 +246,15 @@ def main(argv=None) -> None:
     p.add_argument("--json", default="")
     p.add_argument("--md", default="")
     p.add_argument("--render", default="", help="only rewrite --md from this JSON")
+    p.add_argument(
+        "--merge", action="store_true", help="keep --json's cells of other clusters/controllers"
+    )
     args = p.parse_args(argv)
     if args.render:
         with open(args.render) as f:
             saved = json.load(f)
         with open(args.md, "w") as f:
-            f.write(document(saved["cells"], saved["command"]))
+            f.write(document(saved["cells"], saved.get("commands") or saved["command"]))
         return
     import jax
 
@@ -245,12 +262,17 @@ def main(argv=None) -> None:
     clusters = [[float(q) for q in c.split("/")] for c in args.clusters.split(",")]
     cells = study(clusters, args.controllers.split(","), args.reps, args.steps, args.target)
     print(table(cells))
+    command = COMMAND + " ".join(sys.argv[1:])
+    saved = {"commands": [command], "cells": cells}
+    if args.merge and args.json and os.path.exists(args.json):
+        with open(args.json) as f:
+            saved = merged(json.load(f), cells, command)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"command": COMMAND + " ".join(sys.argv[1:]), "cells": cells}, f, indent=1)
+            json.dump(saved, f, indent=1)
     if args.md:
         with open(args.md, "w") as f:
-            f.write(document(cells, COMMAND + " ".join(sys.argv[1:])))
+            f.write(document(saved["cells"], saved["commands"]))
 
 
 if __name__ == "__main__":

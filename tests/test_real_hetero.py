@@ -36,3 +36,18 @@ def test_the_goal_sentence_follows_the_numbers():
 def test_the_load_beside_each_run_is_printed():
     text = real_hetero.document([_cell([0.9, 1.2, 0.8], 0.48)], "cmd")
     assert "Load average after each controller run: proportional 1.50 / 1.50 / 1.50." in text
+
+
+def test_a_merged_study_keeps_other_clusters_and_replaces_a_cell_measured_again():
+    old_goal, other = _cell([0.9, 1.2, 0.8], 0.48), _cell([0.8, 0.8, 0.8], 0.3)
+    other["quotas"] = [1.0, 0.5]
+    old = {"command": "first", "cells": [old_goal, other]}
+    new_goal = _cell([0.70, 0.74, 0.72], 0.5)
+    saved = real_hetero.merged(old, [new_goal], "second")
+    assert [c["quotas"] for c in saved["cells"]] == [[1.0, 0.5], [1.0, 0.25]]
+    assert saved["cells"][1]["median_ratio"] == 0.72 and saved["commands"] == ["first", "second"]
+    text = real_hetero.document(saved["cells"], saved["commands"])
+    assert "Commands: `first`; `second`" in text and "it meets the goal" in text
+    # Every old cell measured again: the old command produced nothing that is kept.
+    again = real_hetero.merged(saved, [_cell([0.7] * 3, 0.5), other], "third")
+    assert again["commands"] == ["third"] and len(again["cells"]) == 2
