@@ -99,3 +99,21 @@ def test_runtime_estimate_adds_start_up_and_the_injected_waits():
     expected = wa.IN_PROCESS_START * 2 + wa.FRESH_START * 2
     expected += 2 * 10 * (0.016 + wa.STEP_OVERHEAD) + 2 * 10 * (0.008 + wa.STEP_OVERHEAD)
     assert wa.estimate_seconds(plan, 10, speeds, 128) == pytest.approx(expected)
+
+
+def test_seconds_the_injected_wait_does_not_explain_and_both_predictions():
+    # Speeds 1 and 3 at inject 0.003, 32 rows each: the slowest wait is 96 ms; planted steps
+    # take 2.5 ms more, after five warm-up steps that are left out.
+    speeds = [1.0, 3.0]
+    steady = {"batch_sizes": [32, 32], "step_time": 0.0985}
+    warm = {"batch_sizes": [32, 32], "step_time": 1.0}
+    assert wa.unexplained_seconds([warm] * 5 + [steady] * 4, 0.003, speeds) == pytest.approx(0.0025)
+    # A balanced split (rows 16 and 48: both wait 48 ms) and the same 2.5 ms.
+    balanced = {"batch_sizes": [16, 48], "step_time": 0.0505}
+    assert wa.unexplained_seconds([warm] * 5 + [balanced], 0.003, speeds) == pytest.approx(0.0025)
+    # Delivered against both predictions; only the first is judged.
+    runs = pairs_of("in-process", 4, 0.003, "pi", [1.0, 1.0, 1.0], [0.7, 0.7, 0.7])
+    (row,) = wa.summarise(wa.pair_ratios(runs), {(4, 0.003, "pi"): 0.5}, {(4, 0.003, "pi"): 0.4})
+    assert row["delivered"] == pytest.approx(0.6) and row["delivered_ok"] is False
+    assert row["predicted_compute"] == 0.4 and row["delivered_compute"] == pytest.approx(0.75)
+    assert "| 30.0% | 50.0% | 60.0% | 40.0% | 75.0% |" in wa.markdown([row])
