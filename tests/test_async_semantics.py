@@ -149,6 +149,7 @@ def test_batched_execution_equals_event_by_event(tmp_path):
     runs = {}
     for batched in (True, False):
         loop = AsyncLoop(Trainer(_unequal(), str(tmp_path / str(batched))), batched=batched)
+        assert loop.exec.engine is loop.t.engine  # one engine serves both executors
         if batched:
             mesh, per_device = loop.exec.wave_program, loop.exec._wave_per_device
 

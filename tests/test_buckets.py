@@ -4,11 +4,14 @@ computed for a split, and a trainer that runs its blocks with no compile after w
 import os
 import sys
 
+import jax
 import numpy as np
 import pytest
 
 from omnilearn_jax.engine import buckets
 from omnilearn_jax.engine.compiles import CompileCounter
+from omnilearn_jax.engine.mesh import Placement
+from omnilearn_jax.engine.step import Steps
 from omnilearn_jax.run.train import Trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -78,6 +81,9 @@ def test_a_trainer_runs_each_block_at_its_bucket_with_no_compile_after_warm_up(t
     uniform = np.full(8, 8, np.int32)
     assert t.warm_up(0, uniform, speeds) == 4 * 8  # every (device, bucket) program
     assert len(t.engine.steps.variants) == 32
+    # One engine: the trainer itself holds no device, placement or compiled steps.
+    held = [k for k, v in vars(t).items() if isinstance(v, (jax.Device, Placement, Steps))]
+    assert held == [] and isinstance(t.engine.placement, Placement)
     rng = np.random.default_rng(3)
     splits = [rng.multinomial(64, rng.dirichlet(np.ones(8) * a)) for a in (50.0, 2.0, 0.3)]
     splits += [uniform, np.eye(8, dtype=np.int64)[5] * 64]
