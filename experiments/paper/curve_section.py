@@ -52,7 +52,9 @@ def bsp_curve_section(doc: Doc, runs: list[G.Group], curve: str) -> dict[str, An
         "padding is charged), over each worker's cores, plus the cost model's ring all-reduce. "
         f"Target accuracy {TARGET}; times in seconds of the virtual clock (a step is about a "
         "millisecond here, against a few tenths of a second under the formula); *reduction* "
-        "as above.",
+        "as above. So short a step leaves the cost model's ring all-reduce, which no split "
+        "shortens, a large part of every step, and the slowest workers sit at b_min = 16: "
+        "both cap what balancing saves here.",
         "",
         md_table(
             [

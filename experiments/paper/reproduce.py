@@ -159,14 +159,15 @@ def write_docs(args: argparse.Namespace, timings: dict[str, float]) -> int:
     the benchmark JSON (stamped with this commit, whether or not the benchmarks ran)."""
     from experiments.paper import bench_doc, figures, results_doc
 
+    stamped = stamp.stamp()  # before the figures and files below change the tree
     made = figures.make_figures(args.workdir, os.path.join(args.docs, "figures"), args.docs)
     doc = os.path.join(args.docs, "RESULTS.md")
     bench_dir = os.path.join(args.docs, "benchmarks")
-    results_doc.write(args.workdir, doc, made, bench_dir, timings)
+    results_doc.write(args.workdir, doc, made, bench_dir, timings, stamped)
     print(f"[reproduce] wrote {doc}")
     if os.path.isdir(bench_dir):
         with open(os.path.join(args.docs, "BENCHMARKS.md"), "w") as f:
-            f.write(bench_doc.render(bench_dir))
+            f.write(bench_doc.render(bench_dir, stamped))
     return 0
 
 

@@ -300,14 +300,20 @@ def _fair(path: str) -> dict | None:
 
 
 def write(
-    workdir: str, doc_path: str, figures: list[tuple[str, str]], bench_dir: str, timings: dict
+    workdir: str,
+    doc_path: str,
+    figures: list[tuple[str, str]],
+    bench_dir: str,
+    timings: dict,
+    stamped: dict | None = None,
 ) -> list[dict]:
-    """Writes the document and WORKDIR/results.json (each number with its cells)."""
+    """Writes the document and WORKDIR/results.json (each number with its cells). `stamped`:
+    the tree's state before anything was written (what is written here would make it dirty)."""
     docs = os.path.dirname(doc_path) or "."
     studies = fragments.collect(docs)
     out_dir = os.path.join(docs, "results", "paper")
     exported = [export.export(workdir, name, out_dir) for name in ABLATIONS]
-    stamped = stamp.stamp()
+    stamped = stamped or stamp.stamp()
     fair = _fair(os.path.join(docs, "results", "async_fair.json"))
     text, traced = build(
         workdir,
