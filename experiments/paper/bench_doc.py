@@ -203,6 +203,51 @@ def _multiprocess(r: dict) -> str:
     )
 
 
+def _step_overhead(r: dict) -> str:
+    rows = [
+        [
+            ", ".join(map(str, v["sizes"])),
+            fmt(v["step_ms"], 3),
+            fmt(v["busiest_ms"], 3),
+            f"{v['overhead_median']:.0%}",
+            f"{v['overhead_worst']:.0%}",
+        ]
+        for v in r["splits"].values()
+    ]
+    return (
+        "configs/paper_bsp.py:runlocal,model=cnn (4 workers on 4 devices, B = 128), static "
+        f"split, `clock=wall`, {r['steps']} steps a run, {r['reps']} runs a split, "
+        "interleaved (benchmarks/step_overhead.py). Step = from the first launch until the "
+        "updated state is ready; busiest = the largest of the devices' own compute times "
+        "(launch to sums ready); medians over each run's steps, the first five left out. "
+        "Overhead = step / busiest - 1 (goal: at most 15% for the uneven split).\n\n"
+        + md_table(
+            ["split", "step (ms)", "busiest device (ms)", "overhead median", "overhead worst"],
+            rows,
+        )
+    )
+
+
+def _multiprocess_step(r: dict) -> str:
+    if "skipped" in r:
+        return f"Skipped: {r['skipped']}."
+    rows = [
+        [name, fmt(v["step_ms"], 3), fmt(v["step_ratio"], 3), fmt(v["loop_ms"], 3),
+         fmt(v["loop_ratio"], 3), len(v["runs"])]
+        for name, v in r.items()
+    ]  # fmt: skip
+    return (
+        "configs/paper_bsp.py:runlocal,model=cnn, 2 workers, B = 64, static uniform split, "
+        "`clock=wall`; each variant a fresh command, interleaved (benchmarks/"
+        "multiprocess_step.py). Step = the median step from the run store (collectives "
+        "included); loop = the loop's wall time a step (decisions, batches, the split's "
+        "broadcast). Ratios to one process (goal: step at most 1.5x, pinned or not).\n\n"
+        + md_table(
+            ["variant", "step (ms)", "step ratio", "loop (ms/step)", "loop ratio", "runs"], rows
+        )  # fmt: skip
+    )
+
+
 SECTIONS: tuple[tuple[str, str, Callable[[dict], str]], ...] = (
     ("step", "Block step vs homogeneous step; per-device time against rows", _step),
     ("compiles", "Compilations across split changes", _compiles),
@@ -211,6 +256,8 @@ SECTIONS: tuple[tuple[str, str, Callable[[dict], str]], ...] = (
     ("end_to_end", "End to end: trainer loop vs a plain Flax/optax loop", _end_to_end),
     ("async", "Asynchronous update vs BSP step", _async),
     ("multiprocess", "Multi-process overhead", _multiprocess),
+    ("step_overhead", "An uneven step against its busiest device's compute", _step_overhead),
+    ("multiprocess_step", "One step in 2 processes against 1, pinned and not", _multiprocess_step),
     (
         "hetero_wall",
         "Wall-clock saving with injected heterogeneity (emulated) vs prediction (modelled)",
