@@ -58,8 +58,10 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format . && $(VENV)/bin/ruff check --fix .
 
 # Regenerates docs/RESULTS.md, docs/BENCHMARKS.md and their figures from fresh runs
-# (runs/paper; 17-20 min measured on 2 shared CPU cores); report-small checks the pipeline
-# in a temp dir (about 1 min).
+# (runs/paper). The ablations took 26 min on 2 shared CPU cores (--parallel 2, 2026-12-01)
+# before bsp_levels_curve joined them (12 min on a loaded machine, bsp_levels 9 min): plan on
+# 35-45 min, the benchmarks on top (runs/paper/timings.json keeps each part's latest time).
+# report-small checks the pipeline in a temp dir (about 1 min).
 report: $(STAMP)
 	$(PY) -m experiments.paper.reproduce --workdir=runs/paper --parallel 2
 

@@ -49,6 +49,20 @@ def test_modelled_bsp_reduction_is_the_results_table():
     assert (m.group(1), m.group(2)) == (f"{100 * min(cuts):.1f}", f"{100 * max(cuts):.1f}")
 
 
+def test_measured_curve_reduction_is_the_curve_table():
+    m = _find(r"and ([0-9.]+)%-([0-9.]+)% less on the CNN's measured curve")
+    numbers = _json("docs", "results", "paper", "numbers.json")["numbers"]
+    cuts = [
+        e["mean"]
+        for e in numbers
+        if e["table"] == "bsp curve"
+        and e["stat"] == "reduction"
+        and e["label"] in {f"HL{lvl} proportional curve" for lvl in (2, 4, 8)}
+    ]
+    assert len(cuts) == 3
+    assert (m.group(1), m.group(2)) == (f"{100 * min(cuts):.1f}", f"{100 * max(cuts):.1f}")
+
+
 def test_emulated_reduction_is_the_hetero_wall_file():
     m = _find(
         r"\*\*emulated\*\* \(injected waits of ([0-9.]+) s a sample.*?: HL2 ([0-9.]+)%, "
