@@ -109,12 +109,33 @@ def parse_quotas(text: str, num_processes: int, ncpu: int | None = None) -> tupl
     return quotas
 
 
+def spread_cpus(num_processes: int, allowed: set[int]) -> tuple[frozenset[int], ...]:
+    """`--cpus=auto`: the cores this process may use dealt out to the processes, as mpirun
+    and SLURM bind ranks to cores: with at least one core a process, each gets its own
+    contiguous slice (the first ones any remainder); with fewer, one core each, in turn."""
+    cores = sorted(allowed)
+    if num_processes <= len(cores):
+        share, extra = divmod(len(cores), num_processes)
+        out, start = [], 0
+        for i in range(num_processes):
+            size = share + (i < extra)
+            out.append(frozenset(cores[start : start + size]))
+            start += size
+        return tuple(out)
+    return tuple(frozenset({cores[i % len(cores)]}) for i in range(num_processes))
+
+
 def parse_cpus(
     text: str, num_processes: int, allowed: set[int] | None = None
 ) -> tuple[frozenset[int], ...]:
     """`--cpus=0,1` or `--cpus=0-1,2-3`: the cores of each process (an entry a core or a
-    range), each among the cores this process may use."""
+    range), each among the cores this process may use; `auto` deals them out
+    (`spread_cpus`), `none` leaves every process free to run on any of them."""
     allowed = os.sched_getaffinity(0) if allowed is None else allowed
+    if text.strip() == "none":
+        return ()
+    if text.strip() == "auto":
+        return spread_cpus(num_processes, allowed)
     entries = text.split(",")
     if len(entries) != num_processes:
         raise ValueError(

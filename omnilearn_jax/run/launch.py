@@ -13,7 +13,11 @@ does.
 
 `--cpu_quota=1.0,0.25` puts each process in a cgroup with that share of a core (a real
 heterogeneous cluster on one Linux machine) and `--cpus=0,1` pins them to cores; see
-docs/cluster_quotas.md and `omnilearn_jax.run.cgroups`.
+docs/cluster_quotas.md and `omnilearn_jax.run.cgroups`. By default (`--cpus=auto`) the
+usable cores are dealt out, each process its own where there are enough, as mpirun and SLURM
+bind ranks: JAX sizes its threads from the cores a process may use, and processes that share
+every core each run as many threads as there are cores (docs/multihost.md). `--cpus=none`
+leaves them unpinned.
 """
 
 from __future__ import annotations
@@ -321,7 +325,12 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument(
         "--cpu_quota", default="", help="a share of a core for each process, e.g. 1.0,0.25"
     )
-    parser.add_argument("--cpus", default="", help="the cores of each process, e.g. 0,1 or 0-1,2")
+    parser.add_argument(
+        "--cpus",
+        default="auto",
+        help="the cores of each process, e.g. 0,1 or 0-1,2; auto (default): the usable cores "
+        "dealt out, each process its own where there are enough; none: not pinned",
+    )
     args = parser.parse_args(argv[:cut])
     try:
         if args.cpu_quota:
