@@ -270,3 +270,35 @@ def test_finish_timed_gathers_every_devices_time_in_the_same_update(digits, back
     assert np.asarray(every).tolist() == times.tolist()
     assert _max_diff(plain.params, timed.params) == 0.0
     assert float(metrics["loss"]) == float(plain_metrics["loss"])
+
+
+class _Result:
+    """A stand-in for a device result that becomes ready after `polls` readiness checks."""
+
+    def __init__(self, polls: int):
+        self.polls, self.waited = polls, False
+
+    def is_ready(self) -> bool:
+        self.polls -= 1
+        return self.polls < 0
+
+    def block_until_ready(self):
+        self.waited = True
+        return self
+
+
+def test_ready_times_never_sleep_once_every_result_is_ready(monkeypatch):
+    """A launch that ran to completion before it returned (XLA:CPU may run it in the
+    launching thread) costs no polling sleep; one that needs polls sleeps only while some
+    result is pending; a single result is waited for, not polled."""
+    from omnilearn_jax.engine import step
+
+    sleeps = []
+    monkeypatch.setattr(step.time, "sleep", sleeps.append)
+    times = step.launch_ready_times([_Result(0), _Result(0), _Result(0)], 0.0)
+    assert sleeps == [] and np.isfinite(times).all()  # the old loop slept once here
+    step.launch_ready_times([_Result(0), _Result(2)], 0.0, poll=1e-4)
+    assert sleeps == [1e-4, 1e-4]
+    one = _Result(5)
+    assert step.launch_ready_times([one], 0.0).shape == (1,) and one.waited
+    assert one.polls == 5 and len(sleeps) == 2
