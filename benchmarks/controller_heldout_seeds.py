@@ -1,0 +1,96 @@
+"""The held-out evaluation (benchmarks/controller_heldout.py) on several disjoint held-out families.
+
+Run: python -m benchmarks.controller_heldout_seeds [--seeds 1,2,3,4,5] [--plants 96]
+         [--tune-plants 48] [--out docs/results/controller_heldout_seeds.json]
+
+Each policy (predictive, P, PI) is tuned once, with the same effort (a grid of 6 settings),
+on the tuning family (seed 0, `--tune-plants` plants); the chosen settings then run on one
+held-out family per evaluation seed (`--plants` plants each, drawn with that seed; a seed
+also draws the timing noise). No evaluation seed is the tuning seed. The JSON holds, per
+seed and policy, the median, 90th percentile and worst over plants of each measure (ratio to
+the optimum after 5 and 60 decisions, 5 decisions after a speed change; adjustments per
+1,000 steps at 10 % noise); experiments/predictive_study.py turns it into intervals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import subprocess
+import time
+from typing import Any
+
+import jax
+
+from benchmarks import controller_heldout as heldout
+from benchmarks import controller_plants as plants
+
+POLICIES = ("predictive", "proportional", "pi")
+TUNING_SEED = 0
+OUT = heldout.RESULTS / "controller_heldout_seeds.json"
+
+
+def commit() -> str:
+    """The checkout's short commit, with '+dirty' when tracked files have changes."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+        return out.stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def held_out(seeds: list[int], count: int, best: dict[str, tuple[dict, dict]]) -> dict:
+    """Per seed and policy: the held-out summary (median / p90 / worst of each measure)."""
+    out: dict[str, Any] = {}
+    for seed in seeds:
+        descs = plants.family(seed, count, change=heldout.CHANGE)
+        quiet = plants.family(seed, count, change=plants.NEVER, noise=0.1)
+        at = None
+        out[str(seed)] = {}
+        for name in POLICIES:
+            values, found = heldout.evaluate(name, best[name][0], descs, quiet, at, seed)
+            at = found if name == "predictive" else at
+            out[str(seed)][name] = heldout.summary(values)
+            print(f"  seed {seed} {name:>12}: {out[str(seed)][name]}", flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="1,2,3,4,5")
+    parser.add_argument("--plants", type=int, default=96)
+    parser.add_argument("--tune-plants", type=int, default=48)
+    parser.add_argument("--out", default=str(OUT))
+    args = parser.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    if TUNING_SEED in seeds:
+        parser.error(f"seed {TUNING_SEED} is the tuning family; evaluate on others")
+    start = time.time()
+    tuning = plants.family(TUNING_SEED, args.tune_plants, change=heldout.CHANGE)
+    tuning_quiet = plants.family(TUNING_SEED, args.tune_plants, change=plants.NEVER, noise=0.1)
+    best = heldout.tune(tuning, tuning_quiet)
+    report = {
+        "command": "python -m benchmarks.controller_heldout_seeds "
+        f"--seeds {args.seeds} --plants {args.plants} --tune-plants {args.tune_plants}",
+        "commit": commit(),
+        "date": time.strftime("%Y-%m-%d"),
+        "jax": jax.__version__,
+        "tuning_seed": TUNING_SEED,
+        "tuning_plants": args.tune_plants,
+        "plants_per_seed": args.plants,
+        "goals": heldout.GOALS,
+        "settings": {name: best[name][0] for name in POLICIES},
+        "tuning": {name: best[name][1] for name in POLICIES},
+        "seeds": held_out(seeds, args.plants, best),
+    }
+    report["seconds"] = round(time.time() - start, 1)
+    pathlib.Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.out} in {report['seconds']} s")
+
+
+if __name__ == "__main__":
+    main()

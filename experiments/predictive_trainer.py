@@ -1,0 +1,78 @@
+"""Per-seed trainer runs of configs/ablation_curves.py, collected into one committed JSON file.
+
+    python -m experiments.predictive_trainer --runs DIR[,DIR] [--out FILE] [--note TEXT]
+
+Each DIR is the workdir of `python -m experiments.ablate --config=configs/ablation_curves.py
+[:limit=N,]seeds=S`. Every cell's config.json and summary.json are read; the file keeps, per
+run, the controller, the seed, the total virtual time, the time to the target accuracy and the
+final accuracy, with each DIR's base config (so the cost curve and its limit are named).
+experiments/predictive_study.py reads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+
+OUT = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results" / "predictive_trainer.json"
+
+
+def collect(workdir: str) -> dict:
+    """One ablation's runs: its base config and one record per complete cell."""
+    with open(os.path.join(workdir, "ablation.json")) as f:
+        ablation = json.load(f)
+    runs = []
+    for cell in ablation["cells"]:
+        folder = os.path.join(workdir, cell["name"])
+        try:
+            with open(os.path.join(folder, "summary.json")) as f:
+                summary = json.load(f)
+            with open(os.path.join(folder, "config.json")) as f:
+                config = json.load(f)
+        except FileNotFoundError:
+            continue
+        if summary.get("status", "complete") != "complete":
+            continue
+        runs.append(
+            {
+                "controller": config["controller"]["name"],
+                "seed": int(config["seed"]),
+                "total_time": float(summary["total_time"]),
+                "time_to_target": summary.get("time_to_target"),
+                "final_eval_accuracy": float(summary["final_eval_accuracy"]),
+            }
+        )
+    with open(os.path.join(workdir, ablation["cells"][0]["name"], "config.json")) as f:
+        config = json.load(f)
+    cost = {k: config["cost"].get(k) for k in ("curve", "noise", "memory_limits")}
+    if "/data/curves/" in (cost["curve"] or ""):  # the checkout's own curve, named in the repo
+        cost["curve"] = "data/curves/" + os.path.basename(cost["curve"])
+    return {
+        "workdir": os.path.basename(os.path.normpath(workdir)),
+        "cost": cost,
+        "hetero": {k: config["hetero"].get(k) for k in ("name", "levels", "segment", "unit")},
+        "controller": {k: config["controller"].get(k) for k in ("b_min", "b_max", "jump")},
+        "steps": config["train"]["num_steps"],
+        "target_accuracy": config["train"].get("target_accuracy"),
+        "runs": runs,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", required=True, help="comma-separated ablation workdirs")
+    p.add_argument("--out", default=str(OUT))
+    p.add_argument("--note", default="", help="how and where the runs were made")
+    args = p.parse_args(argv)
+    studies = [collect(d) for d in args.runs.split(",")]
+    report = {"note": args.note, "studies": studies}
+    pathlib.Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.out}: {sum(len(s['runs']) for s in studies)} runs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
