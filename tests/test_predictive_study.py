@@ -106,3 +106,19 @@ def test_committed_study_is_what_its_json_files_give():
     assert committed == study.markdown(heldout, runs)
     assert len(heldout["seeds"]) >= 5 and str(heldout["tuning_seed"]) not in heldout["seeds"]
     assert all(len({r["seed"] for r in s["runs"]}) >= 5 for s in runs["studies"])
+
+
+def test_controllers_doc_quotes_the_study_means():
+    heldout = json.loads((study.RESULTS / "controller_heldout_seeds.json").read_text())
+    doc = (study.RESULTS.parent / "controllers.md").read_text()
+    section = doc.split("## When to use which", 1)[1]
+    for name, tuned in heldout["settings"].items():
+        setting = ", ".join(f"{k}={v}" for k, v in tuned.items())
+        row = next(line for line in section.splitlines() if line.startswith(f"| {name} ("))
+        assert f"({setting})" in row
+        quoted = [cell.split(" / ") for cell in row.strip("|").split(" | ")[1:]]
+        for (key, _), cells in zip(study.MEASURES, quoted, strict=True):
+            for q, text in zip(study.QUANTILES, cells, strict=True):
+                values = [s[name][key][q] for s in heldout["seeds"].values()]
+                digits = 0 if key == "adjustments" else 3
+                assert text.strip() == f"{study.interval(values)[0]:.{digits}f}", (name, key, q)
