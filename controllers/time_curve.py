@@ -74,6 +74,15 @@ def predict(mean: jax.Array, count: jax.Array, noise: Any = 0.0) -> jax.Array:
     shared = jnp.sum(jnp.where(measured, slope, 0.0)) / jnp.maximum(measured.sum(), 1)
     shared = jnp.where(measured.any(), shared, 1.0)
     table = jnp.where(measured[:, None], line + correction, shared * b)
+    # Up to the smallest measured size, time per sample does not fall as the batch shrinks (true
+    # of an affine curve with a fixed cost, a flat stretch, and a memory cliff above): so the
+    # prediction there is at least that size's measured time per sample. Without this floor a
+    # steep line (fitted through cliff points) predicts a small batch for free.
+    smallest = jnp.argmax(seen, axis=1)
+    edge = mean[rows[:, 0], smallest][:, None]
+    floor = edge * b / jnp.maximum(smallest, 1)[:, None].astype(jnp.float32)
+    below = measured[:, None] & (index[None, :] <= smallest[:, None])
+    table = jnp.where(below, jnp.maximum(table, floor), table)
     table = jax.lax.cummax(jnp.maximum(table, 0.0), axis=1)
     return jnp.where(b > 0, table, 0.0)
 
