@@ -1,8 +1,9 @@
 """A worker's time curve t(b) predicted from the sizes it was measured at (for `predictive`).
 
 An affine fit through the measured points, refitted with cliff points weighed down, plus each
-point's residual from it (shrunk by its standard error), interpolated between measured sizes
-and made nondecreasing.
+point's residual from it (shrunk by its standard error), interpolated between measured sizes,
+floored below the smallest measured size by that size's time per sample, and made
+nondecreasing.
 """
 
 from __future__ import annotations
