@@ -49,7 +49,8 @@ def pi(
     kp: fraction of OmniLearn's move taken when the dead-band fires (1 = all of it). ki: gain on
     the accumulated error e_k = target_k - b_k (samples) applied every decision step; stable for
     0 < ki < 2 on a linear plant, 1 is dead-beat, smaller filters noise. Errors within half a
-    sample are not integrated (they are rounding, and integrating them makes the sizes hunt).
+    sample, or within the noise of the estimates, are not integrated (they are rounding or noise,
+    and integrating them makes the sizes hunt).
     Anti-windup: the integral is clamped so anchor + ki * integral stays within the bounds.
     Other arguments as for `proportional`.
     """
@@ -83,7 +84,8 @@ def pi(
         error = p.target - b_f
         # A P move re-anchors on fresh throughput, which already holds what the integral knew.
         anchor = jnp.where(p.adjust, b_f + kp * error, state.anchor)
-        integrate = p.due & ~p.adjust & (jnp.abs(error) > tracking.HALF_SAMPLE)
+        # Only errors beyond the noise of the estimates (and half a sample) are integrated.
+        integrate = p.due & ~p.adjust & p.significant
         integral = jnp.where(p.adjust, 0.0, state.integral + jnp.where(integrate, error, 0.0))
         # Anti-windup: no integral beyond what the bounds let the allocation use.
         safe_ki = jnp.where(ki > 0, ki, 1.0)

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from controllers import cliff
+from controllers import cliff, noise
 from controllers.base import Observation, is_concrete
 
 # Moves smaller than half a sample cannot change a rounded allocation; treating them as zero
@@ -40,6 +40,7 @@ class Tracker(NamedTuple):
     suspect: jax.Array  # int32: consecutive samples beyond `jump` (+ above, - below)
     suspect_sum: jax.Array  # sum of those samples
     tick: jax.Array  # int32 scalar: steps since the last decision
+    noise: noise.Noise  # timing noise of each worker's estimate
 
 
 class PStep(NamedTuple):
@@ -47,6 +48,7 @@ class PStep(NamedTuple):
     target: jax.Array  # float [W]: OmniLearn's allocation, proportional to throughput
     due: jax.Array  # bool: a decision step under the cadence, no speed change pending
     adjust: jax.Array  # bool: due and beyond the dead-band, or a cliff was found
+    significant: jax.Array  # bool [W]: the move toward `target` is beyond the noise
     rates: jax.Array  # float [W]: throughput estimates (samples per second)
     hi: jax.Array  # int32 [W]: upper bounds for this decision (lowered at memory cliffs)
 
@@ -88,6 +90,7 @@ def init_tracker(hi: jax.Array, s: Settings) -> Tracker:
         suspect=zeros_i,
         suspect_sum=zeros_f,
         tick=jnp.zeros((), jnp.int32),
+        noise=noise.init(w),
     )
 
 
@@ -101,10 +104,14 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
     # Idle workers give no measurement; they keep their last estimate.
     valid = (b > 0) & (t > 0) & jnp.isfinite(t)
     sample = jnp.where(valid, t / jnp.maximum(b, 1), 0.0)
+    # A change that every worker sees at once (the host's load) is not heterogeneity: samples
+    # are divided by the step's median ratio to the estimates, so the estimates are relative
+    # (only ratios of rates set the split) and such a change moves none of them.
+    sample = sample / noise.common_factor(sample / _estimate(tr), valid & (tr.ewma_weight > 0))
     # Smooth per-sample time, not t_k: it survives batch changes under a near-linear cost, so
     # no restart (and no decision on one noisy sample) after each adjustment. The weight gives
     # the bias correction, so the first measurement is taken at face value.
-    ewma_sum, ewma_weight, suspect, suspect_sum = _fold(tr, sample, valid, s)
+    ewma_sum, ewma_weight, suspect, suspect_sum, noise_now = _fold(tr, sample, valid, s)
     # Memory cliff: judged on the window since the size changed (the EWMA lags), by median.
     watch = cliff.observe(
         tr.cliff,
@@ -134,11 +141,17 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
     target = total_batch * rates / jnp.maximum(rates.sum(), 1e-30)
 
     move = jnp.abs(target - b)
-    beyond = jnp.any((move > s.deadband * jnp.maximum(b, 1)) & (move > HALF_SAMPLE))
+    # Evidence, not noise: the move must exceed the estimates' standard error (noise.py).
+    error = noise.move_error(noise_now, ewma_weight, target / total_batch)
+    floor = jnp.maximum(noise.SIGNIFICANCE * error * jnp.maximum(b, 1), HALF_SAMPLE)
+    significant = move > floor
+    beyond = jnp.any(significant & (move > s.deadband * jnp.maximum(b, 1)))
     # While a worker may be changing speed, wait for confirmation rather than act on an
     # estimate that is half old, half new (that costs several partial adjustments). Likewise
-    # while a worker that grew looks slower, until the cliff verdict.
-    due = due & jnp.all(suspect == 0) & ~jnp.any(watch.alarm)
+    # while a worker that grew looks slower, until the cliff verdict; and until every busy
+    # worker's noise is known (its first sample is not taken at face value).
+    ready = jnp.all(noise.known(noise_now) | ~known | (b == 0))
+    due = due & jnp.all(suspect == 0) & ~jnp.any(watch.alarm) & ready
     adjust = (due & beyond & jnp.any(known)) | jnp.any(watch.found)
     tracker = tr._replace(
         ewma_sum=ewma_sum,
@@ -147,33 +160,38 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
         suspect=suspect,
         suspect_sum=suspect_sum,
         tick=tick,
+        noise=noise_now,
     )
-    return PStep(tracker, target, due, adjust, rates, watch.watch.hi)
+    return PStep(tracker, target, due, adjust, significant, rates, watch.watch.hi)
 
 
 def _fold(
     tr: Tracker, sample: jax.Array, valid: jax.Array, s: Settings
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, noise.Noise]:
     """Folds the samples into the EWMA, holding back outliers, and detects speed changes.
 
-    A sample more than `jump` (relative) from the estimate is held back (a first execution, a
-    spike) unless `confirm` in a row lie on the same side: a speed change, not noise. The
-    worker's EWMA then restarts at their mean.
+    A sample more than `jump` (relative; wider for a noisy worker, see noise.py) from the
+    estimate is held back (a first execution, a spike) unless `confirm` in a row lie on the
+    same side: a speed change, not noise. The worker's EWMA then restarts at their mean.
 
     An EWMA alone lags a step change by ~1/smoothing steps, during which the dead-band fires
     on half-updated estimates and leaves a residual. With 10 % noise and jump 0.25, three
     same-side 2.5-sigma samples in a row occur about once in 10^7 worker-steps.
     """
     known = tr.ewma_weight > 0
-    before = tr.ewma_sum / jnp.where(known, tr.ewma_weight, 1.0)
+    before = _estimate(tr)
+    measured = valid & known
     ratio = sample / jnp.maximum(before, 1e-30)
-    check = valid & known & (s.jump > 0)
-    up = check & (ratio > 1.0 + s.jump)
-    down = check & (ratio < 1.0 / (1.0 + s.jump))
+    check = measured & (s.jump > 0)
+    band = noise.band(tr.noise, s.jump)
+    up = check & (ratio > 1.0 + band)
+    down = check & (ratio < 1.0 / (1.0 + band))
     fold = valid & ~up & ~down
     keep = 1.0 - s.smoothing
     ewma_sum = jnp.where(fold, keep * tr.ewma_sum + s.smoothing * sample, tr.ewma_sum)
     ewma_weight = jnp.where(fold, keep * tr.ewma_weight + s.smoothing, tr.ewma_weight)
+    starts = (up & (tr.suspect <= 0)) | (down & (tr.suspect >= 0))
+    noisy = noise.observe(tr.noise, ratio, measured, fold, starts, band, s.smoothing)
     suspect, suspect_sum = streak(tr.suspect, tr.suspect_sum, up, down, valid, sample)
     restart = jnp.abs(suspect) >= s.confirm
     # Weight as if the run's samples were the only ones ever seen.
@@ -183,7 +201,14 @@ def _fold(
     ewma_weight = jnp.where(restart, fresh_weight, ewma_weight)
     suspect = jnp.where(restart, 0, suspect)
     suspect_sum = jnp.where(restart, 0.0, suspect_sum)
-    return ewma_sum, ewma_weight, suspect, suspect_sum
+    noisy = noise.restart(noisy, restart, s.smoothing, s.confirm)
+    return ewma_sum, ewma_weight, suspect, suspect_sum, noisy
+
+
+def _estimate(tr: Tracker) -> jax.Array:
+    """Each worker's smoothed per-sample time (1 where never measured)."""
+    known = tr.ewma_weight > 0
+    return jnp.where(known, tr.ewma_sum / jnp.where(known, tr.ewma_weight, 1.0), 1.0)
 
 
 def streak(

@@ -99,7 +99,7 @@ def _staleness_by_worker(path, settle):
 
 def test_proportional_equalises_staleness_at_async_hl8(tmp_path):
     """Linear cost, free communication: over all 400 updates (warm-up included) the
-    per-worker mean staleness is equal within 10%, and within 5% after update 200
+    per-worker mean staleness is equal within 15%, and within 5% after update 200
     (experiments/async_staleness.py has the table, and the default cost model)."""
 
     def run(name, controller):
@@ -123,7 +123,9 @@ def test_proportional_equalises_staleness_at_async_hl8(tmp_path):
         )
 
     whole, steady = run("proportional", "proportional")
-    assert whole.max() <= 1.10 * whole.min(), whole  # measured 1.09
+    # Measured 1.14 (1.09 before controllers/noise.py, whose first decision waits for every
+    # worker's second report; the 4-core workers report rarely).
+    assert whole.max() <= 1.15 * whole.min(), whole
     assert steady.max() <= 1.05 * steady.min(), steady  # measured 1.03
     _, uniform = run("uniform", "static")
     assert uniform[3] < 0.25 * uniform[:3].min(), uniform  # the fast worker is much fresher

@@ -119,7 +119,9 @@ def test_deadband_keeps_noisy_static_plant_quiet():
     counts = np.asarray(jax.jit(jax.vmap(adjustments))(deadbands, keys))
     # 10 % log-normal noise per step; default dead-band 0.1, smoothing 0.05 (docs/controllers.md).
     assert counts[:4].max() <= 8
-    assert counts[4:].min() >= 50  # a band inside the noise chases it
+    # A band inside the noise chases it, though less than it did (87-115 moves) before moves
+    # had to exceed the estimates' standard error (controllers/noise.py): 28-43 now.
+    assert counts[4:].min() >= 20
 
 
 # PI beating P under a fixed per-step overhead is test_controllers_sim.py's
@@ -153,7 +155,9 @@ def test_memory_cliff_lowers_b_max_and_stops_oscillation():
         return np.array(history), state
 
     history, state = run(0.2)
-    assert history[0, 3] == 80  # the first move overfills the fast worker
+    # The first move (decided on the second sample, when the noise is known) overfills the
+    # fast worker
+    assert history[0, 3] == 32 and history[1, 3] == 80
     assert state.tracker.cliff.hi[3] == 32  # ... which then gets its previous size as b_max
     assert np.all(history[20:] == history[-1]) and history[-1, 3] <= 60
     without, _ = run(0.0)

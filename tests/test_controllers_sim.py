@@ -82,7 +82,7 @@ def test_pi_beats_p_under_fixed_overhead_vmapped_over_gains():
     result = np.asarray(jax.jit(jax.vmap(final_imbalance))(jnp.array([0.0, 0.1, 0.3])))
     # ki = 0 is plain P (test_pi_without_integral_is_proportional), stuck in its dead-band;
     # integral action closes the gap (the integer optimum here is 1.018).
-    assert result[0] > 1.04 and result[1] < 1.025 and result[2] < 1.025
+    assert result[0] > 1.03 and result[1] < 1.025 and result[2] < 1.025
 
 
 def test_epoch_cadence_adjusts_only_at_epoch_end():
