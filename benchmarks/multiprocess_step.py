@@ -1,5 +1,5 @@
 """The same wall-clock job as one process of 2 devices and as 2 processes of 1 device each:
-as the launcher starts them (each pinned to a core of its own, `--cpus=auto`), unpinned, and
+each pinned to a core of its own (`--cpus=auto`), unpinned (the launcher's default), and
 unpinned under a CFS quota of one core each (needs a writable cgroup cpu controller).
 
     python -m benchmarks.multiprocess_step [--steps 100] [--reps 2] [--json PATH]
@@ -35,8 +35,8 @@ JOB = [
 ]
 VARIANTS = {
     "1 process x 2 devices": ("main", []),
-    "2 processes x 1 device, launcher default (one core each)": ("launch", []),
-    "2 processes x 1 device, unpinned": ("launch", ["--cpus=none"]),
+    "2 processes x 1 device, one core each (--cpus=auto)": ("launch", ["--cpus=auto"]),
+    "2 processes x 1 device, unpinned (the launcher's default)": ("launch", ["--cpus=none"]),
     "2 processes x 1 device, a quota of one core each": (
         "launch",
         ["--cpus=none", "--cpu_quota=1,1"],

@@ -234,10 +234,10 @@ def test_auto_deals_the_cores_out_and_none_pins_nothing():
     assert cgroups.parse_cpus("auto", 4, allowed={0, 1}) == (one(0), one(1), one(0), one(1))
     assert cgroups.parse_cpus("auto", 1, allowed={0, 1}) == (one(0, 1),)
     assert cgroups.parse_cpus("none", 3, allowed={0, 1}) == ()
-    # The launcher's default is auto, over the cores it may use itself.
-    args, _ = launch.parse(["--num_processes=2", "--", "--x"])
+    # auto is over the cores the launcher may use itself; the default pins nothing.
+    args, _ = launch.parse(["--num_processes=2", "--cpus=auto", "--", "--x"])
     assert args.cpus == cgroups.spread_cpus(2, os.sched_getaffinity(0))
-    assert launch.parse(["--num_processes=2", "--cpus=none", "--", "--x"])[0].cpus == ()
+    assert launch.parse(["--num_processes=2", "--", "--x"])[0].cpus == ()
 
 
 # The launcher's wiring, with a stand-in for main.py: each child prints its pid, what its

@@ -13,11 +13,10 @@ does.
 
 `--cpu_quota=1.0,0.25` puts each process in a cgroup with that share of a core (a real
 heterogeneous cluster on one Linux machine) and `--cpus=0,1` pins them to cores; see
-docs/cluster_quotas.md and `omnilearn_jax.run.cgroups`. By default (`--cpus=auto`) the
-usable cores are dealt out, each process its own where there are enough, as mpirun and SLURM
-bind ranks: JAX sizes its threads from the cores a process may use, and processes that share
-every core each run as many threads as there are cores (docs/multihost.md). `--cpus=none`
-leaves them unpinned.
+docs/cluster_quotas.md and `omnilearn_jax.run.cgroups`. `--cpus=auto` deals the usable
+cores out, each process its own where there are enough, as mpirun and SLURM bind ranks; by
+default (`--cpus=none`) the processes are not pinned, which measured faster on a 2-core
+machine (docs/multihost.md).
 """
 
 from __future__ import annotations
@@ -327,9 +326,9 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument(
         "--cpus",
-        default="auto",
-        help="the cores of each process, e.g. 0,1 or 0-1,2; auto (default): the usable cores "
-        "dealt out, each process its own where there are enough; none: not pinned",
+        default="none",
+        help="the cores of each process, e.g. 0,1 or 0-1,2; auto: the usable cores dealt "
+        "out, each process its own where there are enough; none (default): not pinned",
     )
     args = parser.parse_args(argv[:cut])
     try:
