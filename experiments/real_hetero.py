@@ -231,7 +231,7 @@ def document(cells: list[dict], command: str | list[str]) -> str:
     loads = []
     for c in cells:
         each = " / ".join(f"{p['controller']['load']:.2f}" for p in c["pairs"])
-        loads.append(f"{c['controller']} {each}")
+        loads.append(f"{'/'.join(map(str, c['quotas']))} {c['controller']} {each}")
     lines += [f"Load average after each controller run: {'; '.join(loads)}.", ""]
     return "\n".join(lines)
 
