@@ -162,9 +162,7 @@ class Engine:
         """The packed sums [1, n + 3] (gradient, loss, correct, count: `step.pack_sums`) of
         one worker's block, computed on its device from `params` already placed there;
         compiled at warm-up for every bucket."""
-        args = (params, block.x, block.y, block.mask)
-        args += (block.delay,) if self.inject else ()
-        return self.steps.variants[(block.position, block.rows)](*args)
+        return self.steps.variants[(block.position, block.rows)](params, *self.block_args(block))
 
     def block_args(self, block: step.DeviceBlock) -> tuple:
         """A block's inputs to a local program, after its parameters."""
