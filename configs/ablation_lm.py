@@ -9,7 +9,10 @@ seeds, the small GPT of configs/paper_lm.py on byte-level text; BSP or async.
 Variants: `mode=bsp|asp`, `seeds=N` (default 3), `target=F` (the perplexity for
 time_to_target, default 15), `budget=SECONDS` (async: every run stops at this virtual time,
 default 8), `controllers=A+B` (default static+proportional+pi+oracle; e.g.
-`controllers=predictive` runs the predictive controller's cells in a workdir of their own).
+`controllers=predictive` runs the predictive controller's cells in a workdir of their own),
+`curve=PATH` (the virtual clock charges this measured cost curve, e.g. the GPT's own
+data/curves/cpu_gpt_text.json, instead of the formula (0.05 + 0.01 b) / cores; give async a
+`budget` on that curve's scale).
 `experiments/lm_results.py` turns the ablations into docs/results/lm.md.
 """
 
@@ -23,7 +26,13 @@ CONTROLLERS = ("static", "proportional", "pi", "oracle")
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
     a = parse_arg(
-        arg, mode="bsp", seeds=3, target=15.0, budget=8.0, controllers="+".join(CONTROLLERS)
+        arg,
+        mode="bsp",
+        seeds=3,
+        target=15.0,
+        budget=8.0,
+        controllers="+".join(CONTROLLERS),
+        curve="",
     )
     mode = check_choice("mode", a.mode, ("bsp", "asp"))
     names = tuple(
@@ -33,7 +42,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
         raise ValueError(f"seeds must be >= 1, got {a.seeds}")
     c = ml_collections.ConfigDict()
     c.base = f"configs/paper_lm.py:mode={mode},budget={a.budget},target={a.target}"
-    c.group = f"lm_{mode}"
+    c.group = f"lm_{mode}" + ("_curve" if a.curve else "")
     c.grid = ml_collections.ConfigDict(
         {
             "controller.name": names,
@@ -44,6 +53,11 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     )
     every = 100 if mode == "asp" else 20  # async counts updates (W a BSP step)
     c.overrides = ml_collections.ConfigDict(
-        {"train.eval_every": every, "train.log_every": 5 * every}, allow_dotted_keys=True
+        {
+            "train.eval_every": every,
+            "train.log_every": 5 * every,
+            **({"cost.curve": a.curve} if a.curve else {}),
+        },
+        allow_dotted_keys=True,
     )
     return c

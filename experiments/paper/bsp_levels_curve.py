@@ -11,21 +11,12 @@ on the model's own cost (issue 28, point 3). The ring all-reduce is still the co
 (`cost.latency`, `cost.bandwidth`). `:small` (an MLP) charges the MLP's curve instead.
 """
 
-import os
-
 import ml_collections
 
 from experiments.paper import bsp_levels, common
 
-CURVES = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data", "curves"
-)
-CURVE = os.path.join(CURVES, "cpu_cnn_digits.json")
-SMALL_CURVE = os.path.join(CURVES, "cpu_mlp_digits.json")
+CURVE = common.CNN_CURVE
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
-    c = bsp_levels.get_config(arg)
-    c.group = "paper_bsp_levels_curve"
-    c.overrides["cost.curve"] = SMALL_CURVE if common.is_small(arg) else CURVE
-    return c
+    return common.on_curve(bsp_levels.get_config(arg), common.cnn_curve(arg))

@@ -7,6 +7,7 @@ the numbers.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import ml_collections
@@ -26,6 +27,30 @@ CNN = {"model.features": (16, 32), "model.hidden": 64}
 TARGET = 0.6
 # For CI: a few steps, evaluated twice, so every stage of the pipeline sees real records.
 SMALL_STEPS = {"train.num_steps": 6, "train.eval_every": 3, "train.log_every": 3}
+
+
+# Shipped measured cost curves (experiments/curves/measure.py): the `*_curve` ablations charge
+# a model's own curve instead of the formula (0.05 + 0.01 b) / cores (issue 28, point 3).
+CURVES = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data", "curves"
+)
+CNN_CURVE = os.path.join(CURVES, "cpu_cnn_digits.json")  # the CNN above, 16/32 channels
+MLP_CURVE = os.path.join(CURVES, "cpu_mlp_digits.json")  # `small` runs an MLP instead
+
+
+def on_curve(c: ml_collections.ConfigDict, curve: str) -> ml_collections.ConfigDict:
+    """Ablation `c` with the virtual clock charging the measured `curve` (read at the bucket
+    each device computes, over each worker's speed, cluster/cost.py); its group gets
+    `_curve`. The steps, seeds and grid stay those of `c`."""
+    c.group = f"{c.group}_curve"
+    c.overrides["cost.curve"] = curve
+    return c
+
+
+def cnn_curve(arg: str) -> str:
+    """The curve of the model an ablation of this folder trains: the CNN's, or the MLP's
+    under `small`."""
+    return MLP_CURVE if is_small(arg) else CNN_CURVE
 
 
 def is_small(arg: str) -> bool:

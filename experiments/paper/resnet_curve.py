@@ -14,18 +14,10 @@ import os
 
 import ml_collections
 
-from experiments.paper import resnet
+from experiments.paper import common, resnet
 
-CURVE = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-    "data",
-    "curves",
-    "cpu_resnet18.json",
-)
+CURVE = os.path.join(common.CURVES, "cpu_resnet18.json")
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
-    c = resnet.get_config(arg)
-    c.group = "paper_resnet_curve"
-    c.overrides["cost.curve"] = CURVE
-    return c
+    return common.on_curve(resnet.get_config(arg), CURVE)

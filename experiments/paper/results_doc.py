@@ -36,6 +36,9 @@ ABLATIONS = (
     "resnet",
     "resnet_curve",
     "bsp_levels_curve",
+    "dynamic_curve",
+    "async_levels_curve",
+    "scaleout_curve",
 )
 
 
