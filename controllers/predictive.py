@@ -20,7 +20,10 @@ outlier); a CUSUM of the log-ratios tells a speed change (after `confirm` sample
 is large, later when it is small), which rescales that worker's whole curve by the run's
 mean ratio (the curve's shape stays), or records a new size's own time; a new split is taken
 only when its predicted step time is at least `min_gain` below the current split's; and a
-decision waits until every busy worker has `settle` measurements at its current size.
+decision waits until every busy worker has `settle` measurements at its current size. The
+noise is each worker's own, measured as `proportional` measures it (controllers/noise.py):
+times are divided by the step's common factor first, the outlier band widens with a worker's
+noise, and nothing is decided before every busy worker's noise is known.
 Cannikin (Middleware'23) and OptPerf fit per-worker time models similarly; the formulas here
 are our own.
 """
@@ -32,14 +35,14 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from controllers import noise
 from controllers.allocate import allocate
 from controllers.base import PAPER_BOUND, Controller, Observation, is_concrete, resolve_bounds
 from controllers.oracle import solve_min_max
 from controllers.registry import register
 from controllers.time_curve import predict
+from controllers.tracking import run_starts, streak
 
-# Outlier band in standard deviations of the measured noise (at least `jump`).
-SPREAD = 3.0
 # The speed-change detector's drift is at least this many noise standard deviations.
 CUSUM_NOISE = 1.5
 # Weight a size's measurements decay to when it is not run (half of one measurement).
@@ -47,8 +50,8 @@ STALE = 0.5
 # Holds of a lifted cap double at most this many times (hold 100: 100, 200, ... 1,600 steps).
 MAX_STRIKES = 4
 # A size above the current one is a cap when it costs more per sample by this fraction, or by
-# 3 noise standard deviations if wider (per sample, time falls with the batch on a cliff-free
-# curve).
+# noise.SPREAD standard deviations of the worker's noise if wider (noise.band; per sample, time
+# falls with the batch on a cliff-free curve).
 CAP_MARGIN = 0.25
 # A decision may give a worker at most this multiple of the largest size it has run (3 lets
 # the 4-core worker of HL8 take over the 32-core one's share after a swap in one move).
@@ -66,8 +69,8 @@ class PredictiveState(NamedTuple):
     expected: jax.Array  # float [W]: predicted time at the current size when it was chosen
     age: jax.Array  # int32 [W, B + 1]: steps since each size was last measured
     strikes: jax.Array  # int32 [W]: caps lifted so far; each doubles the next hold
-    noise_sum: jax.Array  # float: discounted sum of squared log-ratios of repeat measurements
-    noise_weight: jax.Array  # float: matching discounted count (0 = no repeat yet)
+    suspect: jax.Array  # int32 [W]: consecutive outliers (+ above, - below)
+    noise: noise.Noise  # timing noise of each worker's measurements (controllers/noise.py)
     decisions: jax.Array  # int32: steps on which a decision was due
     num_adjustments: jax.Array  # int32: steps on which the sizes changed
 
@@ -91,7 +94,8 @@ def predictive(
     busy worker needs at its current size before the next decision. smoothing: floor of the
     weight of the newest measurement at a size (its first measurements are averaged evenly),
     and the rate at which every size's weight decays each step (down to half a measurement).
-    A new split must also beat one standard error of the estimates (noise * sqrt(2 / n)).
+    A new split must also beat one standard error of the estimates (sigma * sqrt(2 / n), the
+    largest over busy workers: sigma a worker's noise, n the weight at its current size).
     jump: relative distance from the smoothed time beyond which a measurement is an outlier
     (widened to 3 standard deviations of the measured noise; 0 disables outlier handling and
     speed-change detection), and twice the smallest speed change the CUSUM looks for (0.6,
@@ -128,8 +132,8 @@ def predictive(
             expected=jnp.zeros(num_workers, jnp.float32),
             age=jnp.zeros((num_workers, global_batch + 1), jnp.int32),
             strikes=zeros,
-            noise_sum=jnp.zeros((), jnp.float32),
-            noise_weight=jnp.zeros((), jnp.float32),
+            suspect=zeros,
+            noise=noise.init(num_workers),
             decisions=jnp.zeros((), jnp.int32),
             num_adjustments=jnp.zeros((), jnp.int32),
         )
@@ -138,11 +142,11 @@ def predictive(
         b = obs.batch_sizes
         w, n = state.mean.shape
         lo, hi = resolve_bounds(w, n - 1, b_min, b_max)
-        mean, count, age, strikes, detector, restart, pending, noise_sum, noise_weight = _measure(
+        mean, count, age, strikes, detector, restart, pending, suspect, noisy = _measure(
             state, obs, smoothing, jump, confirm, cliff_hold
         )
-        noise = jnp.sqrt(noise_sum / jnp.where(noise_weight > 0, noise_weight, 1.0))
-        table = predict(mean, count, noise)
+        sigma = noise.sigma(noisy)
+        table = predict(mean, count, sigma[:, None])
         # Trust region: a worker may at most triple the largest size it was measured at, so a
         # flat stretch (which extrapolates to nearly free samples) is probed, not bet on.
         largest = jnp.max(jnp.where(count > 0, jnp.arange(n), 0), axis=1)
@@ -156,11 +160,13 @@ def predictive(
         then = jnp.max(jnp.where(wanted > 0, table[rows, wanted], 0.0))
         valid = (b > 0) & (obs.worker_times > 0)
         settled = state.settled + valid.astype(jnp.int32)
-        due = (jnp.all((settled >= settle) | (b == 0)) | jnp.any(restart)) & ~pending
-        # The gain must also beat the noise of the estimates it rests on: one standard error
-        # of the difference of two means of the least-measured busy worker's samples.
-        fewest = jnp.min(jnp.where(b > 0, count[rows, current], jnp.inf))
-        threshold = jnp.maximum(min_gain, noise * jnp.sqrt(2.0 / jnp.maximum(fewest, 1.0)))
+        # Nothing is decided before every busy worker's noise is known (noise.py).
+        ready = jnp.all(noise.known(noisy) | (b == 0))
+        due = (jnp.all((settled >= settle) | (b == 0)) | jnp.any(restart)) & ~pending & ready
+        # The gain must also beat the noise of the estimates it rests on: one standard error of
+        # the difference of two means of a busy worker's samples at its size (the largest).
+        error = sigma * jnp.sqrt(2.0 / jnp.maximum(count[rows, current], 1.0))
+        threshold = jnp.maximum(min_gain, jnp.max(jnp.where(b > 0, error, 0.0)))
         adopt = due & (then < (1.0 - threshold) * now)
         sizes = allocate(jnp.where(adopt, wanted, b), n - 1, lo, hi)
         moved = jnp.any(sizes != b)
@@ -175,8 +181,8 @@ def predictive(
             expected=jnp.where(sizes > 0, table[rows, jnp.clip(sizes, 0, n - 1)], 0.0),
             age=age,
             strikes=strikes,
-            noise_sum=noise_sum,
-            noise_weight=noise_weight,
+            suspect=suspect,
+            noise=noisy,
             decisions=state.decisions + due.astype(jnp.int32),
             num_adjustments=state.num_adjustments + moved.astype(jnp.int32),
         )
@@ -196,7 +202,7 @@ def _measure(
     """Folds this step's times into the table and the noise estimate; lifts stale cliffs.
 
     Returns (mean, count, age, strikes, (drift, run_sum, run_count), restart, pending,
-    noise_sum, noise_weight).
+    suspect, noise).
     """
     b, t = obs.batch_sizes, obs.worker_times
     w, n = state.mean.shape
@@ -205,24 +211,26 @@ def _measure(
     valid = (b > 0) & (t > 0) & jnp.isfinite(t)
     old, seen = state.mean[rows, at], state.count[rows, at]
     known = valid & (seen > 0)
-    ratio = t / jnp.where(known, old, 1.0)
     # A size measured lately (weight >= 1) judges a measurement against its own mean; a new (or
     # long unmeasured) size against the prediction it was chosen on. So a first execution (2-3x
     # later runs on the wall clock) or a one-off spike is held back as an outlier, never
     # recorded as the size's time (which would read as a cliff there).
     own = known & (seen >= 1.0)
     guess = valid & ~own & (state.expected > 0)
-    against = jnp.where(own, ratio, t / jnp.where(guess, state.expected, 1.0))
-    # The band widens with the measured noise (SPREAD standard deviations), so noise is not
-    # taken for spikes or speed changes, while a quiet worker's change is seen at `jump`.
-    known_noise = jnp.sqrt(
-        state.noise_sum / jnp.where(state.noise_weight > 0, state.noise_weight, 1.0)
-    )
-    band = jnp.maximum(jump, jnp.expm1(SPREAD * known_noise))
+    against = t / jnp.where(own, old, jnp.where(guess, state.expected, 1.0))
+    # A change every worker sees at once (the host's load) is not heterogeneity: times are
+    # divided by the step's median ratio to the workers' own means (noise.common_factor), so
+    # the table holds relative times (only their ratios set the split) and none moves.
+    factor = noise.common_factor(against, own)
+    t, against = t / factor, against / factor
+    # The band widens with each worker's measured noise (noise.band), so noise is not taken
+    # for spikes or speed changes, while a quiet worker's change is seen at `jump`.
+    sigma = noise.sigma(state.noise)
+    band = noise.band(state.noise, jump)
     check = (own | guess) & (jump > 0)
     up, down = check & (against > 1.0 + band), check & (against < 1.0 / (1.0 + band))
     detector, restart, slower, level, pending = _detect_change(
-        state, jnp.log(jnp.where(check, against, 1.0)), check, jump, known_noise, confirm
+        state, jnp.log(jnp.where(check, against, 1.0)), check, jump, sigma, confirm
     )
     # Confirmed at a known size: a speed change, which rescales the worker's whole curve and
     # keeps one measurement's worth of confidence, so the new level is learnt quickly at every
@@ -232,8 +240,9 @@ def _measure(
     index = jnp.arange(n)[None, :]
     measured = state.count > 0
     now = t[:, None]
-    larger_faster = (index > at[:, None]) & measured & ((1.0 + band) * state.mean < now)
-    smaller_slower = (index < at[:, None]) & measured & (state.mean > (1.0 + band) * now)
+    wide = 1.0 + band[:, None]
+    larger_faster = (index > at[:, None]) & measured & (wide * state.mean < now)
+    smaller_slower = (index < at[:, None]) & measured & (state.mean > wide * now)
     speed_change = jnp.where(slower, larger_faster.any(1), smaller_slower.any(1))
     rescale = restart & (own | speed_change)
     found = restart & ~own & ~speed_change
@@ -256,19 +265,20 @@ def _measure(
     count = count.at[rows, at].set(jnp.where(use, seen + 1.0, jnp.where(found, 1.0, seen)))
     age = state.age + 1
     age = age.at[rows, at].set(jnp.where(valid, 0, age[rows, at]))
-    margin = jnp.maximum(CAP_MARGIN, jnp.expm1(SPREAD * known_noise))
+    margin = noise.band(state.noise, CAP_MARGIN)[:, None]
     mean, count, lifted = _lift_stale_cliffs(mean, count, age, state.strikes, b, margin, hold)
     strikes = jnp.minimum(state.strikes + lifted, MAX_STRIKES)
-    # Noise: a repeat measurement's log-ratio to the mean of `seen` earlier ones has variance
-    # sigma^2 (1 + 1 / seen); pooled over workers, smoothed like the times.
-    repeat = use & known
-    squared = jnp.log(jnp.where(repeat, ratio, 1.0)) ** 2 * seen / (seen + 1.0)
-    fresh = jnp.sum(jnp.where(repeat, squared, 0.0)) / jnp.maximum(repeat.sum(), 1)
-    keep = jnp.where(jnp.any(repeat), 1.0 - smoothing, 1.0)
-    add = jnp.where(jnp.any(repeat), smoothing, 0.0)
-    noise_sum = keep * state.noise_sum + add * fresh
-    noise_weight = keep * state.noise_weight + add
-    return mean, count, age, strikes, detector, restart, pending, noise_sum, noise_weight
+    # Noise, per worker (noise.observe), from measurements judged against their size's own
+    # mean: the log-ratio to the mean of `seen` earlier ones has variance sigma^2 (1 + 1 / seen),
+    # so it is scaled by sqrt(seen / (seen + 1)). Held-back samples count once their run ends
+    # without a speed change; a run the CUSUM confirms was not noise (noise.restart).
+    scaled = jnp.exp(jnp.log(jnp.where(own, against, 1.0)) * jnp.sqrt(seen / (seen + 1.0)))
+    starts = run_starts(state.suspect, up, down)
+    noisy = noise.observe(state.noise, scaled, own, use, starts, band, smoothing)
+    noisy = noise.restart(noisy, restart, smoothing, confirm)
+    suspect, _ = streak(state.suspect, jnp.zeros(w), up, down, valid, t)
+    suspect = jnp.where(restart, 0, suspect)
+    return mean, count, age, strikes, detector, restart, pending, suspect, noisy
 
 
 def _detect_change(
@@ -276,7 +286,7 @@ def _detect_change(
     x: jax.Array,
     check: jax.Array,
     jump: Any,
-    noise: jax.Array,
+    sigma: jax.Array,
     confirm: int,
 ) -> tuple[tuple[jax.Array, ...], jax.Array, jax.Array, jax.Array, jax.Array]:
     """Two-sided CUSUM of the log-ratios `x` of measured to expected times, per worker.
@@ -291,7 +301,7 @@ def _detect_change(
     pending): level is the mean ratio over the alarming run; pending, that some worker is
     half-way to an alarm (decisions wait for it: it is probably changing speed too).
     """
-    k = jnp.maximum(0.5 * jnp.log1p(jump), CUSUM_NOISE * noise)
+    k = jnp.maximum(0.5 * jnp.log1p(jump), CUSUM_NOISE * sigma)[:, None]
     h = confirm * k
     clip = k + h / (confirm - 0.5)
     signed = jnp.stack([x, -x], axis=1)

@@ -190,8 +190,9 @@ def _fold(
     keep = 1.0 - s.smoothing
     ewma_sum = jnp.where(fold, keep * tr.ewma_sum + s.smoothing * sample, tr.ewma_sum)
     ewma_weight = jnp.where(fold, keep * tr.ewma_weight + s.smoothing, tr.ewma_weight)
-    starts = (up & (tr.suspect <= 0)) | (down & (tr.suspect >= 0))
-    noisy = noise.observe(tr.noise, ratio, measured, fold, starts, band, s.smoothing)
+    noisy = noise.observe(
+        tr.noise, ratio, measured, fold, run_starts(tr.suspect, up, down), band, s.smoothing
+    )
     suspect, suspect_sum = streak(tr.suspect, tr.suspect_sum, up, down, valid, sample)
     restart = jnp.abs(suspect) >= s.confirm
     # Weight as if the run's samples were the only ones ever seen.
@@ -209,6 +210,12 @@ def _estimate(tr: Tracker) -> jax.Array:
     """Each worker's smoothed per-sample time (1 where never measured)."""
     known = tr.ewma_weight > 0
     return jnp.where(known, tr.ewma_sum / jnp.where(known, tr.ewma_weight, 1.0), 1.0)
+
+
+def run_starts(suspect: jax.Array, up: jax.Array, down: jax.Array) -> jax.Array:
+    """Whether each worker's outlier (`up` or `down`) begins a new run, given the `streak`
+    count before it: the first outlier, or the first on the other side."""
+    return (up & (suspect <= 0)) | (down & (suspect >= 0))
 
 
 def streak(
