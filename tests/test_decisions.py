@@ -5,75 +5,49 @@ import pytest
 
 from omnilearn_jax.engine import buckets
 from omnilearn_jax.engine.mesh import select_devices
-from omnilearn_jax.run import distributed
 
 
-def test_only_the_first_mesh_position_contributes_to_a_broadcast():
-    """`Steps.broadcast` sums one row a device across the mesh: the first position's row is
-    the values, every other row zeros, so the sum is process 0's values on every process."""
-    from omnilearn_jax.engine.step import Steps
+def test_a_step_whose_processes_disagree_runs_again_on_process_0s_split():
+    """Loop.step in a multi-process run: when the step's all-reduce finds that the devices
+    computed different splits (`SplitDisagreement`, the state not updated), the step runs
+    again on process 0's split with the state from before it, the loop goes on with that
+    split, and the run log says so at the next flush."""
+    from omnilearn_jax.run.loop import Loop, SplitDisagreement
 
-    mine = np.array([16, 16, 16, 16])
-    assert Steps.broadcast_row(mine, 0).tolist() == [16, 16, 16, 16]
-    assert Steps.broadcast_row(mine, 3).tolist() == [0, 0, 0, 0]
-    assert Steps.broadcast_row(mine, 0).dtype == np.int32
+    mine, theirs = np.array([16, 16, 16, 16]), np.array([40, 8, 8, 8])
+    calls = []
 
+    class Timer:
+        speeds = staticmethod(lambda step: np.ones(4))
+        batch_extras = staticmethod(lambda sizes, speeds: {})
 
-def test_a_broadcast_over_the_mesh_returns_the_first_row(monkeypatch):
-    """Over 8 devices in one process: each device contributes its `broadcast_row`; planting
-    another split on every device but the first shows that only the first one counts."""
-    import jax
-    import optax
+        @staticmethod
+        def train_step(steps, state, batch, step, sizes, speeds):
+            calls.append((state, batch, sizes.tolist()))
+            if len(calls) == 1:
+                raise SplitDisagreement("before", np.stack([theirs, mine]))
+            return state + "+1", {"loss": 0.0}, {"worker_times": np.ones(4)}
 
-    from omnilearn_jax import models
-    from omnilearn_jax.engine.mesh import Placement
-    from omnilearn_jax.engine.step import Steps
-
-    apply, _ = models.create({"name": "mlp", "hidden": 4}, (8, 8, 1), 10, 0)
-    planted = np.array([1, 2, 3, 4], np.int32)
-    for backend in ("shard_map", "pmap"):
-        steps = Placement(backend, jax.devices()).steps(apply, optax.sgd(0.1), chunk=8)
-        monkeypatch.setattr(
-            Steps, "broadcast_row", staticmethod(lambda v, p: v if p == 0 else planted * p)
-        )
-        got = steps.broadcast(np.array([40, 8, 8, 72], np.int32))
-        assert got.tolist() == [40 + 28, 8 + 56, 8 + 84, 72 + 112], backend  # 1+..+7 = 28
-        monkeypatch.undo()
-        assert steps.broadcast(np.array([40, 8, 8, 72], np.int32)).tolist() == [40, 8, 8, 72]
-
-
-def test_the_trainer_uses_the_broadcast_split(monkeypatch):
-    """Trainer.next_sizes in a multi-process run: its own controller's decision is digested
-    (the guard), then replaced by process 0's (`Steps.broadcast`)."""
-    import contextlib
-
-    import jax
-
-    from omnilearn_jax.run.train import Trainer
-
-    sent = []
-
-    class Stub:
-        agreement = distributed.Agreement()
-        step_bounds = staticmethod(lambda speeds, step: ())
-        decide = staticmethod(lambda cstate, obs: (np.array([16, 16, 16, 16]), cstate))
+    class Trainer:
+        timer, state, engine = Timer, "before", type("E", (), {"steps": None})
+        faults = type("F", (), {"crash": staticmethod(lambda step: None)})
+        batch = staticmethod(lambda step, sizes, extras: ("batch", tuple(sizes)))
         checked = staticmethod(lambda sizes: np.asarray(sizes, np.int32))
+        observe = staticmethod(lambda step, sizes, times, ahead: sizes)
+        next_sizes = staticmethod(lambda cstate, obs: (obs, cstate))
 
-        class engine:
-            host = None
-
-            class steps:
-                @staticmethod
-                def broadcast(values):
-                    sent.append(values.tolist())
-                    return np.array([40, 8, 8, 8], np.int32)
-
-    monkeypatch.setattr(jax, "process_count", lambda: 2)
-    monkeypatch.setattr(jax, "default_device", lambda d: contextlib.nullcontext())
-    obs = type("Obs", (), {"step": 3, "speeds": np.ones(4), "worker_times": np.ones(4)})()
-    sizes, _ = Trainer.next_sizes(Stub(), "state", obs)
-    assert sizes.tolist() == [40, 8, 8, 8] and sent == [[16, 16, 16, 16]]
-    assert Stub.agreement.count == 1
+    loop = Loop.__new__(Loop)
+    loop.t, loop.pending, loop.disagreements = Trainer, [], []
+    loop.cfg = type("C", (), {"train": type("T", (), {"num_steps": 10})})
+    _, sizes = loop.step(3, "cstate", mine)
+    assert [c[2] for c in calls] == [mine.tolist(), theirs.tolist()]
+    assert calls[1][:2] == ("before", ("batch", (40, 8, 8, 8)))
+    assert Trainer.state == "before+1" and sizes.tolist() == theirs.tolist()
+    assert loop.pending[0][1].tolist() == theirs.tolist()
+    said, loop.pending = [], []
+    loop.flush(type("Log", (), {"say": staticmethod(said.append)})())
+    assert said == ["step 3: devices [1] computed a split other than process 0's "
+                    "[40, 8, 8, 8]: the step is run again on process 0's split"]  # fmt: skip
 
 
 def test_pack_refuses_rows_above_the_top_bucket():

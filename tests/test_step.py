@@ -254,9 +254,13 @@ def test_a_copy_that_fails_verification_is_never_used(digits, private_caches, mo
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_finish_timed_gathers_every_devices_time_in_the_same_update(digits, backend):
-    """The multi-process wall clock's finish: the same update as `finish`, bit for bit, and
-    each device's time, in its own slot, on every device (one all-reduce, no all-gather)."""
+def test_finish_timed_gathers_every_devices_time_and_split_in_the_same_update(digits, backend):
+    """The multi-process finish: the same update as `finish`, bit for bit, and each
+    device's time, in its own slot, on every device (one all-reduce, no all-gather). Where
+    one device computed another split, the state comes back not updated and the error
+    names process 0's split (the mesh's first device's)."""
+    from omnilearn_jax.engine.step import SplitDisagreement
+
     apply, params = models.create({"name": "mlp", "hidden": 16}, digits.input_shape, 10, 0)
     tx = optax.sgd(0.1, momentum=0.9)
     layout = buckets.make_layout(num_workers=8, num_devices=8, capacity=B)
@@ -266,10 +270,20 @@ def test_finish_timed_gathers_every_devices_time_in_the_same_update(digits, back
     stacked = steps.local(placement.replicate(params), blocks)
     times = np.array([0.5, 1.25, 2.0, 0.0, 3.5, 0.125, 7.0, 9.75], np.float32)
     plain, plain_metrics = steps.finish(_fresh_state(placement, params, tx), stacked)
-    timed, metrics, every = steps.finish_timed(_fresh_state(placement, params, tx), stacked, times)
+    fresh = _fresh_state(placement, params, tx)
+    timed, metrics, every = steps.finish_timed(fresh, stacked, times, sizes)
     assert np.asarray(every).tolist() == times.tolist()
     assert _max_diff(plain.params, timed.params) == 0.0
     assert float(metrics["loss"]) == float(plain_metrics["loss"])
+    assert _max_diff(plain.params, params) > 0  # the update moved the parameters
+
+    planted = np.tile(sizes, (8, 1))
+    planted[5] = [4, 8, 16, 0, 8, 5, 11, 12]  # one device computed another split
+    with pytest.raises(SplitDisagreement, match=r"devices \[5\]") as caught:
+        steps.finish_timed(_fresh_state(placement, params, tx), stacked, times, planted)
+    assert caught.value.split.tolist() == sizes.tolist()
+    assert _max_diff(caught.value.state.params, params) == 0.0  # not updated
+    assert int(caught.value.state.step) == 0
 
 
 class _Result:

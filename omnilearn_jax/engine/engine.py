@@ -105,7 +105,12 @@ class Engine:
         local programs were added."""
         shared = buckets.uniform_bucket(self.global_batch, self.layout)
         return self.steps.compile(
-            state, self.x[:1], self.layout.buckets, shared, example_y=self.y[:1]
+            state,
+            self.x[:1],
+            self.layout.buckets,
+            shared,
+            example_y=self.y[:1],
+            workers=self.layout.num_devices * self.layout.workers_per_device,
         )
 
     # -- the evaluation ------------------------------------------------------------------

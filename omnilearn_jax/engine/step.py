@@ -191,6 +191,20 @@ class Blocks(tuple):
     shared: int = 0
 
 
+class SplitDisagreement(RuntimeError):
+    """The devices of a multi-process step computed different splits (`Steps.finish_timed`):
+    `state` is the state before the step (not updated), `split` process 0's split, which
+    every process takes to run the step again."""
+
+    def __init__(self, state: TrainState, splits: np.ndarray):
+        self.state, self.split = state, np.asarray(splits[0]).astype(np.int32)
+        differ = sorted({int(i) for i in np.flatnonzero((splits != splits[0]).any(axis=1))})
+        super().__init__(
+            f"devices {differ} computed a split other than process 0's "
+            f"{self.split.tolist()}: the step is run again on process 0's split"
+        )
+
+
 class Steps:
     """A backend's compiled steps over the devices of `placement`.
 
@@ -239,7 +253,6 @@ class Steps:
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="device")
         self._stacked = NamedSharding(placement.mesh, P(AXIS))
         self.finish, self.eval, self._reduce, self._finish_timed = _backend(placement, apply, tx)
-        self._first_row = _first_row(placement)
 
     # -- compilation ---------------------------------------------------------------------
     def compile(
@@ -249,12 +262,14 @@ class Steps:
         buckets: Sequence[int],
         shared: int = 0,
         example_y: np.ndarray | None = None,
+        workers: int = 1,
     ) -> int:
         """Compiles the local program of every bucket once and loads it onto every local
         device (sharing.py), and the mesh-wide programs of bucket `shared` (0: none; run
         once on zeros and a copy of `state`); returns how many (device, bucket) programs
         were added. `example_y` gives the labels' shape past the row axis (sequence targets
-        [1, L]; None: one label a row)."""
+        [1, L]; None: one label a row); `workers` the length of a split (the multi-process
+        finish carries one, `finish_timed`)."""
         if example_y is not None:
             self._label_shape = tuple(example_y.shape[1:])
         template = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), state.params)
@@ -266,10 +281,11 @@ class Steps:
             copy = self.placement.replicate(jax.tree.map(np.array, state))
             zeros = self._zero_blocks(min(buckets), example_x, 0)
             stacked = self.local(copy.params, zeros)
-            if jax.process_count() > 1:  # the wall clock's step ends with finish_timed
+            if jax.process_count() > 1:  # a multi-process step ends with finish_timed
                 times = np.zeros(len(self._positions), np.float32)
                 spare = self.placement.replicate(jax.tree.map(np.array, state))
-                jax.block_until_ready(self.finish_timed(spare, stacked, times))
+                split = np.zeros(workers, np.int32)
+                jax.block_until_ready(self.finish_timed(spare, stacked, times, split))
             jax.block_until_ready(self.finish(copy, stacked))
             self._finish_ready = True
         if shared and shared != self._shared_rows:
@@ -398,34 +414,34 @@ class Steps:
     def local(self, params, blocks: Blocks):
         return self.run_local(params, blocks)[0]
 
-    def broadcast(self, values: np.ndarray) -> np.ndarray:
-        """Process 0's `values` (int32 [n]) on every process, through one all-reduce over the
-        mesh in which only the mesh's first device contributes (a program compiled once
-        per shape; `multihost_utils.broadcast_one_to_all` builds its mesh and global array
-        anew each call, several milliseconds of host time on a process under a CPU quota)."""
+    def finish_timed(self, state: TrainState, stacked, times: np.ndarray, split: np.ndarray):
+        """`finish` of a multi-process step, with the step's one all-reduce carrying, beside
+        the gradient sums, every device's time [D] and every device's split [D, W]: `times`
+        are this process's devices' (in the order of its blocks), `split` the W sizes this
+        process computed the step with (its own controller's decision). The update is
+        applied only where every device computed the same split; otherwise the state comes
+        back unchanged and `SplitDisagreement` gives process 0's split, so that the step is
+        run again on it and no gradient ever counts a row twice or misses one. Process 0's
+        split so rules every step without a collective of its own (docs/multihost.md).
+        Returns (state, metrics, every device's time [D])."""
+        n = len(self.devices)  # `split` [W], or [local devices, W] (a test plants one)
+        rows = np.broadcast_to(np.asarray(split, np.float32), (n, np.shape(split)[-1]))
+        times = np.asarray(times, np.float32).reshape(n, 1)  # sizes: exact below 2**24
         placed = [
-            jax.device_put(self.broadcast_row(values, p)[None], d)
-            for p, d in zip(self._positions, self.devices, strict=True)
+            jax.device_put(np.concatenate([t, r])[None], d)
+            for t, r, d in zip(times, rows, self.devices, strict=True)
         ]
-        return np.asarray(self._first_row(self.assemble(placed)))
-
-    @staticmethod
-    def broadcast_row(values: np.ndarray, position: int) -> np.ndarray:
-        """What the device at `position` contributes to `broadcast`: the values at the
-        mesh's first position, zeros anywhere else."""
-        values = np.asarray(values, np.int32)
-        return values if position == 0 else np.zeros_like(values)
-
-    def finish_timed(self, state: TrainState, stacked, times: np.ndarray):
-        """`finish`, and every device's time [D] on every process: `times` are this
-        process's devices' (in the order of its blocks), placed on them and gathered in the
-        step's one all-reduce, rather than by a collective of their own."""
-        placed = [
-            jax.device_put(np.asarray(t, np.float32).reshape(1), d)
-            for t, d in zip(times, self.devices, strict=True)
-        ]
-        state, metrics, every = self._finish_timed(state, stacked, self.assemble(placed))
+        state, metrics, every, splits = self._finish_timed(state, stacked, self.assemble(placed))
+        every, splits = np.asarray(every), np.asarray(splits)
+        if (splits != splits[0]).any():
+            raise SplitDisagreement(state, splits)
         return state, metrics, every
+
+    def train_checked(self, state: TrainState, blocks: Blocks, split: np.ndarray):
+        """`train` in a multi-process run: `finish_timed` with no times (the virtual clock
+        models them), so that process 0's split rules every step here too."""
+        zeros = np.zeros(len(self._positions), np.float32)
+        return self.finish_timed(state, self.local(state.params, blocks), zeros, split)[:2]
 
     def sums(self, params, blocks: Blocks) -> Sums:
         """Each device's sums as Sums [D, ...] on the host (for tests and tools)."""
@@ -509,34 +525,33 @@ def _summed(mesh, stacked):
     return per(stacked)
 
 
-def _first_row(placement) -> Callable:
-    """Rows [D, n] sharded over the data axis, summed across devices: the one row that is
-    not zeros (`Steps.broadcast`), replicated."""
-    if placement.backend == "pmap":
-        return jax.pmap(
-            lambda r: jax.lax.psum(r, AXIS), AXIS, out_axes=None, devices=placement.devices
-        )
-    return jax.jit(
-        jax.shard_map(
-            lambda r: jax.lax.psum(r[0], AXIS), mesh=placement.mesh, in_specs=P(AXIS),
-            out_specs=P(),
-        )
-    )  # fmt: skip
-
-
-def _with_times(packed, times, num_devices: int):
-    """Inside a collective program, one device's packed sums [n + 3] followed by its compute
-    time in its own slot of a [D] vector: one all-reduce then sums the gradients and gathers
-    every device's time (a multi-process run needs them all on every process)."""
+def _with_rows(packed, row, num_devices: int):
+    """Inside a collective program, one device's packed sums [n + 3] followed by its row
+    [1 + W] (its compute time, then the split it computed) in its own slot of a [D, 1 + W]
+    block: one all-reduce then sums the gradients and gathers every device's row."""
     slot = jax.lax.axis_index(AXIS)
-    row = jnp.zeros((num_devices,), packed.dtype).at[slot].set(times.astype(packed.dtype))
-    return jnp.concatenate([packed, row])
+    rows = jnp.zeros((num_devices, row.shape[-1]), packed.dtype).at[slot].set(row)
+    return jnp.concatenate([packed, rows.reshape(-1)])
+
+
+def _agreed_update(tx, state: TrainState, summed, width: int, num_devices: int):
+    """The update from an all-reduce of `_with_rows` (rows `width` wide), applied only where
+    every device computed the same split, else the state unchanged: (state, metrics, times
+    [D], splits [D, W])."""
+    cut = summed.shape[0] - num_devices * width
+    rows = summed[cut:].reshape(num_devices, width)
+    splits = rows[:, 1:]
+    new, metrics = _update(tx, state, unpack_sums(summed[:cut], state.params))
+    agree = jnp.all(splits == splits[0])
+    state = jax.tree.map(lambda a, b: jnp.where(agree, a, b), new, state)
+    return state, metrics, rows[:, 0], splits
 
 
 def _backend(placement, apply: ApplyFn, tx) -> tuple[Callable, ...]:
     """(finish, eval, reduce, finish_timed) for the placement's backend. `finish_timed(state,
-    stacked, times [D])` is `finish` that also returns every device's time [D], gathered in
-    the same all-reduce (for the wall clock in a multi-process run)."""
+    stacked, rows [D, 1 + W])` is `finish` that also gathers every device's row (its time and
+    the split it computed) in the same all-reduce and updates only where the splits agree
+    (`_agreed_update`; for a multi-process run)."""
     num_devices = len(placement.devices)
 
     def eval_sums(params, x, y, mask):
@@ -559,10 +574,9 @@ def _backend(placement, apply: ApplyFn, tx) -> tuple[Callable, ...]:
 
         finish = pmapped(pmap_finish, (None, 0), 0)
 
-        def pmap_finish_timed(state, s, t):
-            summed = jax.lax.psum(_with_times(s, t, num_devices), AXIS)
-            sums = unpack_sums(summed[:-num_devices], state.params)
-            return (*_update(tx, state, sums), summed[-num_devices:])
+        def pmap_finish_timed(state, s, r):
+            summed = jax.lax.psum(_with_rows(s, r, num_devices), AXIS)
+            return _agreed_update(tx, state, summed, r.shape[-1], num_devices)
 
         finish_timed = pmapped(pmap_finish_timed, (None, 0, 0), 0)
         ev = pmapped(lambda p, b: jax.lax.psum(eval_sums(p, *b), AXIS), (None, 0))
@@ -583,13 +597,12 @@ def _backend(placement, apply: ApplyFn, tx) -> tuple[Callable, ...]:
     def finish(state, stacked):
         return _update(tx, state, unpack_sums(summed(stacked), state.params))
 
-    def finish_timed(state, stacked, times):
+    def finish_timed(state, stacked, rows):
         summed = jax.shard_map(
-            lambda s, t: jax.lax.psum(_with_times(s[0], t[0], num_devices), AXIS),
+            lambda s, r: jax.lax.psum(_with_rows(s[0], r[0], num_devices), AXIS),
             mesh=mesh, in_specs=(P(AXIS), P(AXIS)), out_specs=P(),
-        )(stacked, times)  # fmt: skip
-        sums = unpack_sums(summed[:-num_devices], state.params)
-        return (*_update(tx, state, sums), summed[-num_devices:])
+        )(stacked, rows)  # fmt: skip
+        return _agreed_update(tx, state, summed, rows.shape[-1], num_devices)
 
     finish = jax.jit(finish, donate_argnums=0)
     return finish, jax.jit(evaluate), jax.jit(summed), jax.jit(finish_timed, donate_argnums=0)

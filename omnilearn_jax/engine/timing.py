@@ -90,7 +90,10 @@ class Timer:
 
 class VirtualTimer(Timer):
     def train_step(self, steps, state, batch, step: int, sizes, speeds):
-        state, metrics = steps.train(state, batch)
+        if jax.process_count() > 1:  # process 0's split rules the step (Steps.finish_timed)
+            state, metrics = steps.train_checked(state, batch, sizes)
+        else:
+            state, metrics = steps.train(state, batch)
         times = self.accept(step, self.cost.worker_times(step, sizes, speeds), sizes)
         record = self.clock.step(times, self.comm_time, batch_sizes=sizes, speeds=speeds)
         return state, metrics, record
@@ -116,9 +119,9 @@ class WallTimer(Timer):
         jax.block_until_ready([(b.x, b.y, b.mask) for b in batch])
         start = time.perf_counter()
         stacked, device_times = steps.run_local(state.params, batch, timed=True)
-        if jax.process_count() > 1:  # every process must see every worker's time: they
-            # travel in the step's one all-reduce, not in a collective of their own
-            state, metrics, every = steps.finish_timed(state, stacked, device_times)
+        if jax.process_count() > 1:  # every process must see every worker's time, and
+            # process 0's split rules the step: both travel in the step's one all-reduce
+            state, metrics, every = steps.finish_timed(state, stacked, device_times, sizes)
             device_times = np.asarray(every, np.float64)
         else:
             state, metrics = steps.finish(state, stacked)

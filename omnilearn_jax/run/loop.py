@@ -22,6 +22,7 @@ import numpy as np
 import controllers
 from omnilearn_jax.cluster import time_to_target
 from omnilearn_jax.config.schema import base_config
+from omnilearn_jax.engine.step import SplitDisagreement
 from omnilearn_jax.run.checkpoint import Checkpointer
 from omnilearn_jax.run.interrupt import deferred, stop_message
 from omnilearn_jax.run.runlog import RunLog
@@ -126,6 +127,7 @@ class Runner:
         self.ckpt = Checkpointer(trainer.workdir, keep=self.cfg.train.keep_checkpoints)
         self.evals: list[dict] = []
         self.pending: list = []
+        self.disagreements: list[str] = []  # multi-process steps run again (Loop.step)
         self.done = 0
         self.last_saved: int | None = None
         self.warm: tuple[float, int] | None = None  # (time, step) when compiling was over
@@ -382,8 +384,12 @@ class Loop(Runner):
         t = self.t
         t.faults.crash(step)
         speeds = t.timer.speeds(step)
-        batch = t.batch(step, sizes, t.timer.batch_extras(sizes, speeds))
-        timed = t.timer.train_step(t.engine.steps, t.state, batch, step, sizes, speeds)
+        try:
+            timed = self.train_step(step, sizes, speeds)
+        except SplitDisagreement as split:  # process 0's split rules: the step again on it
+            t.state, sizes = split.state, t.checked(split.split)
+            self.disagreements.append(f"step {step}: {split}")
+            timed = self.train_step(step, sizes, speeds)
         t.state, metrics, rec = timed
         self.pending.append((step + 1, sizes, speeds, rec, metrics))
         # Oracles get the speeds of the step they decide for (step + 1), so they are optimal
@@ -392,8 +398,17 @@ class Loop(Runner):
         sizes, cstate = t.next_sizes(cstate, t.observe(step, sizes, rec["worker_times"], ahead))
         return cstate, sizes
 
+    def train_step(self, step: int, sizes, speeds):
+        """Step `step` on the split `sizes`: (state, metrics, the timer's record)."""
+        t = self.t
+        batch = t.batch(step, sizes, t.timer.batch_extras(sizes, speeds))
+        return t.timer.train_step(t.engine.steps, t.state, batch, step, sizes, speeds)
+
     def flush(self, log: RunLog) -> None:
         """Writes buffered train records; fetching metrics only here keeps dispatch async."""
+        for said in self.disagreements:
+            log.say(said)
+        self.disagreements.clear()
         for done, sizes, speeds, rec, metrics in self.pending:
             loss = float(metrics["loss"])
             log.train(

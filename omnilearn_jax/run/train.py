@@ -189,18 +189,15 @@ class Trainer:
         return compiled
 
     def warm_decisions(self, cstate, sizes: np.ndarray) -> None:
-        """Compiles the controller's decision (and, in a multi-process run, the broadcast of
-        its split) by running them once on made-up times, the results thrown away: compiled
-        in the first step instead, on a process under a quarter-core quota a compile takes
-        seconds of the run's wall time."""
+        """Compiles the controller's decision by running it once on made-up times, the
+        results thrown away: compiled in the first step instead, on a process under a
+        quarter-core quota a compile takes seconds of the run's wall time."""
         w = self.config.num_workers
         speeds = self.timer.speeds(0)
         obs = self.observe(0, sizes, np.ones(w, np.float32), speeds)
         bounds = self.step_bounds(obs.speeds, 1)
         with jax.default_device(self.engine.host):
             jax.block_until_ready(self.decide(cstate, obs, *bounds))
-        if jax.process_count() > 1:
-            self.engine.steps.broadcast(np.zeros(w, np.int32))
 
     def evaluate(self) -> dict[str, float]:
         ds = self.dataset
@@ -282,8 +279,10 @@ class Trainer:
     def checked(self, sizes: np.ndarray) -> np.ndarray:
         """The split, validated against the layout. Every process decides it itself from
         the same inputs (virtual times are a function of (seed, step) and of the cost
-        measured once on process 0; wall times are gathered), then takes process 0's
-        (`next_sizes`, `Steps.broadcast`); `agreement` checks at checkpoints that they agreed."""
+        measured once on process 0; wall times are gathered). The step's own all-reduce
+        carries every process's split and updates only where they agree, else the step runs
+        again on process 0's (`Steps.finish_timed`, `Loop.step`); `agreement` checks at
+        checkpoints that the decisions agreed."""
         b = self.config.global_batch_size
         return self._checked.get(
             key_of(sizes), lambda: buckets.check_sizes(sizes, b, self.layout)
@@ -296,8 +295,6 @@ class Trainer:
             sizes, cstate = self.decide(cstate, obs, *bounds)
         sizes = self.checked(np.asarray(sizes))
         self.agreement.add(np.asarray(obs.worker_times), sizes)
-        if jax.process_count() > 1:  # process 0's split on every process: one decision
-            sizes = self.engine.steps.broadcast(sizes)
         return sizes, cstate
 
     def worker_delay(self, k: int, rows: int, speeds: np.ndarray) -> float | None:
