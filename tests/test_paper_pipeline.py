@@ -4,8 +4,9 @@ Runs `python -m experiments.paper.reproduce --small` (paper ablations shrunk to 
 the quick benchmarks, both documents) and checks that the documents have their sections and
 that a number of RESULTS.md is the one recomputed from the run's summary.json. Only the
 ablations whose numbers are asserted run (`--only`): the BSP levels (the traced number, the
-figure) and the asynchronous levels (another trainer, another table); a section whose
-ablation has no runs is left out of RESULTS.md, which is checked too. The cells share the
+figure), the asynchronous levels (another trainer, another table) and the dynamic cluster on a
+measured cost curve (a curve table; its formula twin not run); a section whose ablation has
+no runs is left out of RESULTS.md, which is checked too. The cells share the
 test session's compilation cache (conftest.py) instead of one of their own.
 """
 
@@ -32,9 +33,14 @@ RESULTS_SECTIONS = (
     "## Sources",
 )
 # The ablations whose numbers are asserted below (bsp_levels: the BSP table and figure,
-# async_levels: the asynchronous table).
-ASSERTED_ABLATIONS = ("bsp_levels", "async_levels")
-NOT_RUN_SECTIONS = ("## Dynamic heterogeneity", "## Scale-out", "## ResNet-18")
+# async_levels: the asynchronous table, dynamic_curve: a table on a measured cost curve).
+ASSERTED_ABLATIONS = ("bsp_levels", "async_levels", "dynamic_curve")
+CURVE_SECTION = "## Dynamic heterogeneity: HL 1, 2, 4, 8, 8, 4, 2, 1: the CNN's measured cost curve"
+NOT_RUN_SECTIONS = (
+    "## Dynamic heterogeneity: HL 1, 2, 4, 8, 8, 4, 2, 1\n",
+    "## Scale-out",
+    "## ResNet-18",
+)
 BENCH_SECTIONS = (
     "# Benchmarks",
     "## 2. Compilations across split changes",
@@ -108,11 +114,40 @@ def test_a_results_number_traces_to_its_summaries(small_report):
     )
     assert fmt(recomputed) in row.split("|")[6]
     # Every traced number is in the document, and its cells are named under Sources.
-    assert {e["table"] for e in traced} == {"bsp", "async"}
+    assert {e["table"] for e in traced} == {"bsp", "async", "dynamic curve"}
     for e in traced:
         assert e["text"] in results, e
     assert os.path.join(small_report, "bsp_levels") in results
     assert os.path.join(small_report, "async_levels") in results
+
+
+@pytest.mark.slow
+def test_a_curve_table_charges_the_curve_it_names(small_report):
+    """The dynamic_curve cells ran with the clock on the shipped MLP curve (`small` trains an
+    MLP), the section and the header name that file, and the formula's twin (not run) is
+    absent; a step on the curve costs what the curve says, far below the formula's."""
+    results = _read(os.path.join(small_report, "RESULTS.md"))
+    assert CURVE_SECTION in results
+    section = results.split(CURVE_SECTION, 1)[1].split("\n## ", 1)[0]
+    assert "`data/curves/cpu_mlp_digits.json`" in section
+    header = results.splitlines()[2]
+    assert "second table of the dynamic cluster (`data/curves/cpu_mlp_digits.json`)" in header
+    traced = json.loads(_read(os.path.join(small_report, "results.json")))["numbers"]
+    entry = next(
+        e
+        for e in traced
+        if e["label"] == "dynamic curve proportional" and e["stat"] == "total_time"
+    )
+    for cell in entry["cells"]:
+        config = json.loads(_read(os.path.join(cell, "config.json")))
+        assert config["cost"]["curve"].endswith(
+            os.path.join("data", "curves", "cpu_mlp_digits.json")
+        )
+    steps = json.loads(_read(os.path.join(entry["cells"][0], "summary.json")))["steps"]
+    # The formula charges at least 0.05 s / 12 cores a step; the MLP curve a few ms at most.
+    assert entry["mean"] < 0.05 / 12 * steps
+    row = next(line for line in section.splitlines() if line.startswith("| proportional |"))
+    assert fmt(entry["mean"]) in row.split("|")[4]
 
 
 @pytest.mark.slow

@@ -68,6 +68,37 @@ def test_each_number_recomputes_from_the_committed_cells():
     assert any(e["stat"] == "staleness_rows_by_sample" for e in numbers["numbers"])
 
 
+CURVE_TABLES = {"bsp curve", "dynamic curve", "async curve", "scaleout curve", "resnet"}
+
+
+def test_each_table_charged_the_cost_it_names():
+    """Issue 28, point 3: a `... curve` table's cells ran on a measured cost curve shipped in
+    data/curves/, the one its section names; every other table's (but the second ResNet
+    table, labelled `resnet curve ...`) on the formula, as the document's header says."""
+    numbers = _json(os.path.join(PAPER, "numbers.json"))["numbers"]
+    curve_of = {
+        f"docs/results/paper/{name}#{cell['cell']}": cell.get("cost_curve")
+        for name in os.listdir(PAPER)
+        if name.endswith(".json") and name != "numbers.json"
+        for cell in _json(os.path.join(PAPER, name))["cells"]
+    }
+    results = _read("docs", "RESULTS.md")
+    on_curve = set()
+    for e in numbers:
+        curves = {curve_of[c] for c in e["cells"] + e.get("reference_cells", [])}
+        assert len(curves) == 1, e  # one cost per number
+        (curve,) = curves
+        is_curve = e["table"].endswith(" curve") or e["label"].startswith("resnet curve")
+        if is_curve:
+            assert curve and curve.startswith("data/curves/"), e
+            assert os.path.exists(os.path.join(REPO, curve)), curve
+            assert f"`{curve}`" in results, curve  # the section names it
+            on_curve.add(e["table"])
+        else:
+            assert curve == "", e
+    assert on_curve >= CURVE_TABLES
+
+
 def test_documents_are_stamped_with_the_commit_they_come_from():
     numbers = _json(os.path.join(PAPER, "numbers.json"))
     head = _read("docs", "RESULTS.md").splitlines()[2]

@@ -77,6 +77,45 @@ def _curve_sentence(res_curve: dict | None) -> str:
     )
 
 
+ON_CURVE = " On the CNN's own measured curve (its table, headed by the curve),"
+
+
+def _dynamic_curve_sentence(dyn: dict | None) -> str:
+    """What the CNN's measured curve gives on the dynamic cluster (dynamic_curve)."""
+    parts = [f"`{n}` {pct(dyn[n])}" for n in ("proportional", "pi", "oracle") if n in (dyn or {})]
+    return f"{ON_CURVE} {', '.join(parts)} less than uniform batching." if parts else ""
+
+
+def _async_curve_sentence(asy: dict | None) -> str:
+    """The gains and staleness spread on the CNN's measured curve (async_levels_curve)."""
+    gains = {k: v for k, v in (asy or {}).get("gain", {}).items() if k[1] != "static"}
+    if not gains:
+        return ""
+    top = max(k[0] for k in gains)
+    ss, sp = asy["spread"].get((top, "static")), asy["spread"].get((top, "proportional"))
+    spread = (
+        f"; the staleness spread at HL{top} is {ss:.1f}x with uniform batches and {sp:.1f}x "
+        "with `proportional`"
+        if ss is not None and sp is not None and not math.isnan(ss + sp)
+        else ""
+    )
+    return (
+        f"{ON_CURVE} gains range {100 * min(gains.values()):+.1f} to "
+        f"{100 * max(gains.values()):+.1f} points{spread}."
+    )
+
+
+def _scaleout_curve_sentence(scale: dict | None) -> str:
+    """What the CNN's measured curve gives at scale (scaleout_curve)."""
+    parts = [
+        f"{pct(scale[(b, 'proportional')])} with b_min = {b} (oracle "
+        f"{pct(scale.get((b, 'oracle'), math.nan))})"
+        for b in (8, 0)
+        if (b, "proportional") in (scale or {})
+    ]
+    return f"{ON_CURVE} `proportional` saves {' and '.join(parts)}." if parts else ""
+
+
 def discussion(
     doc: Doc,
     bsp: dict,
@@ -88,8 +127,11 @@ def discussion(
     fair: dict | None = None,
     res_curve: dict | None = None,
     bsp_curve: dict | None = None,
+    curves: dict | None = None,
 ) -> None:
-    """Where we agree with the papers and where not, each number taken from the tables."""
+    """Where we agree with the papers and where not, each number taken from the tables.
+    `curves`: the dynamic, async and scaleout facts on the CNN's measured curve."""
+    curves = curves or {}
     out = []
     prop = {k: v for k, v in bsp["prop"].items() if k[1] == "16..96" and k[0] > 1}
     if prop:
@@ -134,6 +176,7 @@ def discussion(
             f"oracle (which knows each change in advance) {pct(dyn.get('oracle', math.nan))}; "
             "the measured controllers learn each new level from the times of the steps after "
             "it (docs/controllers.md), while the oracle is given it in advance."
+            + _dynamic_curve_sentence(curves.get("dynamic"))
         )
     gains = {k: v for k, v in asy["gain"].items() if k[1] != "static"}
     if gains:
@@ -174,7 +217,8 @@ def discussion(
             f"+{100 * paper.ASYNC_GAIN:.1f}%); gains range "
             f"{100 * min(gains.values()):+.1f} to {100 * max(gains.values()):+.1f} points, "
             f"{verdict}. {stale_text}These runs share one untuned learning rate and stop "
-            f"before convergence.{_fair_sentence(fair)} The paper's async runs train larger "
+            f"before convergence.{_async_curve_sentence(curves.get('async'))}"
+            f"{_fair_sentence(fair)} The paper's async runs train larger "
             "models (ResNet, VGG, AlexNet, GPT-2) for much longer."
         )
     if scale:
@@ -186,7 +230,7 @@ def discussion(
                 f"with b_min = 8 and {pct(p0)} with b_min = 0 (ideal {pct(scale['ideal'])}): "
                 "at this spread the paper's lower bound keeps the slowest workers at 8 samples, "
                 f"against a balanced share of {scale['slow_share']:.1f} for a 2-core worker, "
-                "and they set the step time."
+                "and they set the step time." + _scaleout_curve_sentence(curves.get("scaleout"))
             )
     if res:
         from experiments.paper.resnet import CORES as RESNET_CORES

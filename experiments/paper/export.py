@@ -3,7 +3,8 @@
 `runs/` is not in the repository, so a number of RESULTS.md that cited only a run directory
 could not be checked from a checkout. `make report` therefore also writes, for each ablation,
 DOCS/results/paper/<ablation>.json: every cell (one seed of one grid point) with its grid
-values, its summary.json and its eval curve; and DOCS/results/paper/numbers.json: every
+values, the cost curve its virtual clock charged (`cost_curve`, '' for the formula), its
+summary.json and its eval curve; and DOCS/results/paper/numbers.json: every
 number of RESULTS.md's tables with the mean it shows and the cells (`<file>#<cell>`) it
 averages. tests/test_results_trace.py recomputes each number from these files.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 
-from experiments.paper.fmt import rel
+from experiments.paper.fmt import curve_name, rel
 from omnilearn_jax.run.runstore import read_metrics
 
 LONG = 64  # summary lists longer than this (histograms) are left out of the export
@@ -36,9 +37,15 @@ def _cell(cell: str, values: dict) -> dict | None:
         from experiments.paper.sections import rows_staleness
 
         derived["staleness_rows_by_sample"] = rows_staleness(cell)
+    try:  # what the virtual clock charged: a measured curve, or '' for the formula
+        with open(os.path.join(cell, "config.json")) as f:
+            curve = json.load(f)["cost"].get("curve", "")
+    except (OSError, ValueError, KeyError):
+        curve = None
     return {
         "cell": os.path.basename(cell),
         "values": values,
+        "cost_curve": curve_name(curve) if curve else curve,
         "derived": derived,
         "summary": summary,
         "evals": evals,

@@ -46,3 +46,13 @@ def rel(path: str) -> str:
     path = os.path.abspath(path)
     inside = os.path.commonpath([path, REPO]) == REPO
     return os.path.relpath(path, REPO) if inside else path
+
+
+def curve_name(path: str) -> str:
+    """A cost curve's path as the document names it: repository-relative, also for a cell
+    that ran from another checkout (its own copy of data/curves/)."""
+    path = rel(path)
+    marker = f"{os.sep}data{os.sep}curves{os.sep}"
+    if os.path.isabs(path) and marker in path:
+        return "data/curves/" + path.split(marker, 1)[1]
+    return path

@@ -16,7 +16,7 @@ from experiments.paper import groups as G
 from experiments.paper import paper_facts as paper
 from experiments.paper.curve_section import bsp_curve_section
 from experiments.paper.discussion import discussion, pct_range
-from experiments.paper.fmt import fmt, md_table, rel
+from experiments.paper.fmt import curve_name, fmt, md_table, rel
 from experiments.paper.sections import (
     async_section,
     bsp_section,
@@ -63,8 +63,54 @@ def _curve(groups: list, default: str) -> str:
                     path = json.load(f)["cost"]["curve"]
             except (OSError, ValueError, KeyError):
                 continue
-            return rel(path) if path else default
+            if not path:
+                return default
+            return curve_name(path)
     return default
+
+
+# (ablation, its table) of the set-ups run on the formula and again on a measured curve.
+CURVE_TABLES = (
+    ("bsp_levels", "the BSP levels"),
+    ("dynamic", "the dynamic cluster"),
+    ("async_levels", "asynchronous training"),
+    ("scaleout", "the scale-out"),
+    ("resnet", "ResNet-18"),
+)
+GPT_CURVE = "data/curves/cpu_gpt_text.json"  # the language-model study's (docs/results/lm_curve.md)
+LM_FORMULA = "## A small GPT on offline text: perplexity, BSP and async\n"  # lm.md's heading
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _how_charged(runs: dict, cost: dict, studies) -> str:
+    """Which tables the virtual clock charged the formula and which a measured curve, from
+    the run directories present (and the spliced studies)."""
+    formula = [name for key, name in CURVE_TABLES if runs.get(key)]
+    curved = [
+        f"{name} (`{_curve(runs[key + '_curve'], '?')}`)"
+        for key, name in CURVE_TABLES
+        if runs.get(key + "_curve")
+    ]
+    if any(s.startswith(LM_FORMULA) for s in studies):
+        formula.append("the language-model study (docs/results/lm.md)")
+    if any(GPT_CURVE in s for s in studies):
+        curved.append(f"the language-model study (docs/results/lm_curve.md, `{GPT_CURVE}`)")
+    text = (
+        f"every time, reduction and speed-up of the first table of {_and(formula)} is "
+        f"*{modelled(cost)}*, the same formula for every model (the CNN, ResNet-18, the GPT)"
+        if formula
+        else "no formula table was run"
+    )
+    if curved:
+        text += (
+            f"; the second table of {_and(curved)} is *modelled: virtual clock, that model's "
+            "own measured CPU cost curve*, read at the bucket each device computes (its "
+            "heading says so)"
+        )
+    return text + "; the cost-curve study charges the curves it names."
 
 
 def _ran_at(path: str) -> str:
@@ -147,8 +193,14 @@ def summary_table(
     res_curve: dict | None = None,
     bsp_curve: dict | None = None,
     cnn_curve: str = "",
+    asy_curve: dict | None = None,
 ) -> None:
     label = modelled(cost or {})
+    curve_label = (
+        "modelled: virtual clock, the measured CPU CNN curve "
+        f"{cnn_curve or rel(bsp_levels_curve.CURVE)}"
+    )
+    gains_curve = [v for k, v in (asy_curve or {}).get("gain", {}).items() if k[1] != "static"]
     prop = [v for k, v in bsp["prop"].items() if k[1] == "16..96" and k[0] > 1]
     on_curve = [v for k, v in (bsp_curve or {}).get("proportional", {}).items() if k > 1]
     gains = [v for k, v in asy["gain"].items() if k[1] != "static"]
@@ -157,21 +209,27 @@ def summary_table(
             "BSP: training time vs uniform batching",
             f"{paper.BSP_REDUCTION[0]:.0%}-{paper.BSP_REDUCTION[1]:.0%} less",
             (f"{pct_range(prop)} less (`proportional`, HL2-HL8; {label})" if prop else "-")
-            + (
-                f"; {pct_range(on_curve)} less (modelled: virtual clock, the measured CPU CNN "
-                f"curve {cnn_curve or rel(bsp_levels_curve.CURVE)})"
-                if on_curve
-                else ""
-            ),
+            + (f"; {pct_range(on_curve)} less ({curve_label})" if on_curve else ""),
         ],
         [
             "Async: accuracy at equal time vs uniform",
             f"up to +{100 * paper.ASYNC_GAIN:.1f}%",
-            _fair_text(fair, label)
-            or (
-                f"{100 * max(gains):+.1f} points at best of {len(gains)} cells (time {label})"
-                if gains
-                else "-"
+            (
+                _fair_text(fair, label)
+                or (
+                    f"{100 * max(gains):+.1f} points at best of {len(gains)} cells (time {label})"
+                    if gains
+                    else "-"
+                )
+            )
+            + (
+                f"; one untuned learning rate (the two asynchronous tables): "
+                f"{100 * min(gains):+.1f} to {100 * max(gains):+.1f} points over {len(gains)} "
+                f"cells under the formula, {100 * min(gains_curve):+.1f} to "
+                f"{100 * max(gains_curve):+.1f} over {len(gains_curve)} on the curve "
+                f"({curve_label})"
+                if gains_curve and gains
+                else ""
             ),
         ],
     ]
@@ -225,12 +283,29 @@ def build(
         else {}
     )
     dyn = dynamic_section(body, runs["dynamic"]) if runs["dynamic"] else {}
+    dyn_curve = (
+        dynamic_section(body, runs["dynamic_curve"], _curve(runs["dynamic_curve"], cnn_curve))
+        if runs["dynamic_curve"]
+        else {}
+    )
     asy = (
         async_section(body, runs["async_levels"])
         if runs["async_levels"]
         else {"gain": {}, "noise": {}}
     )
+    asy_curve = (
+        async_section(
+            body, runs["async_levels_curve"], _curve(runs["async_levels_curve"], cnn_curve)
+        )
+        if runs["async_levels_curve"]
+        else {}
+    )
     scale = scaleout_section(body, runs["scaleout"]) if runs["scaleout"] else {}
+    scale_curve = (
+        scaleout_section(body, runs["scaleout_curve"], _curve(runs["scaleout_curve"], cnn_curve))
+        if runs["scaleout_curve"]
+        else {}
+    )
     res = resnet_section(body, runs["resnet"]) if runs["resnet"] else {}
     res_curve = (
         resnet_section(body, runs["resnet_curve"], rel(resnet_curve.CURVE))
@@ -238,7 +313,8 @@ def build(
         else {}
     )
     body.add(fragments.block(list(studies)))
-    discussion(body, bsp, dyn, asy, scale, res, _cost(workdir), fair, res_curve, bsp_curve)
+    curves = {"dynamic": dyn_curve, "async": asy_curve, "scaleout": scale_curve}
+    discussion(body, bsp, dyn, asy, scale, res, _cost(workdir), fair, res_curve, bsp_curve, curves)
     if figures:
         body.add("## Figures", "")
         for title, path in figures:
@@ -257,11 +333,8 @@ def build(
         "virtual clock (docs/cluster.md): worker times come from the cluster model, so the "
         "times below are seconds of modelled training, identical on any machine for a given "
         "seed, while accuracies come from real training. **How each speed-up was obtained:** "
-        f"every time, reduction and speed-up in this document is *{modelled(cost)}* for every "
-        "model (the CNN, ResNet-18, the GPT of the language-model study), except the "
-        "second BSP table, the second ResNet-18 table and the cost-curve study, which charge "
-        "the measured curves they name (the two tables at the bucket each device computes), "
-        "and the study 'Measured on CPU-quota heterogeneity', which is *measured* "
+        + _how_charged(runs, cost, studies)
+        + " The study 'Measured on CPU-quota heterogeneity' is *measured* "
         "(CPU quotas per worker process, the wall clock); none is *emulated* (injected "
         "waits, `hetero.inject`): those checks are in "
         "BENCHMARKS.md (wall-clock saving with injected heterogeneity)."
@@ -279,7 +352,7 @@ def build(
         ),
         "",
     )
-    summary_table(head, bsp, asy, res, cost, fair, res_curve, bsp_curve, cnn_curve)
+    summary_table(head, bsp, asy, res, cost, fair, res_curve, bsp_curve, cnn_curve, asy_curve)
     head.add(
         "To regenerate: `make report` (this document, docs/BENCHMARKS.md and the figures; "
         "a rerun finishes only missing cells, so delete runs/paper for fresh runs), or "

@@ -25,6 +25,25 @@ def _runs_text(groups: list[G.Group]) -> str:
     return f"{seeds} seed{'s' if seeds != 1 else ''}, {span or '?'} steps"
 
 
+FORMULA = "the formula of every table, (0.05 + 0.01 b) / cores"
+
+
+def charged(curve: str, model: str) -> str:
+    """What the virtual clock charged a table: the formula, or `model`'s measured `curve`
+    (a `*_curve` ablation, common.on_curve)."""
+    if not curve:
+        return f"modelled: the virtual clock charges {FORMULA}"
+    return (
+        f"modelled: the virtual clock charges the measured CPU {model} curve `{curve}` over "
+        "each worker's cores, read at the bucket each device computes (padding charged)"
+    )
+
+
+def _titled(title: str, curve: str) -> str:
+    """A table's heading; a curve table's names the curve it charges."""
+    return f"{title}: the CNN's measured cost curve" if curve else title
+
+
 def _ideal(cores, batch: int) -> float:
     return uniform_vs_balanced_reduction(np.asarray(cores, float), batch)
 
@@ -109,30 +128,33 @@ def bsp_section(doc: Doc, runs: dict[str, list[G.Group]]) -> dict[str, Any]:
     return facts
 
 
-def dynamic_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
+def dynamic_section(doc: Doc, runs: list[G.Group], curve: str = "") -> dict[str, Any]:
+    """The dynamic cluster; `curve`: the measured curve the clock charged ('' the formula)."""
+    table = "dynamic curve" if curve else "dynamic"
     ref = G.find(runs, controller__name="static")
     rows, facts = [], {}
     for g in runs:
         name = g.values["controller.name"]
         cut, stat = compare(g, ref)
         facts[name] = cut
-        label = f"dynamic {name}"
+        label = f"{table} {name}"
+        doc.reduction(table, label, g, ref, cut, stat)
         rows.append(
             [
                 name,
-                doc.num("dynamic", label, g, "time_to_target"),
+                doc.num(table, label, g, "time_to_target"),
                 g.row["target_reached"],
-                doc.num("dynamic", label, g, "total_time"),
+                doc.num(table, label, g, "total_time"),
                 pct(cut) + ("" if stat == "time_to_target" else " (total)"),
-                doc.num("dynamic", label, g, "final_eval_accuracy"),
+                doc.num(table, label, g, "final_eval_accuracy"),
             ]
         )
     doc.add(
-        "## Dynamic heterogeneity: HL 1, 2, 4, 8, 8, 4, 2, 1",
+        _titled("## Dynamic heterogeneity: HL 1, 2, 4, 8, 8, 4, 2, 1", curve),
         "",
         "The paper's dynamic run: the level changes every epoch (11 steps) through 1, 2, 4, 8, "
         "8, 4, 2, 1 (`hetero.name=schedule`); same job and bounds as the BSP section, "
-        f"{_runs_text(runs)}.",
+        f"{_runs_text(runs)}; {charged(curve, 'CNN')}. *Reduction* as in the BSP table.",
         "",
         md_table(
             ["policy", "time to target", "reached", "total time", "reduction", "final accuracy"],
@@ -158,7 +180,9 @@ def rows_staleness(cell: str) -> float | None:
     return weighted_mean(rows_between(s, b), b)
 
 
-def async_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
+def async_section(doc: Doc, runs: list[G.Group], curve: str = "") -> dict[str, Any]:
+    """Accuracy at equal time; `curve`: the measured curve the clock charged ('' the formula)."""
+    table = "async curve" if curve else "async"
     rows, facts = [], {"gain": {}, "noise": {}, "spread": {}, "rows": {}, "versions": {}}
     for g in runs:
         name, level = g.values["controller.name"], g.values["hetero.level"]
@@ -177,26 +201,29 @@ def async_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
         stale = [
             s.get("staleness_mean") for s in g.summaries if s.get("staleness_mean") is not None
         ]
-        label = f"async HL{level} {name}"
+        label = f"{table} HL{level} {name}"
         if stale:
             facts["versions"][(level, name)] = float(np.mean(stale))
-        in_rows = doc.derived("async", label, g, "staleness_rows_by_sample", rows_staleness)
+        in_rows = doc.derived(table, label, g, "staleness_rows_by_sample", rows_staleness)
         if in_rows != "-":  # the value just recorded, for the discussion
             facts["rows"][(level, name)] = doc.traced[-1]["mean"]
         rows.append(
             [
                 f"HL{level}",
                 name,
-                doc.num("async", label, g, "final_eval_accuracy"),
+                doc.num(table, label, g, "final_eval_accuracy"),
                 "-" if name == "static" else f"{100 * gain:+.1f} points",
                 fmt(float(np.mean(stale))) if stale else "-",
                 in_rows,
                 fmt(facts["spread"][(level, name)]),
-                doc.num("async", label, g, "total_time"),
+                doc.num(table, label, g, "total_time"),
             ]
         )
+    budgets = sorted(
+        {float(s["time_budget"]) for g in runs for s in g.summaries if s.get("time_budget")}
+    )
     doc.add(
-        "## Asynchronous training: accuracy at equal time",
+        _titled("## Asynchronous training: accuracy at equal time", curve),
         "",
         "configs/paper_asp.py: parameter server on the virtual clock, the paper's async core "
         "tables (HL2 8/8/8/16, HL4 10/10/4/16, HL8 4/4/4/28), plain SGD, updates weighted by "
@@ -206,7 +233,16 @@ def async_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
         "held, per sample (each update weighted by its rows), which compares between splits. "
         "*Staleness spread* is the most stale worker's mean staleness "
         f"over the least stale one's (1 = even). Same CNN on digits, {_runs_text(runs)} "
-        "(updates).",
+        f"(updates), budget {'/'.join(f'{b:g}' for b in budgets) or '?'} s; "
+        f"{charged(curve, 'CNN')}"
+        + (
+            ", plus the cost model's push and pull of the parameters, which at this step "
+            "length is most of an update: the budget is on the curve's scale, chosen so that "
+            "uniform batching at HL2 makes about as many updates as under the formula"
+            if curve
+            else ""
+        )
+        + ".",
         "",
         md_table(
             [
@@ -225,9 +261,12 @@ def async_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
     return facts
 
 
-def scaleout_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
+def scaleout_section(doc: Doc, runs: list[G.Group], curve: str = "") -> dict[str, Any]:
+    """The 32-worker scale-out; `curve`: the measured curve the clock charged ('' the
+    formula)."""
     from experiments.paper.scaleout import BATCH, CORES, WORKERS
 
+    table = "scaleout curve" if curve else "scaleout"
     rows, facts = [], {}
     ideal = _ideal(CORES, BATCH)
     for g in runs:
@@ -235,25 +274,27 @@ def scaleout_section(doc: Doc, runs: list[G.Group]) -> dict[str, Any]:
         ref = G.find(runs, controller__name="static", controller__b_min=b_min)
         cut, _ = compare(g, ref, "total_time")  # evaluated every 2 steps: too coarse a target
         facts[(b_min, name)] = cut
-        label = f"scale-out b_min {b_min} {name}"
+        label = f"scale-out{' curve' if curve else ''} b_min {b_min} {name}"
+        doc.reduction(table, label, g, ref, cut, "total_time")
         rows.append(
             [
                 b_min,
                 name,
-                doc.num("scaleout", label, g, "total_time"),
+                doc.num(table, label, g, "total_time"),
                 pct(cut),
                 pct(ideal),
-                doc.num("scaleout", label, g, "final_eval_accuracy"),
+                doc.num(table, label, g, "final_eval_accuracy"),
             ]
         )
     facts["ideal"] = ideal
     facts["slow_share"] = BATCH * min(CORES) / sum(CORES)
     doc.add(
-        f"## Scale-out: {WORKERS} workers, 2 to 32 cores",
+        _titled(f"## Scale-out: {WORKERS} workers, 2 to 32 cores", curve),
         "",
         f"{WORKERS} workers on 8 devices, cores {min(CORES)}..{max(CORES)} (geometric, sum "
         f"{sum(CORES)}), B = {BATCH} (16 a worker), b_max = 48, b_min 8 (the paper's B/(2W)) "
-        f"or 0; CNN on digits, {_runs_text(runs)}.",
+        f"or 0; CNN on digits, {_runs_text(runs)}; {charged(curve, 'CNN')}. *Ideal* is that "
+        "of a linear cost without bounds, as in the BSP table.",
         "",
         md_table(
             ["b_min", "policy", "total time", "reduction (total time)", "ideal", "final accuracy"],
@@ -285,18 +326,13 @@ def resnet_section(doc: Doc, runs: list[G.Group], curve: str = "") -> dict[str, 
                 f"{ceiling:.2f}x",
             ]
         )
-    charged = (
-        f"the virtual clock charges the measured CPU ResNet-18 curve `{curve}` over each "
-        "worker's cores, read at the bucket each device computes (padding charged)"
-        if curve
-        else "the virtual clock charges the formula of every table, (0.05 + 0.01 b) / cores"
-    )
     doc.add(
         "## ResNet-18 on 3 workers (ACSOS'20 set-up)"
         + (": the measured ResNet-18 cost curve" if curve else ""),
         "",
         "Runlocal ResNet-18 (stem width 8, CIFAR-shaped synthetic 16x16x3 input), 3 workers, "
-        f"B = 96, bounds 16..96, {_runs_text(runs)}; modelled: {charged}. *Ceiling* is the "
+        f"B = 96, bounds 16..96, {_runs_text(runs)}; {charged(curve, 'ResNet-18')}. *Ceiling* "
+        "is the "
         "largest speed-up any split can give under a linear cost without bounds, "
         "sum(cores) / (W min(cores)).",
         "",
