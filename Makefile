@@ -59,8 +59,10 @@ format: $(STAMP)
 
 # Regenerates docs/RESULTS.md, docs/BENCHMARKS.md and their figures from fresh runs
 # (runs/paper). The ablations took 26 min on 2 shared CPU cores (--parallel 2, 2026-12-01)
-# before bsp_levels_curve joined them (12 min on a loaded machine, bsp_levels 9 min): plan on
-# 35-45 min, the benchmarks on top (runs/paper/timings.json keeps each part's latest time).
+# before bsp_levels_curve joined them (12 min on a loaded machine, bsp_levels 9 min), and
+# dynamic_curve, async_levels_curve and scaleout_curve took 8, 10.5 and 4 min more (--parallel 1,
+# load 4-10): plan on 55-70 min, the benchmarks on top (runs/paper/timings.json keeps each
+# part's latest time).
 # report-small checks the pipeline in a temp dir (about 1 min).
 report: $(STAMP)
 	$(PY) -m experiments.paper.reproduce --workdir=runs/paper --parallel 2

@@ -63,6 +63,39 @@ def test_measured_curve_reduction_is_the_curve_table():
     assert (m.group(1), m.group(2)) == (f"{100 * min(cuts):.1f}", f"{100 * max(cuts):.1f}")
 
 
+def test_lm_speedups_are_the_two_lm_studies():
+    """The GPT's time-to-perplexity speed-ups the README quotes, under the formula and on its
+    measured curve, recomputed from the committed eval curves (docs/results/lm*.json)."""
+    from experiments import lm_results
+
+    m = _find(
+        r"reaches perplexity 15 sooner than with uniform batches by ([0-9.]+)x and ([0-9.]+)x "
+        r"\(BSP, HL4 and HL8\) under the formula and by ([0-9.]+)x and ([0-9.]+)x on its own "
+        r"measured curve; in async mode ([0-9.]+)x and ([0-9.]+)x under the formula, "
+        r"([0-9.]+)x and ([0-9.]+)x on the curve"
+    )
+
+    def speedups(name: str, mode: str) -> list[str]:
+        runs = [
+            {**r, "evals": [{"time": t, "eval_perplexity": p} for t, p in r["evals"]]}
+            for r in _json("docs", "results", name)[mode]
+        ]
+        out = []
+        for level in (4, 8):
+            rows = lm_results.summarise(runs, 15.0)[level]["rows"]
+            ratio = rows["static"]["to_target"][0] / rows["proportional"]["to_target"][0]
+            out.append(f"{ratio:.2f}")
+        return out
+
+    want = [
+        *speedups("lm.json", "bsp"),
+        *speedups("lm_curve.json", "bsp"),
+        *speedups("lm.json", "asp"),
+        *speedups("lm_curve.json", "asp"),
+    ]
+    assert list(m.groups()) == want
+
+
 def test_emulated_reduction_is_the_hetero_wall_file():
     m = _find(
         r"\*\*emulated\*\* \(injected waits of ([0-9.]+) s a sample.*?`proportional` takes "
