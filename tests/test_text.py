@@ -153,3 +153,9 @@ def test_lm_configs_pass_the_checks_and_the_ablation_has_24_cells():
         ablation = spec.from_config(ablation_lm.get_config(f"mode={mode}"))
         assert len(ablation.cells()) == 4 * 2 * 3  # controllers x levels x seeds
         spec.check_cells(ablation)
+        assert "cost.curve" not in ablation.fixed_overrides()  # the formula
+    # curve=PATH: every cell's clock charges the GPT's shipped curve (docs/results/lm_curve.md)
+    curve = ablation_lm.get_config("mode=asp,budget=0.3,curve=data/curves/cpu_gpt_text.json")
+    ablation = spec.from_config(curve)
+    assert ablation.fixed_overrides()["cost.curve"] == "data/curves/cpu_gpt_text.json"
+    assert curve.group == "lm_asp_curve" and "budget=0.3" in curve.base
