@@ -110,7 +110,12 @@ def _how_charged(runs: dict, cost: dict, studies) -> str:
             "own measured CPU cost curve*, read at the bucket each device computes (its "
             "heading says so)"
         )
-    return text + "; the cost-curve study charges the curves it names."
+    return text + (
+        "; the other studies spliced in from docs/results/ say what they charge (the "
+        "controller simulations their plants' curves, the cost-curve study and the "
+        "predictive study's trainer runs the measured curves they name, the tuned async study "
+        "the formula)."
+    )
 
 
 def _ran_at(path: str) -> str:
