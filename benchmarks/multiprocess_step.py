@@ -8,8 +8,8 @@ The job: configs/paper_bsp.py (runlocal, CNN on digits), 2 workers, B = 64, stat
 batches, `clock=wall`. Each variant is a fresh command (`omnilearn_jax.main`, or the
 launcher), run side by side in one invocation, interleaved over repetitions. Printed per
 variant: the median step (from the first launch until the updated state is ready, all
-collectives of the step included), the loop's wall time per step (decisions, batches and
-their broadcast too), and the ratio to one process (goal: at most 1.5x, pinned or not).
+collectives of the step included, the split's among them), the loop's wall time per step
+(decisions and batches too), and the ratio to one process (goal: at most 1.5x, pinned or not).
 """
 
 from __future__ import annotations

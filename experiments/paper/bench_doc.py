@@ -240,8 +240,8 @@ def _multiprocess_step(r: dict) -> str:
         "configs/paper_bsp.py:runlocal,model=cnn, 2 workers, B = 64, static uniform split, "
         "`clock=wall`; each variant a fresh command, interleaved (benchmarks/"
         "multiprocess_step.py). Step = the median step from the run store (collectives "
-        "included); loop = the loop's wall time a step (decisions, batches, the split's "
-        "broadcast). Ratios to one process (goal: step at most 1.5x, pinned or not).\n\n"
+        "included); loop = the loop's wall time a step (decisions and batches; "
+        "the split travels in the step's all-reduce). Ratios to one process (goal: step at most 1.5x, pinned or not).\n\n"
         + md_table(
             ["variant", "step (ms)", "step ratio", "loop (ms/step)", "loop ratio", "runs"], rows
         )  # fmt: skip
