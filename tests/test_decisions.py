@@ -1,5 +1,7 @@
 """One decision a step in a multi-process run: process 0's split is every process's."""
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -48,6 +50,25 @@ def test_a_step_whose_processes_disagree_runs_again_on_process_0s_split():
     loop.flush(type("Log", (), {"say": staticmethod(said.append)})())
     assert said == ["step 3: devices [1] computed a split other than process 0's "
                     "[40, 8, 8, 8]: the step is run again on process 0's split"]  # fmt: skip
+
+
+def test_the_warm_up_barrier_waits_for_every_process_only_in_a_multi_process_run(monkeypatch):
+    """`distributed.barrier` (called by the loop after warm-up, before its clock starts) is one
+    sync of every process's devices in a multi-process run and nothing in a single one."""
+    import jax
+    from jax.experimental import multihost_utils
+
+    from omnilearn_jax.run import distributed, loop
+
+    synced = []
+    monkeypatch.setattr(multihost_utils, "sync_global_devices", synced.append)
+    distributed.barrier("one process")
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    distributed.barrier("two processes")
+    assert synced == ["two processes"]
+    source = inspect.getsource(loop.Runner.run)
+    warm, barrier = source.index("t.warm_decisions("), source.index("distributed.barrier(")
+    assert warm < barrier < source.index("start = time.perf_counter()")
 
 
 def test_pack_refuses_rows_above_the_top_bucket():

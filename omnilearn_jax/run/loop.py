@@ -23,6 +23,7 @@ import controllers
 from omnilearn_jax.cluster import time_to_target
 from omnilearn_jax.config.schema import base_config
 from omnilearn_jax.engine.step import SplitDisagreement
+from omnilearn_jax.run import distributed
 from omnilearn_jax.run.checkpoint import Checkpointer
 from omnilearn_jax.run.interrupt import deferred, stop_message
 from omnilearn_jax.run.runlog import RunLog
@@ -233,6 +234,7 @@ class Runner:
             log.say(f"compiling the {cfg.model.name} train and eval steps ({cfg.backend})...")
             self.warm_up(sizes)
             t.warm_decisions(cstate, sizes)
+            distributed.barrier("omnilearn: warm-up done")  # every clock starts together
             log.say(
                 f"training {cfg.model.name} ({t.param_count:,} params) on {cfg.dataset.name}: "
                 f"{w} workers on {t.layout.num_devices} {jax.devices()[0].platform} devices "
