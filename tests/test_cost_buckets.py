@@ -38,9 +38,13 @@ def test_two_workers_on_a_device_are_charged_the_bucket_of_their_total_rows():
     # 3 holds none and takes 0 s.
     expect = [0.01 + 0.3 * 10 / 17, 0.01 + 0.3 * 7 / 17 / 2, 0.01 + 0.3 / 4, 0.0]
     np.testing.assert_allclose(times, expect)
-    # Each worker alone would be charged its own bucket: 16 rows (0.2) and 8 rows (0.1).
-    alone = cost.time_table(np.array([1.0, 2.0, 4.0, 1.0]), 64)
-    np.testing.assert_allclose([alone[0, 10], alone[1, 7]], [0.21, 0.06])
+    # The oracle's table takes a worker's neighbour on its device to hold as many rows: 10
+    # rows are half the 24-row block of 20 (0.15 s), 7 rows half the 16-row block of 14 at
+    # speed 2 (0.05 s). Alone, a worker would be charged its own bucket: 0.2 and 0.1.
+    table = cost.time_table(np.array([1.0, 2.0, 4.0, 1.0]), 64)
+    np.testing.assert_allclose([table[0, 10], table[1, 7]], [0.01 + 0.15, 0.01 + 0.05])
+    even = cost.worker_times(0, np.array([10, 10, 7, 7]), np.array([1.0, 2.0, 4.0, 1.0]))
+    np.testing.assert_allclose(even, [table[0, 10], table[1, 10], table[2, 7], table[3, 7]])
 
 
 def test_the_oracles_table_charges_buckets_and_the_formula_ignores_them():

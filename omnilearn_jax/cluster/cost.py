@@ -197,11 +197,17 @@ class CostModel:
         return t
 
     def time_table(self, speeds: np.ndarray, global_batch: int) -> np.ndarray:
-        """Noise-free time [W, B + 1] of worker k with b = 0..B samples (for oracles); with a
-        layout each worker is taken alone on its device (exact at one worker a device)."""
+        """Noise-free time [W, B + 1] of worker k with b = 0..B samples (for oracles). With a
+        layout of m workers a device, worker k at b rows is charged as if each of the other
+        m - 1 workers on its device held b rows too: its share 1/m of the block of m b rows
+        (exact at one worker a device, and for a split that gives a device's workers equal
+        rows). A worker's time depends on its neighbours' rows, which a table by worker
+        cannot hold; taken alone instead, a worker would be charged a whole block's fixed
+        cost for a few rows, and the oracle would keep rows on slow workers."""
         speeds = np.asarray(speeds, dtype=np.float64)
-        b = np.arange(global_batch + 1, dtype=np.float64)
-        return self._model(b[None, :], speeds[:, None])
+        b = np.arange(global_batch + 1, dtype=np.float64)[None, :]
+        m = self.layout.workers_per_device if self.layout is not None else 1
+        return self._model(b, speeds[:, None], m * b if m > 1 else None)
 
     def allreduce_time(
         self,
