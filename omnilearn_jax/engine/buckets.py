@@ -37,6 +37,10 @@ class Layout(NamedTuple):
     buckets: tuple[int, ...]  # ascending block sizes a device may compute
     chunk: int  # rows computed at once inside a block (>= the largest bucket: no limit)
 
+    @property
+    def num_workers(self) -> int:
+        return self.num_devices * self.workers_per_device
+
 
 def bucket_sizes(capacity: int, ratio: float = 1.25, memory_rows: int = 0) -> tuple[int, ...]:
     """Block sizes from ALIGN rows up to `capacity` rounded up to ALIGN, each the previous
@@ -115,7 +119,7 @@ def uniform_bucket(global_batch: int, layout: Layout) -> int:
 def check_sizes(sizes, global_batch: int, layout: Layout) -> np.ndarray:
     """Validates a split on the host, before it reaches the device; returns it as int32."""
     sizes = np.asarray(sizes)
-    num_workers = layout.num_devices * layout.workers_per_device
+    num_workers = layout.num_workers
     if sizes.shape != (num_workers,):
         raise ValueError(f"expected {num_workers} batch sizes, got shape {sizes.shape}")
     if not np.issubdtype(sizes.dtype, np.integer):

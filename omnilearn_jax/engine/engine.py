@@ -110,7 +110,7 @@ class Engine:
             self.layout.buckets,
             shared,
             example_y=self.y[:1],
-            workers=self.layout.num_devices * self.layout.workers_per_device,
+            workers=self.layout.num_workers,
         )
 
     # -- the evaluation ------------------------------------------------------------------
@@ -152,7 +152,7 @@ class Engine:
         rows = np.asarray(rows)
         key = (k, len(rows))
         if key not in self._worker_blocks:
-            sizes = np.zeros(self.layout.num_devices * self.layout.workers_per_device, np.int64)
+            sizes = np.zeros(self.layout.num_workers, np.int64)
             sizes[k] = len(rows)
             (block,) = buckets.pack(sizes, self.layout, [k])
             mask = jax.device_put(block.mask[None], self.worker_device(k))
