@@ -19,6 +19,7 @@ import os
 import tempfile
 import time
 
+import jax
 import numpy as np
 
 
@@ -82,6 +83,7 @@ def main(argv=None) -> None:
     p.add_argument("--inject", type=float, default=0.003)
     p.add_argument("--steps", type=int, default=60)
     args = p.parse_args(argv)
+    jax.config.update("jax_num_cpu_devices", 8)  # the job's 4 devices; before any JAX op
     for controller in ("static", "proportional"):
         r = probe(args.level, args.inject, args.steps, controller)
         print(" ".join(f"{k}={v}" for k, v in r.items()), flush=True)

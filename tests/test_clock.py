@@ -56,6 +56,49 @@ def test_wall_clock_measures_an_injected_slow_worker(tmp_path):
     assert final[2] < final[[0, 1, 3]].min()  # the slow worker was given fewer rows
 
 
+def test_a_bsp_step_waits_out_injected_slowness_on_the_host(tmp_path, monkeypatch):
+    """With hetero.inject on the wall clock a BSP step's local programs have no host callback
+    (XLA:CPU runs such a program in its launching thread, so launches queue behind each
+    other's sleeps): each device's wait is waited out on the host, the devices are launched
+    in the order of their waits, none before its wait is over, and each device's time counts
+    its wait."""
+    from omnilearn_jax.engine import step
+
+    config = smoke_config()
+    config.num_workers = config.num_devices = 4
+    config.global_batch_size = 64
+    config.clock = "wall"
+    config.hetero.name = "cores"
+    config.hetero.cores = (1.0, 1.0, 0.5, 1.0)
+    config.hetero.inject = 0.004
+    trainer = Trainer(config, str(tmp_path))
+    trainer.compile_variants()
+    speeds = np.array(config.hetero.cores)
+    trainer.warm_up(0, np.full(4, 16), speeds)
+    steps = trainer.engine.steps
+    assert steps.host_wait and not steps.inject
+    for program in steps.variants.values():
+        assert "callback" not in program.compiled.as_text()
+    sizes = np.array([8, 24, 16, 16])
+    batch = trainer.batch(1, sizes, trainer.timer.batch_extras(sizes, speeds))
+    np.testing.assert_allclose(batch.waits, 0.004 * sizes / speeds)  # 32, 96, 128, 64 ms
+    calls, call = [], step.Program.__call__
+    start = []
+
+    def record(self, *args):
+        calls.append((args[1].devices().pop(), step.time.perf_counter() - start[0]))
+        return call(self, *args)
+
+    monkeypatch.setattr(step.Program, "__call__", record)
+    start.append(step.time.perf_counter())
+    _, times = steps.run_local(trainer.state.params, batch, timed=True)
+    devices = [trainer.engine.placement.devices[b.position] for b in batch]
+    assert [devices.index(d) for d, _ in calls] == [0, 3, 1, 2]
+    for d, at in calls:
+        assert at >= batch.waits[devices.index(d)]
+    assert (times >= batch.waits).all()
+
+
 def test_calibration_is_the_median_step_time_per_sample(monkeypatch):
     """calibrate_per_sample_cost times the real step: with a clock that advances 0.64 s
     between a step's start and end, the cost of 64 rows is exactly 0.01 s a sample."""

@@ -26,8 +26,9 @@ class Engine:
 
     `x`, `y`: the training set the blocks gather from; `inputs(step_index, x)`: what a step's
     rows become before they are placed (planted faults); `inject`: every local program takes
-    an injected delay (hetero.inject); `global_batch`: B; `eval_rows`: the evaluation's rows
-    a device.
+    an injected delay (hetero.inject), or with `host_wait` a BSP step waits each device's
+    delay out on the host before its launch (`Steps.run_local`); `global_batch`: B;
+    `eval_rows`: the evaluation's rows a device.
     """
 
     def __init__(
@@ -44,13 +45,17 @@ class Engine:
         inject: bool,
         global_batch: int,
         eval_rows: int,
+        host_wait: bool = False,
     ):
         self.placement = Placement(backend, devices)
         self.layout = layout
         self.devices = devices
         self.x, self.y, self._inputs = x, y, inputs
-        self.steps = self.placement.steps(apply, tx, chunk=layout.chunk, inject=inject)
-        self.inject = inject
+        host_wait = inject and host_wait
+        self.steps = self.placement.steps(
+            apply, tx, chunk=layout.chunk, inject=inject and not host_wait, host_wait=host_wait
+        )
+        self.inject = inject and not host_wait
         self.global_batch = global_batch
         self.eval_layout = buckets.Layout(len(devices), 1, eval_rows, (), 0)
         self._packed = Last()  # the last split's blocks and placed masks
@@ -97,7 +102,11 @@ class Engine:
             x, y = buckets.gather(self.x, self.y, at)
             xs.append(self._inputs(step_index, x))
             ys.append(y)
-        return placement.blocks(blocks, xs, ys, masks, delays, shared)
+        if not self.steps.host_wait:
+            return placement.blocks(blocks, xs, ys, masks, delays, shared)
+        out = placement.blocks(blocks, xs, ys, masks, None, shared)
+        out.waits = None if delays is None else np.asarray(delays, np.float64)
+        return out
 
     def compile(self, state) -> int:
         """Compiles every (device, bucket) local program not compiled yet, the reduction and

@@ -56,10 +56,13 @@ class Placement:
             raise ValueError("this process's devices must be contiguous on the data axis")
         self.multi_process = jax.process_count() > 1
 
-    def steps(self, apply, tx, *, chunk: int, inject: bool = False) -> step.Steps:
-        """The backend's steps; blocks over `chunk` rows are computed in chunks, and
-        `inject` adds an injected delay input to every local program (hetero.inject)."""
-        return step.Steps(apply, tx, self, chunk, inject)
+    def steps(
+        self, apply, tx, *, chunk: int, inject: bool = False, host_wait: bool = False
+    ) -> step.Steps:
+        """The backend's steps; blocks over `chunk` rows are computed in chunks, `inject`
+        adds an injected delay input to every local program (hetero.inject) and `host_wait`
+        waits it out on the host instead (`Steps.run_local`)."""
+        return step.Steps(apply, tx, self, chunk, inject, host_wait)
 
     def blocks(self, blocks, xs: list, ys: list, masks: list, delays=None, shared: int = 0):
         """Places each device's block on its own device (nothing for an empty device), with

@@ -186,9 +186,12 @@ class Program:
 
 class Blocks(tuple):
     """The `DeviceBlock`s of one step (this process's devices). `shared` is the bucket that
-    every device of the mesh computes when they all compute the same one, else 0."""
+    every device of the mesh computes when they all compute the same one, else 0; `waits`
+    each device's injected seconds [D] on the host when the steps wait them out on the host
+    (`Steps(host_wait=True)`), else None."""
 
     shared: int = 0
+    waits: np.ndarray | None = None
 
 
 class SplitDisagreement(RuntimeError):
@@ -215,11 +218,17 @@ class Steps:
     and `eval(params, batch)` (sums over a uniform [D, rows] batch).
     """
 
-    def __init__(self, apply: ApplyFn, tx, placement, chunk: int, inject: bool = False):
+    def __init__(
+        self, apply: ApplyFn, tx, placement, chunk: int, inject: bool = False,
+        host_wait: bool = False,
+    ):  # fmt: skip
         self.placement = placement
         self._positions = [int(p) for p in placement.local_positions]
         self.devices = [placement.devices[p] for p in self._positions]
-        self.inject = inject
+        self.inject = inject  # the local programs take a delay they sleep in a host callback
+        # Injected slowness waited out on the host before each device's launch (`run_local`),
+        # with programs free of callbacks: those XLA:CPU runs in the launching thread.
+        self.host_wait = host_wait
         self.share = True  # compile a bucket once, load it on each device (sharing.py)
         self.variants: dict[tuple[int, int], Program] = {}  # (position, rows) -> program
         self.first_runs_in_steps = 0  # programs whose first execution was inside a step
@@ -358,6 +367,8 @@ class Steps:
         runs a single-device program in the calling thread (XLA:CPU does) would otherwise run
         the devices one after the other, and every device's time would include the others'.
         """
+        if self.host_wait and blocks.waits is not None:
+            return self._run_waiting(params, blocks, timed)
         if self._is_shared(blocks):
             start = time.perf_counter()
             stacked = self._launch_mesh(params, blocks)
@@ -384,6 +395,43 @@ class Steps:
         done = [futures[i].result() for i in range(len(blocks))]
         stacked = self.stack(blocks, [r for r, _ in done])
         return stacked, np.array([t for _, t in done]) if timed else None
+
+    def _run_waiting(self, params, blocks: Blocks, timed: bool, poll: float = _POLL_SECONDS):
+        """`run_local` with each device's injected seconds (`blocks.waits`) waited out on the
+        host: from one thread, each device's program is launched once its wait has passed,
+        and each device's time runs from the step's start, its wait included, until its sums
+        are ready (polled every `poll` seconds, also while later devices still wait). A
+        program without host callbacks is dispatched asynchronously (also by XLA:CPU), so
+        every device computes as soon as its wait is over and no launch waits behind another
+        device's compute: a program that sleeps in a callback is run by XLA:CPU in its
+        launching thread, and launches from threads of their own started up to 2.5 ms late
+        on 2 cores (docs/trainer.md)."""
+        mine = shards_of(params, [self.placement.devices[b.position] for b in blocks])
+        waits = np.array([float(blocks.waits[b.position]) for b in blocks])
+        todo = sorted((i for i, b in enumerate(blocks) if b.rows), key=lambda i: waits[i])
+        results: list = [None] * len(blocks)
+        ready = np.zeros(len(blocks))
+        running: list[int] = []
+        start = time.perf_counter()
+        while todo or running:
+            now = time.perf_counter() - start
+            while todo and waits[todo[0]] <= now:
+                i = todo.pop(0)
+                block = blocks[i]
+                program = self.variants[(block.position, block.rows)]
+                if program.runs == 0:  # never after warm-up (compile_local runs each once)
+                    self.first_runs_in_steps += 1
+                results[i] = program(mine[i], block.x, block.y, block.mask)
+                running.append(i)
+            if not timed:
+                running = []
+            for i in [i for i in running if results[i].is_ready()]:
+                ready[i] = time.perf_counter() - start
+                running.remove(i)
+            if todo or running:
+                gap = waits[todo[0]] - (time.perf_counter() - start) if todo else poll
+                time.sleep(max(min(gap, poll) if running else gap, 0.0))
+        return self.stack(blocks, results), ready if timed else None
 
     def _is_shared(self, blocks) -> bool:
         return bool(self._shared_rows) and getattr(blocks, "shared", 0) == self._shared_rows

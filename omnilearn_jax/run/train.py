@@ -100,6 +100,7 @@ class Trainer:
             inject=config.clock == "wall" and float(config.hetero.get("inject", 0.0)) > 0,
             global_batch=b,
             eval_rows=-(-config.train.eval_batch_size // len(devices)),
+            host_wait=config.mode != "asp",  # async workers sleep inside their programs
         )
         self.layout = layout
         self.state = self.engine.replicate(
