@@ -400,7 +400,8 @@ class Steps:
         """`run_local` with each device's injected seconds (`blocks.waits`) waited out on the
         host: from one thread, each device's program is launched once its wait has passed,
         and each device's time runs from the step's start, its wait included, until its sums
-        are ready (polled every `poll` seconds, also while later devices still wait). A
+        are ready (polled every `poll` seconds while later devices still wait or several
+        compute; the last one is waited for directly). A
         program without host callbacks is dispatched asynchronously (also by XLA:CPU), so
         every device computes as soon as its wait is over and no launch waits behind another
         device's compute: a program that sleeps in a callback is run by XLA:CPU in its
@@ -425,6 +426,8 @@ class Steps:
                 running.append(i)
             if not timed:
                 running = []
+            if not todo and len(running) == 1:  # the last device: no polling interval
+                results[running[0]].block_until_ready()
             for i in [i for i in running if results[i].is_ready()]:
                 ready[i] = time.perf_counter() - start
                 running.remove(i)
