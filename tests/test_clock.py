@@ -99,6 +99,29 @@ def test_a_bsp_step_waits_out_injected_slowness_on_the_host(tmp_path, monkeypatc
     assert (times >= batch.waits).all()
 
 
+def test_the_heap_left_by_warm_up_is_frozen_for_the_steps(tmp_path, monkeypatch):
+    """Python's full collections scan every object compiling left (66-180 ms each in a fresh
+    process): the loop freezes them after warm-up, so none of those pauses is timed inside a
+    step, and unfreezes them when the run ends."""
+    import gc
+
+    from omnilearn_jax.run import loop
+
+    frozen, advance = [], loop.Loop.advance
+
+    def counted(self, *args):
+        frozen.append(gc.get_freeze_count())
+        return advance(self, *args)
+
+    monkeypatch.setattr(loop.Loop, "advance", counted)
+    config = smoke_config()
+    config.train.num_steps = 3
+    config.train.eval_every = 3
+    train_and_evaluate(config, str(tmp_path))
+    assert len(frozen) == 3 and min(frozen) > 10_000  # warm-up's objects, frozen
+    assert gc.get_freeze_count() == 0
+
+
 def test_calibration_is_the_median_step_time_per_sample(monkeypatch):
     """calibrate_per_sample_cost times the real step: with a clock that advances 0.64 s
     between a step's start and end, the cost of 64 rows is exactly 0.01 s a sample."""
