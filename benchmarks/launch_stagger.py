@@ -6,9 +6,9 @@ Runs the HL job of benchmarks/hetero_wall.py on the wall clock under `static` an
 `proportional`, timestamps every per-device `Program` call inside `Steps.run_local`, and prints
 per controller (median over the last 40 steps): the sorted launch offsets from the start of
 the step, how long each call took, the step's `run_local`, the median step and slowest
-device from the run store, and each device's compute (its time less its injected wait). The
-uniform split is one launch over the mesh, so `static` shows no per-device launches.
-docs/trainer.md quotes it.
+device from the run store, and each device's compute (its time less its injected wait).
+Since injected waits are waited out on the host, every split (the uniform one too) is launched
+device by device, each once its wait is over. docs/trainer.md quotes it.
 """
 
 from __future__ import annotations

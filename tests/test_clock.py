@@ -11,6 +11,19 @@ from omnilearn_jax.run.train import Trainer
 from tests.test_train import smoke_config
 
 
+def wall_config(cores, inject):
+    """4 workers on 4 devices, B = 64, on the wall clock with `inject` seconds a sample
+    waited at speed 1 on cluster `cores`."""
+    config = smoke_config()
+    config.num_workers = config.num_devices = 4
+    config.global_batch_size = 64
+    config.clock = "wall"
+    config.hetero.name = "cores"
+    config.hetero.cores = cores
+    config.hetero.inject = inject
+    return config
+
+
 def test_virtual_clock_runs_are_byte_identical(tmp_path):
     config = smoke_config()
     config.train.num_steps = 8
@@ -30,13 +43,8 @@ def test_virtual_clock_runs_are_byte_identical(tmp_path):
 
 
 def test_wall_clock_measures_an_injected_slow_worker(tmp_path):
-    config = smoke_config()
-    config.num_workers = config.num_devices = 4
-    config.global_batch_size = 64
-    config.clock = "wall"
-    config.hetero.name = "cores"
-    config.hetero.cores = (1.0, 1.0, 0.5, 1.0)  # worker 2 is 2x slower
-    config.hetero.inject = 0.004  # seconds per sample at speed 1: sleep dominates compute
+    # Worker 2 is 2x slower; 0.004 s a sample at speed 1: the sleep dominates compute.
+    config = wall_config((1.0, 1.0, 0.5, 1.0), 0.004)
     config.controller.name = "proportional"
     config.controller.deadband = 0.1
     config.train.num_steps = 12
@@ -64,13 +72,7 @@ def test_a_bsp_step_waits_out_injected_slowness_on_the_host(tmp_path, monkeypatc
     its wait."""
     from omnilearn_jax.engine import step
 
-    config = smoke_config()
-    config.num_workers = config.num_devices = 4
-    config.global_batch_size = 64
-    config.clock = "wall"
-    config.hetero.name = "cores"
-    config.hetero.cores = (1.0, 1.0, 0.5, 1.0)
-    config.hetero.inject = 0.004
+    config = wall_config((1.0, 1.0, 0.5, 1.0), 0.004)
     trainer = Trainer(config, str(tmp_path))
     trainer.compile_variants()
     speeds = np.array(config.hetero.cores)
@@ -165,13 +167,7 @@ def test_no_first_execution_is_timed_in_a_wall_clock_step(tmp_path):
     """Warm-up runs every (device, bucket) program once, so however the split moves, no
     step executes a program for the first time (a first run costs several times a later one
     and the controllers would read it as a slow worker)."""
-    config = smoke_config()
-    config.num_workers = config.num_devices = 4
-    config.global_batch_size = 64
-    config.clock = "wall"
-    config.hetero.name = "cores"
-    config.hetero.cores = (1.0, 1.0, 0.25, 1.0)
-    config.hetero.inject = 0.002
+    config = wall_config((1.0, 1.0, 0.25, 1.0), 0.002)
     config.controller.name = "proportional"
     config.controller.deadband = 0.05
     config.train.num_steps = 8

@@ -381,9 +381,7 @@ class Steps:
                 return None, 0.0
             args = (p, block.x, block.y, block.mask)
             args += (block.delay,) if self.inject else ()
-            program = self.variants[(block.position, block.rows)]
-            if program.runs == 0:  # never after warm-up (compile_local runs each once)
-                self.first_runs_in_steps += 1
+            program = self._program(block)
             start = time.perf_counter()
             sums = program(*args)
             if timed:
@@ -419,10 +417,7 @@ class Steps:
             while todo and waits[todo[0]] <= now:
                 i = todo.pop(0)
                 block = blocks[i]
-                program = self.variants[(block.position, block.rows)]
-                if program.runs == 0:  # never after warm-up (compile_local runs each once)
-                    self.first_runs_in_steps += 1
-                results[i] = program(mine[i], block.x, block.y, block.mask)
+                results[i] = self._program(block)(mine[i], block.x, block.y, block.mask)
                 running.append(i)
             if not timed:
                 running = []
@@ -435,6 +430,14 @@ class Steps:
                 gap = waits[todo[0]] - (time.perf_counter() - start) if todo else poll
                 time.sleep(max(min(gap, poll) if running else gap, 0.0))
         return self.stack(blocks, results), ready if timed else None
+
+    def _program(self, block: DeviceBlock) -> Program:
+        """The block's (device, bucket) program, counting a first execution inside a step
+        (never after warm-up: compile_local runs each once)."""
+        program = self.variants[(block.position, block.rows)]
+        if program.runs == 0:
+            self.first_runs_in_steps += 1
+        return program
 
     def _is_shared(self, blocks) -> bool:
         return bool(self._shared_rows) and getattr(blocks, "shared", 0) == self._shared_rows
