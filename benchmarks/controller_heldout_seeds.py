@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import subprocess
 import time
 from typing import Any
 
@@ -25,6 +24,7 @@ import jax
 
 from benchmarks import controller_heldout as heldout
 from benchmarks import controller_plants as plants
+from experiments.paper import stamp
 
 POLICIES = ("predictive", "proportional", "pi")
 TUNING_SEED = 0
@@ -32,15 +32,11 @@ OUT = heldout.RESULTS / "controller_heldout_seeds.json"
 
 
 def commit() -> str:
-    """The checkout's short commit, with '+dirty' when tracked files have changes."""
-    root = pathlib.Path(__file__).resolve().parents[1]
-
-    def git(*args: str) -> str:
-        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
-        return out.stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    """The checkout's short commit, with '+dirty' when tracked files have changes; under
+    `make report` the commit pinned at its start (experiments/paper/stamp.py: the files its
+    earlier parts write would make the tree dirty)."""
+    head, dirty = stamp.commit()
+    return (head or "unknown") + ("+dirty" if dirty else "")
 
 
 def held_out(seeds: list[int], count: int, best: dict[str, tuple[dict, dict]]) -> dict:

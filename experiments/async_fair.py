@@ -17,7 +17,8 @@ the proportional controller. Settings: `weighting=share` with momentum 0 and 0.9
    order and sizes, no staleness; experiments/async_fresh.py).
 
 Each run appends one JSON line (its eval curve, update count, staleness in versions and in
-rows applied between pull and push) to `--out`; a rerun skips the runs already there.
+rows applied between pull and push, the commit it ran at) to `--out`; a rerun skips the runs
+already there. `make report` runs it (experiments/paper/reproduce.py, part `async_fair`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def config(arm: str, setting: str, lr: float, seed: int, budget: float, eval_eve
 def run(key: dict, budget: float, eval_every: int, root: str) -> dict:
     """One run; returns its record (key, eval curve, staleness)."""
     from experiments.async_fresh import fresh_gradients
+    from experiments.paper import stamp
     from omnilearn_jax.analysis.staleness import rows_between, weighted_mean
     from omnilearn_jax.run.job import train_and_evaluate
     from omnilearn_jax.run.runstore import read_metrics
@@ -99,6 +101,7 @@ def run(key: dict, budget: float, eval_every: int, root: str) -> dict:
         ],
         "updates_per_worker": np.bincount(workers, minlength=4).tolist(),
         "seconds": time.time() - start,
+        "stamp": stamp.stamp(),  # the commit this run ran at (experiments/paper/stamp.py)
     }
 
 

@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 from experiments.async_fair import ARMS, SETTINGS, TUNE_SEEDS
-from experiments.paper.stamp import commit
+from experiments.paper import stamp
 
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306}
 EARLY = 2.0  # virtual seconds: accuracy there shows the speed of training, not its end
@@ -101,20 +101,44 @@ def verdict(lo: float, hi: float) -> str:
     return "significant (excludes 0)" if lo > 0 or hi < 0 else "not significant (includes 0)"
 
 
+def uniform_updates(records: list[dict], seeds: list[int]) -> str:
+    """The mean update count of the uniform (static) evaluation runs, rounded to tens."""
+    n = [
+        r["updates"]
+        for r in records
+        if r["arm"] == "static" and not r["fresh"] and r["seed"] in seeds
+    ]
+    return f"{round(float(np.mean(n)), -1):.0f}" if n else "-"
+
+
+def provenance(records: list[dict]) -> tuple[str, str]:
+    """(the commits the runs ran at, '(dirty)' after one whose tree had changes; their dates),
+    from each record's stamp; ('', '') when no record has one (runs before stamps)."""
+    stamps = [r["stamp"] for r in records if r.get("stamp")]
+    if not stamps:
+        return "", ""
+    commits = dict.fromkeys(s["commit"] + (" (dirty)" if s["dirty"] else "") for s in stamps)
+    days = sorted(s["generated"] for s in stamps)
+    return ", ".join(commits), days[0] + (f" to {days[-1]}" if days[-1] != days[0] else "")
+
+
 def build(data: dict) -> tuple[str, dict]:
     records, meta = data["records"], data["meta"]
     seeds = list(range(meta["seeds"]))
     out = [
         "## Async accuracy at equal time, fairly: tuned arms, convergence, paired seeds",
         "",
-        f"`{meta['command']}`, then `python -m experiments.async_fair_doc` (commit "
-        f"`{meta['commit']}`, {meta['date']}; every run is in docs/results/async_fair.json). "
+        f"`{meta['command']}`, then `python -m experiments.async_fair_doc` (runs at commit "
+        f"`{meta['commit']}`, {meta['date']}"
+        + (f"; document generated at {stamp.line(meta['stamp'])}" if "stamp" in meta else "")
+        + "; every run is in docs/results/async_fair.json). "
         "*Modelled*: virtual clock, cost (0.05 + 0.01 b)/cores, so the numbers do not depend on "
         "the machine. configs/paper_asp.py at async HL8 (cores 4/4/4/28), MLP on digits "
         "(`runlocal`; in a one-seed probe the CNN took about twice the CPU time a run and was "
         f"at 0.63 accuracy after 8 s at lr 0.05, momentum 0.9), W = 4, B = {B}, no bounds; every "
-        f"run stops at {meta['budget']:g} virtual seconds (about 19 epochs; uniform batches "
-        f"apply about 850 updates). Each arm (uniform `static`, `proportional`) and setting "
+        f"run stops at {meta['budget']:g} virtual seconds (uniform batches apply about "
+        f"{uniform_updates(records, seeds)} updates of {B} rows, a mean over the evaluation "
+        "seeds). Each arm (uniform `static`, `proportional`) and setting "
         f"takes the learning rate of its grid with the best mean accuracy at the budget over "
         f"tuning seeds {', '.join(map(str, TUNE_SEEDS))}; it is then run on seeds "
         f"0..{len(seeds) - 1}, the same for both arms (paired). Intervals: 95% Student t over "
@@ -370,11 +394,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs:
         with open(args.runs) as f:
             records = [json.loads(line) for line in f if line.strip()]
-        head, dirty = commit()
+        head, dirty = stamp.commit()
+        commits, dates = provenance(records)
         meta = {
             "command": args.command,
-            "commit": head + (" (dirty)" if dirty else ""),
-            "date": datetime.date.today().isoformat(),
+            "commit": commits or head + (" (dirty)" if dirty else ""),
+            "date": dates or datetime.date.today().isoformat(),
+            "stamp": stamp.stamp(),  # this document's: its commit, clean or dirty
             "seeds": args.seeds,
             "budget": args.budget,
         }

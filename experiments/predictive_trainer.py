@@ -5,8 +5,9 @@
 Each DIR is the workdir of `python -m experiments.ablate --config=configs/ablation_curves.py
 [:limit=N,]seeds=S`. Every cell's config.json and summary.json are read; the file keeps, per
 run, the controller, the seed, the total virtual time, the time to the target accuracy and the
-final accuracy, with each DIR's base config (so the cost curve and its limit are named).
-experiments/predictive_study.py reads it.
+final accuracy, with each DIR's base config (so the cost curve and its limit are named) and
+its stamp.json (the commit its cells last ran at; `make report` writes it, part
+predictive_trainer). experiments/predictive_study.py reads it.
 """
 
 from __future__ import annotations
@@ -50,8 +51,14 @@ def collect(workdir: str) -> dict:
     cost = {k: config["cost"].get(k) for k in ("curve", "noise", "memory_limits")}
     if "/data/curves/" in (cost["curve"] or ""):  # the checkout's own curve, named in the repo
         cost["curve"] = "data/curves/" + os.path.basename(cost["curve"])
+    try:  # the commit the cells last ran at (experiments/paper/reproduce.py writes it)
+        with open(os.path.join(workdir, "stamp.json")) as f:
+            ran = json.load(f)
+    except (OSError, ValueError):
+        ran = None
     return {
         "workdir": os.path.basename(os.path.normpath(workdir)),
+        "stamp": ran,
         "cost": cost,
         "hetero": {k: config["hetero"].get(k) for k in ("name", "levels", "segment", "unit")},
         "controller": {k: config["controller"].get(k) for k in ("b_min", "b_max", "jump")},

@@ -6,8 +6,9 @@ that a number of RESULTS.md is the one recomputed from the run's summary.json. O
 ablations whose numbers are asserted run (`--only`): the BSP levels (the traced number, the
 figure), the asynchronous levels (another trainer, another table) and the dynamic cluster on a
 measured cost curve (a curve table; its formula twin not run); a section whose ablation has
-no runs is left out of RESULTS.md, which is checked too. The cells share the
-test session's compilation cache (conftest.py) instead of one of their own.
+no runs is left out of RESULTS.md, which is checked too. The studies run too, in their
+`--small` form: their documents rendered from the committed JSON and spliced in. The cells
+share the test session's compilation cache (conftest.py) instead of one of their own.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ RESULTS_SECTIONS = (
 # The ablations whose numbers are asserted below (bsp_levels: the BSP table and figure,
 # async_levels: the asynchronous table, dynamic_curve: a table on a measured cost curve).
 ASSERTED_ABLATIONS = ("bsp_levels", "async_levels", "dynamic_curve")
+# The studies with generators of their own: under --small none runs, and their documents are
+# rendered from the committed JSON (a few seconds).
+STUDIES = ("async_fair", "heldout", "predictive_trainer")
 CURVE_SECTION = "## Dynamic heterogeneity: HL 1, 2, 4, 8, 8, 4, 2, 1: the CNN's measured cost curve"
 NOT_RUN_SECTIONS = (
     "## Dynamic heterogeneity: HL 1, 2, 4, 8, 8, 4, 2, 1\n",
@@ -60,7 +64,7 @@ def small_report(tmp_path_factory) -> str:
             "experiments.paper.reproduce",
             "--small",
             f"--workdir={workdir}",
-            f"--only={','.join(ASSERTED_ABLATIONS)}",
+            f"--only={','.join(ASSERTED_ABLATIONS + STUDIES)}",
             f"--jax_cache={os.environ['JAX_COMPILATION_CACHE_DIR']}",
         ],
         cwd=REPO,
@@ -157,3 +161,15 @@ def test_benchmark_json_holds_what_the_document_shows(small_report):
     assert record["result"]["compiles_after_warmup"] == 0  # a new split never recompiles
     assert record["result"]["distinct_splits"] > 1
     assert record["machine"]["backend"] == "cpu"
+
+
+@pytest.mark.slow
+def test_the_studies_documents_are_rendered_and_spliced(small_report):
+    results = _read(os.path.join(small_report, "RESULTS.md"))
+    timings = json.loads(_read(os.path.join(small_report, "timings.json")))
+    assert {"async_fair", "predictive_trainer"} <= set(timings)  # heldout: nothing under --small
+    for name in ("async_fair.md", "predictive_seeds.md"):
+        text = _read(os.path.join(small_report, "results", name))
+        assert text.splitlines()[0] in results, name  # spliced under its heading
+    assert os.path.exists(os.path.join(small_report, "figures", "async_fair_curves.png"))
+    assert "- study `async_fair` (rerun by `make report`;" in results

@@ -7,13 +7,26 @@
    each into WORKDIR/<name>/; a rerun finishes only missing cells.
 2. Runs the benchmarks (`python -m benchmarks.report`) into BENCH_DIR/*.json and renders
    BENCHMARKS.md from them.
-3. Writes RESULTS.md (tables, discussion, sources), its figures and WORKDIR/results.json
+3. Runs the studies that have generators of their own (STUDIES; `--skip_study` leaves some
+   as they are): the tuned async study (experiments/async_fair.py, its runs appended to
+   WORKDIR/async_fair/async_fair.jsonl, so a rerun resumes), the controllers on held-out
+   plant families (benchmarks/controller_heldout_seeds.py) and the predictive trainer
+   confirmation (configs/ablation_curves.py with and without a memory limit, 5 seeds each,
+   into WORKDIR/abl_curves*; a rerun finishes only missing cells). Each writes its JSON and
+   its document under DOCS/results/, stamped with this command's commit.
+4. Writes RESULTS.md (tables, discussion, sources), its figures and WORKDIR/results.json
    from the run directories alone.
 
+Every part's wall time goes to WORKDIR/timings.json. The stamp (experiments/paper/stamp.py)
+is the tree's at the start, for every part: what one part writes into docs/ does not make the
+next one's tree dirty. The quota study (experiments/real_hetero.py, measured on the wall
+clock under root cgroups) is not rerun: RESULTS.md splices its committed document.
+
 `--small` shrinks every ablation (one seed, a few steps, an MLP for the CNN; ResNet-18
-skipped) and every benchmark (an MLP, the compilation cache kept), and writes everything,
-documents included, into a temporary directory (or --workdir): it checks the pipeline, not
-the numbers. All cells share a JAX persistent
+skipped) and every benchmark (an MLP, the compilation cache kept), runs none of the studies
+(each takes 15-40 min; no shrunk form says anything) but renders their documents from the
+committed JSON, and writes everything, documents included, into a temporary directory (or
+--workdir): it checks the pipeline, not the numbers. All cells share a JAX persistent
 compilation cache (WORKDIR/.jax_cache, or one in the temp folder for --small): the cells
 compile the same few programs, and compiling dominates a short CPU run. It changes no number.
 """
@@ -30,10 +43,16 @@ import time
 
 from experiments import ablate
 from experiments.paper import stamp
-from experiments.paper.fmt import REPO
-from experiments.paper.results_doc import ABLATIONS
+from experiments.paper.fmt import REPO, rel
+from experiments.paper.results_doc import ABLATIONS, STUDIES
 
 SKIP_SMALL = ("resnet", "resnet_curve")  # compiling ResNet-18 alone exceeds the CI budget
+# STUDIES: the studies make report runs after the ablations and the benchmarks, in this order
+# (the predictive document reads the held-out JSON and the trainer JSON: written last).
+ASYNC_FAIR = ("--budget", "8", "--seeds", "5")  # experiments/async_fair.py's study
+HELDOUT = ("--seeds", "1,2,3,4,5", "--plants", "96", "--tune-plants", "48")
+TRAINER = ("seeds=5", "limit=64,seeds=5")  # configs/ablation_curves.py overrides
+TRAINER_DIRS = ("abl_curves", "abl_curves_limit64")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -42,8 +61,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workdir", default="", help="run directories (default runs/paper)")
     p.add_argument("--docs", default="", help="where RESULTS.md/BENCHMARKS.md go (default docs)")
     p.add_argument("--parallel", type=int, default=2, help="cells at once (ablation runner)")
-    p.add_argument("--only", default="", help="comma-separated ablations (default: all)")
+    p.add_argument(
+        "--only",
+        default="",
+        help="comma-separated ablations and studies to run (default: all of both)",
+    )
     p.add_argument("--skip_bench", action="store_true", help="keep the benchmark JSON as is")
+    p.add_argument(
+        "--skip_study",
+        default="",
+        help=f"comma-separated studies to keep as committed ({', '.join(STUDIES)}; 'all')",
+    )
     p.add_argument("--jax_cache", default="", help="persistent compilation cache directory")
     p.add_argument(
         "--docs_only",
@@ -61,11 +89,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.workdir = args.workdir or os.path.join(REPO, "runs", "paper")
         args.docs = args.docs or os.path.join(REPO, "docs")
         args.jax_cache = args.jax_cache or os.path.join(args.workdir, ".jax_cache")
-    names = [n for n in args.only.split(",") if n] or list(ABLATIONS)
-    unknown = sorted(set(names) - set(ABLATIONS))
+    only = [n for n in args.only.split(",") if n]
+    unknown = sorted(set(only) - set(ABLATIONS) - set(STUDIES))
     if unknown:
-        p.error(f"unknown ablation(s) {unknown}; valid: {', '.join(ABLATIONS)}")
+        p.error(f"unknown part(s) {unknown}; valid: {', '.join([*ABLATIONS, *STUDIES])}")
+    names = [n for n in only if n in ABLATIONS] if only else list(ABLATIONS)
     args.names = [n for n in names if not (args.small and n in SKIP_SMALL)]
+    skip = [n for n in args.skip_study.split(",") if n]
+    skip = list(STUDIES) if skip == ["all"] else skip
+    if set(skip) - set(STUDIES):
+        p.error(f"unknown study(s) {sorted(set(skip) - set(STUDIES))}; valid: {list(STUDIES)}")
+    # --only names the parts to run: an --only without a study runs none.
+    args.studies = [n for n in STUDIES if n not in skip and (not only or n in only)]
     return args
 
 
@@ -114,11 +149,103 @@ def run_benchmarks(args: argparse.Namespace, bench_dir: str, doc: str) -> int:
     return subprocess.call(cmd + (["--small"] if args.small else []), cwd=REPO, env=env)
 
 
+def module(name: str, *argv: str) -> list[str]:
+    return [sys.executable, "-m", name, *argv]
+
+
+def study_commands(name: str, args: argparse.Namespace) -> list[list[str]]:
+    """The commands of one study, in order: its runs (none under --small: the committed JSON
+    stands in), then the document from its JSON."""
+    results = os.path.join(args.docs, "results")
+    committed = os.path.join(REPO, "docs", "results")
+    data = committed if args.small else results  # --small reads the committed JSON
+    out = os.path.join(args.workdir, name)
+    if name == "async_fair":
+        jsonl = os.path.join(out, "async_fair.jsonl")
+        run = module("experiments.async_fair", f"--out={jsonl}", *ASYNC_FAIR)
+        doc = module(
+            "experiments.async_fair_doc",
+            f"--data={os.path.join(data, 'async_fair.json')}",
+            f"--out={os.path.join(results, 'async_fair.md')}",
+            f"--figure={os.path.join(args.docs, 'figures', 'async_fair_curves.png')}",
+        )
+        if args.small:
+            return [doc]
+        said = " ".join(["python -m experiments.async_fair", f"--out={rel(jsonl)}", *ASYNC_FAIR])
+        run.append(f"--workdir={os.path.join(out, 'runs')}")
+        return [run, doc + [f"--runs={jsonl}", f"--command={said}"]]
+    predictive = module(
+        "experiments.predictive_study",
+        f"--heldout={os.path.join(data, 'controller_heldout_seeds.json')}",
+        f"--trainer={os.path.join(data, 'predictive_trainer.json')}",
+        f"--out={os.path.join(results, 'predictive_seeds.md')}",
+    )
+    if args.small:
+        return [predictive] if name == "predictive_trainer" else []
+    if name == "heldout":
+        heldout = os.path.join(results, "controller_heldout_seeds.json")
+        run = module("benchmarks.controller_heldout_seeds", *HELDOUT, f"--out={heldout}")
+        # the predictive document also reads the trainer's JSON: written once, by the later
+        return [run] if "predictive_trainer" in args.studies else [run, predictive]
+    dirs = [os.path.join(args.workdir, d) for d in TRAINER_DIRS]
+    runs = [
+        module(
+            "experiments.ablate",
+            f"--config=configs/ablation_curves.py:{over}",
+            f"--workdir={d}",
+            f"--parallel={args.parallel}",
+        )
+        for over, d in zip(TRAINER, dirs, strict=True)
+    ]
+    said = "; ".join("python -m " + " ".join(r[2:]) for r in runs)
+    collect = module(
+        "experiments.predictive_trainer",
+        f"--runs={','.join(dirs)}",
+        f"--out={os.path.join(results, 'predictive_trainer.json')}",
+        f"--note=Runs: `{said}` (`make report`, part predictive_trainer).",
+    )
+    return [*runs, collect, predictive]
+
+
+def run_studies(args: argparse.Namespace) -> tuple[dict[str, float], list[str]]:
+    """Each study's commands in turn (a study stops at its first failing command)."""
+    env = dict(os.environ)
+    # Each study sets its own CPU device count; a forced one inherited from a test would fight it.
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
+    env["XLA_FLAGS"] = " ".join(flags)
+    for sub in ("results", "figures"):
+        os.makedirs(os.path.join(args.docs, sub), exist_ok=True)
+    timings, failed = {}, []
+    for name in args.studies:
+        start = time.perf_counter()
+        commands = study_commands(name, args)
+        if args.small and not commands:
+            print(f"[reproduce] study {name}: not run under --small (no shrunk form)")
+            continue
+        code = 0
+        for cmd in commands:
+            print(f"[reproduce] study {name}: {' '.join(cmd[1:])}", flush=True)
+            os.makedirs(os.path.join(args.workdir, name), exist_ok=True)
+            code = subprocess.call(cmd, cwd=REPO, env=env)
+            if cmd[2] == "experiments.ablate":  # the commit its cells last ran at
+                workdir = next(a.split("=", 1)[1] for a in cmd if a.startswith("--workdir="))
+                with open(os.path.join(workdir, "stamp.json"), "w") as f:
+                    json.dump(stamp.stamp(), f)
+            if code:
+                break
+        timings[name] = time.perf_counter() - start
+        print(f"[reproduce] study {name}: exit {code}, {timings[name]:.0f} s", flush=True)
+        if code:
+            failed.append(name)
+    return timings, failed
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.chdir(REPO)  # the ablation configs are found by their repository paths
     os.makedirs(args.workdir, exist_ok=True)
     os.makedirs(args.docs, exist_ok=True)
+    stamp.pin()  # every part, and the documents, stamped with the tree as it is now
     if args.docs_only:
         return write_docs(args, read_timings(args.workdir))
     use_compilation_cache(args.jax_cache)
@@ -131,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         if run_benchmarks(args, bench_dir, bench_doc):
             failed.append("benchmarks")
         timings["benchmarks"] = time.perf_counter() - t0
+    study_timings, study_failed = run_studies(args)
+    timings.update(study_timings)
+    failed += study_failed
     # A partial rerun (--only) updates its parts; the total is the sum of the parts' latest
     # wall times, so it stays the cost of the whole command.
     timings = {**read_timings(args.workdir), **timings}

@@ -8,6 +8,7 @@ recompute it. The discussion is templated; its numbers come from the same tables
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 
@@ -40,6 +41,15 @@ ABLATIONS = (
     "async_levels_curve",
     "scaleout_curve",
 )
+
+# The studies with generators of their own that `make report` reruns (reproduce.py), and the
+# files under docs/results/ each writes; every other docs/results/*.md is spliced as committed.
+STUDIES = {
+    "async_fair": ("async_fair.json", "async_fair.md"),
+    "heldout": ("controller_heldout_seeds.json", "predictive_seeds.md"),
+    "predictive_trainer": ("predictive_trainer.json", "predictive_seeds.md"),
+}
+MEASURED = "real_hetero.md"  # the quota study: the wall clock under root cgroups, not rerun
 
 
 def _cost(workdir: str) -> dict:
@@ -127,7 +137,41 @@ def _ran_at(path: str) -> str:
         return ""
 
 
-def sources(doc: Doc, workdir: str, bench_dir: str, timings: dict, exported: str = "") -> None:
+def study_sources(docs: str, timings: dict) -> list[str]:
+    """Sources lines for docs/results/: the studies make report reruns (with their latest
+    wall time), then every other document spliced as committed (with its last commit)."""
+    results = os.path.join(docs, "results")
+    lines = []
+    for name, files in STUDIES.items():
+        wall = timings.get(name)
+        took = (
+            f"{wall:.0f} s wall in the latest `make report` that ran it"
+            if wall
+            else "not rerun in these runs: its document names the commit its runs ran at"
+        )
+        listed = ", ".join(f"`{rel(os.path.join(results, f))}`" for f in files)
+        lines.append(f"- study `{name}` (rerun by `make report`; {took}): {listed}")
+    rerun = {f for files in STUDIES.values() for f in files}
+    for path in sorted(glob.glob(os.path.join(results, "*.md"))):
+        if os.path.basename(path) in rerun:
+            continue
+        head, day = stamp.file_commit(path)
+        when = f"last committed at `{head}` on {day}" if head else "not committed"
+        how = (
+            "measured on the wall clock under CPU quotas (root cgroups), so "
+            if os.path.basename(path) == MEASURED
+            else ""
+        )
+        lines.append(
+            f"- `{rel(path)}`: {how}not rerun by `make report`; spliced as committed "
+            f"({when}; its section names the command that produced it)"
+        )
+    return lines
+
+
+def sources(
+    doc: Doc, workdir: str, bench_dir: str, timings: dict, exported: str = "", docs: str = ""
+) -> None:
     lines = ["## Sources", ""]
     lines.append(
         "Every number above is computed by `experiments/paper/results_doc.py` (its sections "
@@ -160,6 +204,8 @@ def sources(doc: Doc, workdir: str, bench_dir: str, timings: dict, exported: str
         wall = timings.get("benchmarks")
         took = f", {wall:.0f} s wall" if wall is not None else ""
         lines.append(f"- benchmarks: `{rel(bench_dir)}/*.json` (rendered in BENCHMARKS.md{took})")
+    if docs:
+        lines += study_sources(docs, timings)
     doc.add(*lines, "")
 
 
@@ -276,6 +322,7 @@ def build(
     exported: str = "",
     stamped: dict | None = None,
     fair: dict | None = None,
+    docs: str = "",
 ) -> tuple[str, list[dict]]:
     """(markdown, traced numbers) for the run directories under `workdir`."""
     runs = {name: G.load(os.path.join(workdir, name)) for name in ABLATIONS}
@@ -324,7 +371,7 @@ def build(
         body.add("## Figures", "")
         for title, path in figures:
             body.add(f"**{title}**", "", f"![{title}]({path})", "")
-    sources(body, workdir, bench_dir, timings, exported)
+    sources(body, workdir, bench_dir, timings, exported, docs)
     head = Doc()
     cost = _cost(workdir)
     total = timings.get("total")
@@ -340,16 +387,24 @@ def build(
         "seed, while accuracies come from real training. **How each speed-up was obtained:** "
         + _how_charged(runs, cost, studies)
         + " The study 'Measured on CPU-quota heterogeneity' is *measured* "
-        "(CPU quotas per worker process, the wall clock); none is *emulated* (injected "
+        "(CPU quotas per worker process, the wall clock); `make report` does not rerun it (it "
+        "needs root cgroups and a quiet machine): its section names its commands, and Sources "
+        "the commit that last changed it. None is *emulated* (injected "
         "waits, `hetero.inject`): those checks are in "
         "BENCHMARKS.md (wall-clock saving with injected heterogeneity)."
         + (
             f" The command took {total / 60:.1f} min of wall time ("
+            + "ablations"
             + (
-                "ablations and benchmarks"
+                ", benchmarks"
                 if "benchmarks" in timings
-                else "ablations only: the benchmarks were not rerun, and BENCHMARKS.md names "
-                "the commit that holds each of their files"
+                else " (the benchmarks were not rerun: BENCHMARKS.md names the commit that "
+                "holds each of their files)"
+            )
+            + (
+                ", and the studies " + _and([f"`{n}`" for n in STUDIES if n in timings])
+                if any(n in timings for n in STUDIES)
+                else ", no study rerun"
             )
             + "; each part's time is under Sources)."
             if total
@@ -405,6 +460,7 @@ def write(
         out_dir if any(exported) else "",
         stamped,
         fair,
+        docs,
     )
     with open(doc_path, "w") as f:
         f.write(text)

@@ -7,9 +7,12 @@ reader can tell a stale document from a current one (issue 28, point 1).
 from __future__ import annotations
 
 import datetime
+import os
 import subprocess
 
 from experiments.paper.fmt import REPO
+
+PIN = "OMNILEARN_STAMP_PIN"  # 'abc1234:clean' or 'abc1234:dirty', set by reproduce.py
 
 
 def _git(*args: str) -> str:
@@ -23,7 +26,13 @@ def _git(*args: str) -> str:
 
 
 def commit() -> tuple[str, bool]:
-    """(short HEAD commit, whether tracked files differ from it); ('', False) outside git."""
+    """(short HEAD commit, whether tracked files differ from it); ('', False) outside git.
+    Under `make report` the commit and state pinned at its start (PIN): what its parts write
+    into docs/ would otherwise make every later part's tree dirty."""
+    pinned = os.environ.get(PIN, "")
+    if pinned:
+        head, _, state = pinned.partition(":")
+        return head, state == "dirty"
     head = _git("rev-parse", "--short", "HEAD")
     dirty = bool(_git("status", "--porcelain", "--untracked-files=no")) if head else False
     return head, dirty
@@ -33,6 +42,12 @@ def file_commit(path: str) -> tuple[str, str]:
     """(short commit, its date YYYY-MM-DD) that last changed `path`; ('', '') if untracked."""
     out = _git("log", "-1", "--format=%h %cs", "--", path)
     return tuple(out.split()) if out else ("", "")  # type: ignore[return-value]
+
+
+def pin() -> None:
+    """Pins this process's and its children's stamps to the tree as it is now (see commit)."""
+    head, dirty = commit()
+    os.environ[PIN] = f"{head}:{'dirty' if dirty else 'clean'}"
 
 
 def changed_since(path: str) -> bool:

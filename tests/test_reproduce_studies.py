@@ -1,0 +1,142 @@
+"""`make report` runs the studies that have generators of their own, and each study's document
+carries the stamp of the runs that produced it (issue 28, point 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from benchmarks import controller_heldout_seeds
+from experiments import async_fair_doc
+from experiments.paper import reproduce, stamp
+from experiments.paper.results_doc import STUDIES
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(REPO, "docs", "results")
+
+
+def _read(name: str) -> str:
+    with open(os.path.join(RESULTS, name)) as f:
+        return f.read()
+
+
+def _outputs(commands: list[list[str]]) -> set[str]:
+    """The documents and JSON a study's commands write (--out, --data with --runs)."""
+    out = set()
+    for cmd in commands:
+        flags = dict(a[2:].split("=", 1) for a in cmd if a.startswith("--") and "=" in a)
+        if "out" in flags and not flags["out"].endswith(".jsonl"):  # the runs' log
+            out.add(os.path.basename(flags["out"]))
+        if "data" in flags and "runs" in flags:
+            out.add(os.path.basename(flags["data"]))
+    return out
+
+
+def test_report_runs_every_study_and_each_writes_its_files(tmp_path):
+    args = reproduce.parse_args([f"--workdir={tmp_path}", f"--docs={tmp_path / 'docs'}"])
+    assert args.studies == ["async_fair", "heldout", "predictive_trainer"] == list(STUDIES)
+    commands = {name: reproduce.study_commands(name, args) for name in args.studies}
+    modules = {name: [c[2] for c in cmds] for name, cmds in commands.items()}
+    assert modules == {
+        "async_fair": ["experiments.async_fair", "experiments.async_fair_doc"],
+        "heldout": ["benchmarks.controller_heldout_seeds"],
+        "predictive_trainer": [
+            "experiments.ablate",
+            "experiments.ablate",
+            "experiments.predictive_trainer",
+            "experiments.predictive_study",
+        ],
+    }
+    written = set().union(*(_outputs(c) for c in commands.values()))
+    assert written == {f for files in STUDIES.values() for f in files}
+    # The async runs resume from their JSON lines in the workdir, not in a temp folder.
+    run = commands["async_fair"][0]
+    assert f"--out={tmp_path / 'async_fair' / 'async_fair.jsonl'}" in run
+    # Every command writes into the documents folder asked for, none into the checkout's.
+    for cmds in commands.values():
+        for cmd in cmds:
+            for a in cmd:
+                if a.startswith(("--out=", "--figure=")) and not a.endswith(".jsonl"):
+                    assert a.split("=", 1)[1].startswith(str(tmp_path / "docs")), a
+
+
+def test_skip_and_only_choose_the_studies(tmp_path):
+    w = f"--workdir={tmp_path}"
+    assert reproduce.parse_args([w, "--skip_study=heldout"]).studies == [
+        "async_fair",
+        "predictive_trainer",
+    ]
+    assert reproduce.parse_args([w, "--skip_study=all"]).studies == []
+    assert reproduce.parse_args([w, "--only=bsp_levels"]).studies == []
+    only = reproduce.parse_args([w, "--only=heldout"])
+    assert (only.studies, only.names) == (["heldout"], [])
+    # Alone, the held-out study also rewrites the predictive document that reads its JSON.
+    assert [c[2] for c in reproduce.study_commands("heldout", only)] == [
+        "benchmarks.controller_heldout_seeds",
+        "experiments.predictive_study",
+    ]
+    with pytest.raises(SystemExit):
+        reproduce.parse_args([w, "--skip_study=nope"])
+
+
+def test_small_runs_no_study_but_renders_their_documents_from_committed_json(tmp_path):
+    args = reproduce.parse_args(["--small", f"--workdir={tmp_path}"])
+    commands = {name: reproduce.study_commands(name, args) for name in args.studies}
+    assert [c[2] for cmds in commands.values() for c in cmds] == [
+        "experiments.async_fair_doc",
+        "experiments.predictive_study",
+    ]
+    for cmds in commands.values():
+        for cmd in cmds:
+            assert not any(a.startswith("--runs=") for a in cmd)  # the committed data stay
+            read = [a.split("=", 1)[1] for a in cmd if a.startswith(("--data=", "--heldout="))]
+            assert read and all(p.startswith(RESULTS) for p in read)
+
+
+def test_a_pinned_stamp_is_what_every_part_records(monkeypatch):
+    monkeypatch.setenv(stamp.PIN, "abc1234:clean")
+    assert stamp.commit() == ("abc1234", False)
+    assert controller_heldout_seeds.commit() == "abc1234"
+    monkeypatch.setenv(stamp.PIN, "abc1234:dirty")
+    assert stamp.stamp()["dirty"] is True
+    assert controller_heldout_seeds.commit() == "abc1234+dirty"
+
+
+def test_provenance_names_every_commit_the_runs_ran_at():
+    def rec(head, dirty, when):
+        return {"stamp": {"commit": head, "dirty": dirty, "generated": when}}
+
+    records = [
+        rec("aaa1111", False, "2026-12-02 01:00 UTC"),
+        rec("bbb2222", True, "2026-12-02 02:00 UTC"),
+        rec("aaa1111", False, "2026-12-02 01:30 UTC"),
+    ]
+    commits, dates = async_fair_doc.provenance(records)
+    assert commits == "aaa1111, bbb2222 (dirty)"
+    assert dates == "2026-12-02 01:00 UTC to 2026-12-02 02:00 UTC"
+    assert async_fair_doc.provenance([{"seed": 0}]) == ("", "")
+
+
+COMMIT = r"[0-9a-f]{7,}"
+
+
+def test_committed_study_documents_carry_the_stamps_of_their_runs():
+    data = json.loads(_read("async_fair.json"))
+    assert all(r.get("stamp", {}).get("commit") for r in data["records"])
+    commits, _ = async_fair_doc.provenance(data["records"])
+    assert data["meta"]["commit"] == commits
+    doc = _read("async_fair.md")
+    assert f"runs at commit `{commits}`" in doc
+    assert f"document generated at {stamp.line(data['meta']['stamp'])}" in doc
+
+    heldout = json.loads(_read("controller_heldout_seeds.json"))
+    assert re.fullmatch(COMMIT + r"(\+dirty)?", heldout["commit"])
+    predictive = _read("predictive_seeds.md")
+    assert f"ran at commit `{heldout['commit']}`, {heldout['date']}" in predictive
+    trainer = json.loads(_read("predictive_trainer.json"))
+    for study in trainer["studies"]:
+        assert re.fullmatch(COMMIT, study["stamp"]["commit"])
+        assert f"ran at {stamp.line(study['stamp'])}" in predictive
