@@ -253,6 +253,46 @@ def test_a_copy_that_fails_verification_is_never_used(digits, private_caches, mo
     assert np.asarray(sums.count).tolist() == SHARE_SIZES.tolist()
 
 
+@pytest.mark.parametrize(
+    ("backend", "tx"),
+    [("shard_map", optax.adamw(0.01, weight_decay=0.1)), ("pmap", optax.sgd(0.1, momentum=0.9))],
+)
+def test_a_flat_state_takes_the_same_steps_as_the_tree_bit_for_bit(digits, backend, tx):
+    """A state held flat (`Steps.hold`: one parameter vector, the optimiser's parameter-shaped
+    state as vectors) is updated exactly as the tree is: over uneven splits (one launch a
+    device), the uniform split (one mesh program) and the multi-process finish, the
+    parameters and the optimiser state agree bit for bit; each program then takes one
+    parameter buffer where the tree takes one a leaf."""
+    from omnilearn_jax.engine.state import FlatState, params_of
+
+    apply, params = models.create({"name": "mlp", "hidden": 16}, digits.input_shape, 10, 0)
+    layout = buckets.make_layout(num_workers=8, num_devices=8, capacity=B, ratio=2.0)
+    x, y = digits.x_train[:B], digits.y_train[:B]
+    states, runs = [], []
+    for flat in (False, True):
+        placement = Placement(backend, jax.devices())
+        steps = placement.steps(apply, tx, chunk=layout.chunk)
+        state = _fresh_state(placement, params, tx)
+        if flat:
+            state = placement.replicate(steps.hold(state))
+            assert isinstance(state, FlatState) and isinstance(params_of(state), jax.Array)
+        steps.compile(state, x[:1], layout.buckets, buckets.uniform_bucket(B, layout))
+        for sizes in ([3, 8, 16, 0, 9, 5, 11, 12], [8] * 8, [0, 0, 0, 0, 0, 0, 0, 64]):
+            state, metrics = steps.train(state, placement.split(layout, np.array(sizes), x, y))
+            runs.append(float(metrics["loss"]))
+        blocks = placement.split(layout, np.array([1, 2, 3, 4, 5, 6, 7, 36]), x, y)
+        times = np.zeros(8, np.float32)
+        state = steps.finish_timed(state, steps.local(params_of(state), blocks), times, [0])[0]
+        states.append(state)
+    tree, flat = states
+    assert len(jax.tree.leaves(params_of(flat))) == 1 < len(jax.tree.leaves(tree.params))
+    assert runs[:3] == runs[3:]
+    assert int(flat.step) == int(tree.step) == 4
+    assert _max_diff(flat.params, tree.params) == 0.0
+    assert _max_diff(flat.opt_state, tree.opt_state) == 0.0
+    assert _max_diff(tree.params, params) > 0  # the steps moved the parameters
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_finish_timed_gathers_every_devices_time_and_split_in_the_same_update(digits, backend):
     """The multi-process finish: the same update as `finish`, bit for bit, and each

@@ -160,3 +160,20 @@ def test_a_plugin_that_runs_jax_when_imported_is_a_clear_error(tmp_path):
     assert proc.returncode != 0
     assert "eager_policy_probe ran a JAX operation when imported" in proc.stderr, proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_bsp_trainer_holds_its_state_flat_and_an_async_one_as_trees(tmp_path):
+    """BSP steps take one parameter buffer (engine/state.py); checkpoints hold the trees
+    (test_resume.py resumes through them); the async executors keep their own states."""
+    import jax
+
+    from omnilearn_jax.engine.state import FlatState, TrainState, params_of, plain
+
+    t = Trainer(smoke_config(), str(tmp_path / "bsp"))
+    assert isinstance(t.state, FlatState) and len(jax.tree.leaves(params_of(t.state))) == 1
+    tree = plain(t.state)
+    assert isinstance(tree, TrainState) and len(jax.tree.leaves(tree.params)) > 1
+    config = smoke_config()
+    config.mode = "asp"
+    a = Trainer(config, str(tmp_path / "asp"))
+    assert isinstance(a.state, TrainState)

@@ -28,7 +28,8 @@ class Engine:
     rows become before they are placed (planted faults); `inject`: every local program takes
     an injected delay (hetero.inject), or with `host_wait` a BSP step waits each device's
     delay out on the host before its launch (`Steps.run_local`); `global_batch`: B;
-    `eval_rows`: the evaluation's rows a device.
+    `eval_rows`: the evaluation's rows a device; `flat`: the train state is held flat
+    (`hold`).
     """
 
     def __init__(
@@ -46,6 +47,7 @@ class Engine:
         global_batch: int,
         eval_rows: int,
         host_wait: bool = False,
+        flat: bool = False,
     ):
         self.placement = Placement(backend, devices)
         self.layout = layout
@@ -56,6 +58,7 @@ class Engine:
             apply, tx, chunk=layout.chunk, inject=inject and not host_wait, host_wait=host_wait
         )
         self.inject = inject and not host_wait
+        self.flat = flat
         self.global_batch = global_batch
         self.eval_layout = buckets.Layout(len(devices), 1, eval_rows, (), 0)
         self._packed = Last()  # the last split's blocks and placed masks
@@ -73,6 +76,16 @@ class Engine:
     def replicate(self, tree):
         """`tree` replicated over the mesh (the BSP state's placement)."""
         return self.placement.replicate(tree)
+
+    def hold(self, state):
+        """`state` as the steps hold it: with `flat`, a `TrainState` whose parameters fit
+        one vector becomes a replicated `FlatState` (state.py: a step then passes one
+        parameter buffer, not one a leaf); else `state` as it is. The first state held
+        fixes the shape and must come before `compile`."""
+        if not self.flat:
+            return state
+        held = self.steps.hold(state)
+        return state if held is state else self.replicate(held)
 
     def state_copy(self, state):
         """A throwaway replicated copy of `state` (warm-up runs donate theirs)."""

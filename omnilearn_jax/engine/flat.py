@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from omnilearn_jax.engine.step import TrainState
+from omnilearn_jax.engine.state import TrainState
 
 
 def flattenable(params) -> bool:

@@ -33,6 +33,8 @@ from jax.sharding import PartitionSpec as P
 
 from omnilearn_jax.engine import cpus, sharing
 from omnilearn_jax.engine.buckets import Block
+from omnilearn_jax.engine.flat import Flat, flattenable
+from omnilearn_jax.engine.state import FlatState, StateShape, TrainState, flatten, params_of
 from omnilearn_jax.models import ApplyFn
 
 AXIS = "data"
@@ -44,12 +46,6 @@ class Sums(NamedTuple):
     loss: jax.Array
     correct: jax.Array
     count: jax.Array
-
-
-class TrainState(NamedTuple):
-    step: jax.Array
-    params: Any
-    opt_state: Any
 
 
 class DeviceBlock(NamedTuple):
@@ -161,6 +157,19 @@ def _update(tx: optax.GradientTransformation, state: TrainState, sums: Sums):
     return TrainState(state.step + 1, params, opt_state), metrics
 
 
+def _apply_summed(tx: optax.GradientTransformation, state, summed):
+    """The update from packed sums summed over every device [n + 3] (`pack_sums`). A
+    `FlatState` is unflattened inside the program, updated as the tree and flattened again:
+    the program still takes one parameter buffer, and every optimiser computes exactly what
+    it computes on the tree (over one long vector XLA:CPU vectorises Adam's division and
+    square root otherwise, about an ulp apart)."""
+    if not isinstance(state, FlatState):
+        return _update(tx, state, unpack_sums(summed, state.params))
+    tree = state.plain()
+    new, metrics = _update(tx, tree, unpack_sums(summed, tree.params))
+    return flatten(new, state.shape), metrics
+
+
 def shards_of(tree, devices: Sequence) -> list:
     """Each device's own piece of every leaf of `tree` (arrays replicated over the devices or
     sharded on one axis), as one tree a device in the order of `devices` (no copies)."""
@@ -233,7 +242,11 @@ class Steps:
         self.variants: dict[tuple[int, int], Program] = {}  # (position, rows) -> program
         self.first_runs_in_steps = 0  # programs whose first execution was inside a step
 
+        self.shape: StateShape | None = None  # of a flat state (`hold`); None: trees
+
         def local(params, x, y, mask, delay=None):
+            if self.shape is not None:  # a FlatState's vector
+                params = self.shape.pack.tree(params)
             if delay is not None:
                 x = injected_delay(x, delay[0])
             sums = block_sums(apply, chunk, params, x[0], y[0], mask[0])
@@ -263,6 +276,34 @@ class Steps:
         self._stacked = NamedSharding(placement.mesh, P(AXIS))
         self.finish, self.eval, self._reduce, self._finish_timed = _backend(placement, apply, tx)
 
+    # -- the state -----------------------------------------------------------------------
+    def hold(self, state):
+        """`state` as these steps hold it: a `TrainState` of parameters of one dtype becomes
+        a `FlatState` (state.py), the first one deciding its shape, which must come before any
+        compiling; anything else is returned as it is."""
+        if not isinstance(state, TrainState) or not flattenable(state.params):
+            return state
+        if self.shape is None:
+            if self.variants or self._finish_ready:
+                raise RuntimeError("Steps.hold: the first flat state must come before compiling")
+            self.shape = StateShape.of(state, Flat(state.params))
+            self._vector = jax.jit(self.shape.pack.vector)
+        return flatten(state, self.shape)
+
+    def _local_params(self, params):
+        """The local programs' parameters: a tree is made the vector of a flat state."""
+        if self.shape is not None and not isinstance(params, jax.Array):
+            return self._vector(params)
+        return params
+
+    def _tree_like(self, params):
+        """A tree shaped as the parameters (for `unpack_sums`), also from a flat vector."""
+        if self.shape is None or not isinstance(params, jax.Array):
+            return params
+        pack = self.shape.pack
+        leaves = [jax.ShapeDtypeStruct(s, params.dtype) for s in pack.shapes]
+        return pack.treedef.unflatten(leaves)
+
     # -- compilation ---------------------------------------------------------------------
     def compile(
         self,
@@ -281,7 +322,8 @@ class Steps:
         finish carries one, `finish_timed`)."""
         if example_y is not None:
             self._label_shape = tuple(example_y.shape[1:])
-        template = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), state.params)
+        params = params_of(state)
+        template = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), params)
         todo = [r for r in buckets if any((p, r) not in self.variants for p in self._positions)]
         self.variants.update(self.compile_local(self._local, template, todo, example_x))
         # The reduction and update, and the mesh-wide programs of the shared bucket, are
@@ -289,7 +331,7 @@ class Steps:
         if not self._finish_ready:
             copy = self.placement.replicate(jax.tree.map(np.array, state))
             zeros = self._zero_blocks(min(buckets), example_x, 0)
-            stacked = self.local(copy.params, zeros)
+            stacked = self.local(params_of(copy), zeros)
             if jax.process_count() > 1:  # a multi-process step ends with finish_timed
                 times = np.zeros(len(self._positions), np.float32)
                 spare = self.placement.replicate(jax.tree.map(np.array, state))
@@ -301,7 +343,7 @@ class Steps:
             self._shared_rows = shared
             copy = self.placement.replicate(jax.tree.map(np.array, state))
             zeros = self._zero_blocks(shared, example_x, shared)
-            jax.block_until_ready((self.local(copy.params, zeros), self.train(copy, zeros)))
+            jax.block_until_ready((self.local(params_of(copy), zeros), self.train(copy, zeros)))
         return len(todo) * len(self.devices)
 
     def compile_local(self, jitted, first, buckets: Sequence[int], example_x: np.ndarray) -> dict:
@@ -367,6 +409,7 @@ class Steps:
         runs a single-device program in the calling thread (XLA:CPU does) would otherwise run
         the devices one after the other, and every device's time would include the others'.
         """
+        params = self._local_params(params)
         if self.host_wait and blocks.waits is not None:
             return self._run_waiting(params, blocks, timed)
         if self._is_shared(blocks):
@@ -495,20 +538,22 @@ class Steps:
         """`train` in a multi-process run: `finish_timed` with no times (the virtual clock
         models them), so that process 0's split rules every step here too."""
         zeros = np.zeros(len(self._positions), np.float32)
-        return self.finish_timed(state, self.local(state.params, blocks), zeros, split)[:2]
+        return self.finish_timed(state, self.local(params_of(state), blocks), zeros, split)[:2]
 
     def sums(self, params, blocks: Blocks) -> Sums:
         """Each device's sums as Sums [D, ...] on the host (for tests and tools)."""
-        return unpack_sums(np.asarray(jax.device_get(self.local(params, blocks))), params)
+        local = np.asarray(jax.device_get(self.local(params, blocks)))
+        return unpack_sums(local, self._tree_like(params))
 
     # -- whole steps ---------------------------------------------------------------------
     def train(self, state: TrainState, blocks: Blocks):
         if self._is_shared(blocks):  # one program, as a plain data-parallel step
             return self._mesh_train(state, *self._mesh_inputs(blocks))
-        return self.finish(state, self.local(state.params, blocks))
+        return self.finish(state, self.local(params_of(state), blocks))
 
     def grad(self, params, blocks: Sequence[DeviceBlock]):
-        return _means(unpack_sums(self._reduce(self.local(params, blocks)), params))
+        summed = self._reduce(self.local(params, blocks))
+        return _means(unpack_sums(summed, self._tree_like(params)))
 
 
 def launch_ready_times(per_device: Sequence, start: float, poll: float = _POLL_SECONDS):
@@ -543,8 +588,7 @@ def _mesh_programs(placement, local: Callable, tx, num_inputs: int) -> tuple[Cal
             return local(params, *(a[None] for a in rest))[0]
 
         def step(state, *rest):
-            summed = jax.lax.psum(one(state.params, *rest), AXIS)
-            return _update(tx, state, unpack_sums(summed, state.params))
+            return _apply_summed(tx, state, jax.lax.psum(one(params_of(state), *rest), AXIS))
 
         in_axes = (None,) + (0,) * num_inputs
         kwargs = {"devices": placement.devices}
@@ -563,8 +607,7 @@ def _mesh_programs(placement, local: Callable, tx, num_inputs: int) -> tuple[Cal
         return mapped(params, *rest)
 
     def step(state, *rest):
-        summed = _summed(placement.mesh, run(state.params, *rest))
-        return _update(tx, state, unpack_sums(summed, state.params))
+        return _apply_summed(tx, state, _summed(placement.mesh, run(params_of(state), *rest)))
 
     return jax.jit(run), jax.jit(step, donate_argnums=0)
 
@@ -595,7 +638,7 @@ def _agreed_update(tx, state: TrainState, summed, width: int, num_devices: int):
     cut = summed.shape[0] - num_devices * width
     rows = summed[cut:].reshape(num_devices, width)
     splits = rows[:, 1:]
-    new, metrics = _update(tx, state, unpack_sums(summed[:cut], state.params))
+    new, metrics = _apply_summed(tx, state, summed[:cut])
     agree = jnp.all(splits == splits[0])
     state = jax.tree.map(lambda a, b: jnp.where(agree, a, b), new, state)
     return state, metrics, rows[:, 0], splits
@@ -624,7 +667,7 @@ def _backend(placement, apply: ApplyFn, tx) -> tuple[Callable, ...]:
         reduce = pmapped(lambda s: jax.lax.psum(s, AXIS), 0)
 
         def pmap_finish(state, s):
-            return _update(tx, state, unpack_sums(jax.lax.psum(s, AXIS), state.params))
+            return _apply_summed(tx, state, jax.lax.psum(s, AXIS))
 
         finish = pmapped(pmap_finish, (None, 0), 0)
 
@@ -649,7 +692,7 @@ def _backend(placement, apply: ApplyFn, tx) -> tuple[Callable, ...]:
         return fn(params, batch["x"], batch["y"], batch["mask"])
 
     def finish(state, stacked):
-        return _update(tx, state, unpack_sums(summed(stacked), state.params))
+        return _apply_summed(tx, state, summed(stacked))
 
     def finish_timed(state, stacked, rows):
         summed = jax.shard_map(

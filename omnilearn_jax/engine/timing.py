@@ -24,6 +24,7 @@ import numpy as np
 from omnilearn_jax.cluster import CostCurve, CostModel, VirtualClock, make_profile
 from omnilearn_jax.engine.buckets import Layout
 from omnilearn_jax.engine.faults import PlantedFaults, TimeGuard
+from omnilearn_jax.engine.state import params_of
 
 
 class Timer:
@@ -118,7 +119,7 @@ class WallTimer(Timer):
         # so neither the transfer nor the launch order of the devices is in it.
         jax.block_until_ready([(b.x, b.y, b.mask) for b in batch])
         start = time.perf_counter()
-        stacked, device_times = steps.run_local(state.params, batch, timed=True)
+        stacked, device_times = steps.run_local(params_of(state), batch, timed=True)
         if jax.process_count() > 1:  # every process must see every worker's time, and
             # process 0's split rules the step: both travel in the step's one all-reduce
             state, metrics, every = steps.finish_timed(state, stacked, device_times, sizes)

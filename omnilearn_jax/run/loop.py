@@ -23,6 +23,7 @@ import numpy as np
 import controllers
 from omnilearn_jax.cluster import time_to_target
 from omnilearn_jax.config.schema import base_config
+from omnilearn_jax.engine import state as held
 from omnilearn_jax.engine.step import SplitDisagreement
 from omnilearn_jax.run import distributed
 from omnilearn_jax.run.checkpoint import Checkpointer
@@ -187,7 +188,7 @@ class Runner:
     def arrays(self, cstate, sizes, extra: dict | None = None) -> dict:
         self.sync()
         return {
-            "train": self.t.state,
+            "train": held.plain(self.t.state),  # checkpoints hold trees, however the steps hold it
             # Computed identically on every process; saved as host numpy, since a
             # single-device jax.Array cannot be serialised in a multi-process run.
             "controller": jax.tree.map(np.asarray, cstate),
@@ -205,7 +206,7 @@ class Runner:
     def restore(self, step: int, cstate, sizes) -> tuple[Any, np.ndarray, str]:
         like = self.arrays(cstate, sizes, self.restore_like(self.ckpt.restore_meta(step)))
         arrays, meta = self.ckpt.restore(step, like)
-        self.t.state = arrays["train"]
+        self.t.state = self.t.engine.hold(arrays["train"])
         self.evals = list(meta["evals"])
         self.done = self.last_saved = step
         self.t.timer.load_state(arrays["timer"])

@@ -101,10 +101,11 @@ class Trainer:
             global_batch=b,
             eval_rows=-(-config.train.eval_batch_size // len(devices)),
             host_wait=config.mode != "asp",  # async workers sleep inside their programs
+            flat=config.mode != "asp",  # async executors hold their own packed states
         )
         self.layout = layout
-        self.state = self.engine.replicate(
-            step.TrainState(np.zeros((), np.int32), params, tx.init(params))
+        self.state = self.engine.hold(
+            self.engine.replicate(step.TrainState(np.zeros((), np.int32), params, tx.init(params)))
         )
         self.param_count = models.param_count(params)
         # What the run measures about the machine is measured once, at its start, on process
