@@ -63,9 +63,9 @@ format: $(STAMP)
 # dynamic_curve, async_levels_curve and scaleout_curve took 8, 10.5 and 4 min more (--parallel 1,
 # load 4-10): plan on 55-70 min, the benchmarks on top (runs/paper/timings.json keeps each
 # part's latest time). Then it reruns the studies with generators of their own (the tuned
-# async study, the held-out controller families, the predictive trainer runs: about 25, 16
-# and 40 min in their earlier runs; `--skip_study=...` keeps some as committed, and a rerun
-# resumes the async runs and the trainer cells). The quota study (experiments/real_hetero.py,
+# async study, the held-out controller families, the predictive trainer runs: 10, 9 and 5
+# min on 2 shared cores on 2026-12-02; `--skip_study=...` keeps some as committed, `--only`
+# names parts to run, and a rerun resumes the async runs and the trainer cells). The quota study (experiments/real_hetero.py,
 # the wall clock under root cgroups) is not rerun; RESULTS.md splices its committed document.
 # report-small checks the pipeline in a temp dir (about 1 min; the studies' documents only).
 report: $(STAMP)
