@@ -393,7 +393,7 @@ def build(
         "waits, `hetero.inject`): those checks are in "
         "BENCHMARKS.md (wall-clock saving with injected heterogeneity)."
         + (
-            f" The command took {total / 60:.1f} min of wall time ("
+            f" Its parts took {total / 60:.1f} min of wall time in all, each in its latest run ("
             + "ablations"
             + (
                 ", benchmarks"
