@@ -136,16 +136,21 @@ def run_ablations(args: argparse.Namespace) -> tuple[dict[str, float], list[str]
     return timings, failed
 
 
+def child_env() -> dict[str, str]:
+    """This environment for a part run as a command of its own: each part sets its own CPU
+    device count, and a forced count inherited from a test environment would fight it."""
+    env = dict(os.environ)
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
+    env["XLA_FLAGS"] = " ".join(flags)
+    return env
+
+
 def run_benchmarks(args: argparse.Namespace, bench_dir: str, doc: str) -> int:
     cmd = [sys.executable, "-m", "benchmarks.report", f"--out={bench_dir}", f"--doc={doc}"]
-    env = dict(os.environ)
+    env = child_env()
     if not args.small:  # a full report measures compiling too; --small checks the pipeline
         env = {k: v for k, v in env.items() if not k.startswith("JAX_PERSISTENT_CACHE")}
         env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    # The report sets its own CPU device count; a forced count inherited from a test
-    # environment would fight it.
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
-    env["XLA_FLAGS"] = " ".join(flags)
     return subprocess.call(cmd + (["--small"] if args.small else []), cwd=REPO, env=env)
 
 
@@ -209,10 +214,7 @@ def study_commands(name: str, args: argparse.Namespace) -> list[list[str]]:
 
 def run_studies(args: argparse.Namespace) -> tuple[dict[str, float], list[str]]:
     """Each study's commands in turn (a study stops at its first failing command)."""
-    env = dict(os.environ)
-    # Each study sets its own CPU device count; a forced one inherited from a test would fight it.
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
-    env["XLA_FLAGS"] = " ".join(flags)
+    env = child_env()
     for sub in ("results", "figures"):
         os.makedirs(os.path.join(args.docs, sub), exist_ok=True)
     timings, failed = {}, []

@@ -54,10 +54,6 @@ class FlatState:
     def tree_unflatten(cls, shape, children):
         return cls(*children, shape)
 
-    def replace(self, **fields) -> FlatState:
-        kept = {"step": self.step, "vector": self.vector, "opt": self.opt} | fields
-        return FlatState(**kept, shape=self.shape)
-
     @property
     def params(self):
         return self.shape.pack.tree(self.vector)

@@ -243,6 +243,7 @@ class Steps:
         self.first_runs_in_steps = 0  # programs whose first execution was inside a step
 
         self.shape: StateShape | None = None  # of a flat state (`hold`); None: trees
+        self._vector: Callable | None = None  # jitted tree -> vector of that shape
 
         def local(params, x, y, mask, delay=None):
             if self.shape is not None:  # a FlatState's vector
