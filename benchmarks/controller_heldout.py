@@ -1,6 +1,8 @@
 """Controllers on plants they were not tuned on: predictive beside P and PI (issue 26, point 4).
 
 Run: python -m benchmarks.controller_heldout [--tune-plants 48] [--plants 96] [--write]
+         [--out docs/results/controller_heldout.json] [--doc docs/results/controller_heldout.md]
+     python -m benchmarks.controller_heldout --render JSON --doc MD   # the document alone
 
 1. Tuning: each policy gets the same effort, a grid of 6 settings, scored on the tuning
    family (seed 0): the mean of the median and the worst of the three ratios below, plus
@@ -14,7 +16,9 @@ the oracle's optimum at the step when a decision takes effect: after predictive'
 step, so they are read at the same steps as predictive on the same plant and seed (equal
 elapsed steps, not equal decision counts). Adjustments: steps whose split differs from the
 previous one, in 1,000 steps of the same plants with 10 % noise and no speed change.
-`--write` saves docs/results/controller_heldout.{json,md}.
+`--write` saves docs/results/controller_heldout.{json,md} (or `--out`/`--doc`), stamped with the
+commit (`make report` pins it: experiments/paper/stamp.py); `--render` writes the document
+from a saved JSON and runs nothing.
 """
 
 from __future__ import annotations
@@ -154,7 +158,9 @@ def markdown(report: dict) -> str:
     lines = [
         "# Controllers on held-out plants",
         "",
-        f"`{report['command']}` ({report['date']}, jax {report['jax']}). "
+        f"`{report['command']}` ({report['date']}, jax {report['jax']}"
+        + (f", commit `{report['commit']}`" if report.get("commit") else "")
+        + "). "
         f"{report['held_out_plants']} held-out plants (seed 1), tuned on "
         f"{report['tuning_plants']} others (seed 0); see `benchmarks/controller_heldout.py` "
         "for the family and the definitions. Each cell: median / 90th percentile / worst over "
@@ -201,7 +207,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tune-plants", type=int, default=48)
     parser.add_argument("--plants", type=int, default=96)
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--out", default=str(RESULTS / "controller_heldout.json"))
+    parser.add_argument("--doc", default=str(RESULTS / "controller_heldout.md"))
+    parser.add_argument("--render", default="", help="a saved JSON: write --doc from it alone")
     args = parser.parse_args(argv)
+    if args.render:
+        report = json.loads(pathlib.Path(args.render).read_text())
+        pathlib.Path(args.doc).write_text(markdown(report))
+        return
+    from benchmarks.controller_heldout_seeds import commit
 
     tuning = plants.family(0, args.tune_plants, change=CHANGE)
     tuning_quiet = plants.family(0, args.tune_plants, change=plants.NEVER, noise=0.1)
@@ -212,6 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     report: dict[str, Any] = {
         "command": "python -m benchmarks.controller_heldout "
         f"--tune-plants {args.tune_plants} --plants {args.plants}",
+        "commit": commit(),
         "date": time.strftime("%Y-%m-%d"),
         "jax": jax.__version__,
         "tuning_plants": args.tune_plants,
@@ -240,8 +255,8 @@ def main(argv: list[str] | None = None) -> None:
     print(markdown(report))
     if args.write:
         report["plants"] = held
-        (RESULTS / "controller_heldout.json").write_text(json.dumps(report, indent=1) + "\n")
-        (RESULTS / "controller_heldout.md").write_text(markdown(report))
+        pathlib.Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+        pathlib.Path(args.doc).write_text(markdown(report))
 
 
 if __name__ == "__main__":

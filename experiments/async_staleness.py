@@ -1,6 +1,7 @@
 """Per-worker mean staleness of async runs at the async HL8 core table (4/4/4/28).
 
-    python -m experiments.async_staleness [--updates 400] [--settle 200] [--out PATH]
+    python -m experiments.async_staleness [--updates 400] [--settle 200] [--out MD] [--data JSON]
+    python -m experiments.async_staleness --render JSON --out MD   # the document alone
 
 Runs the MLP on digits (the test suite's smoke model, W = 4, B = 128, virtual clock; a
 linear cost and free communication, as in tests/test_async.py, and the default cost model)
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import sys
 import tempfile
 
@@ -69,21 +71,16 @@ def in_rows(records: list[dict]) -> float:
     return weighted_mean(rows_between(s, b), b)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--updates", type=int, default=400)
-    parser.add_argument("--settle", type=int, default=200)
-    parser.add_argument("--out", default="")
-    args = parser.parse_args(argv)
-    import jax
-
-    jax.config.update("jax_num_cpu_devices", 8)  # one CPU device a worker, here too
+def markdown(data: dict) -> str:
+    """The document from the study's JSON (`--data`): every number is in that file."""
+    settle = data["settle"]
     lines = [
         "## Async staleness per worker at HL8",
         "",
-        f"`python -m experiments.async_staleness --updates {args.updates} --settle "
-        f"{args.settle}` ({datetime.date.today().isoformat()}): per-worker mean staleness at "
-        f"async HL8 (cores 4/4/4/28), MLP on digits, W = 4, B = 128.",
+        f"`{data['command']}` ({data['date']}, commit `{data['stamp']['commit']}`"
+        + (" (dirty)" if data["stamp"].get("dirty") else "")
+        + "): per-worker mean staleness at async HL8 (cores 4/4/4/28), MLP on digits, "
+        "W = 4, B = 128; the numbers are in docs/results/async_staleness.json.",
         "",
         "Staleness here counts versions (updates applied between a worker's pull and its "
         "push). A version is one update of any size, so the last column also counts rows: the "
@@ -91,28 +88,78 @@ def main(argv: list[str] | None = None) -> int:
         "(omnilearn_jax.analysis.staleness).",
         "",
         "| controller | all updates (w0..w3) | max/min | after update "
-        f"{args.settle} (w0..w3) | max/min | rows per sample, all updates (x B) |",
+        f"{settle} (w0..w3) | max/min | rows per sample, all updates (x B) |",
         "|---|---|---|---|---|---|",
     ]
-    for label, name, extra, linear in CASES:
-        workdir = tempfile.mkdtemp(prefix="staleness_")
-        records = run_case(name, extra, linear, args.updates, workdir)
-        whole, steady = per_worker(records), per_worker(records[args.settle :])
+    for case in data["cases"]:
+        whole, steady = np.asarray(case["whole"]), np.asarray(case["steady"])
         row = [
-            label,
+            case["label"],
             " / ".join(f"{s:.2f}" for s in whole),
             f"{whole.max() / whole.min():.2f}",
             " / ".join(f"{s:.2f}" for s in steady),
             f"{steady.max() / steady.min():.2f}",
-            f"{in_rows(records) / 128:.2f}",
+            f"{case['rows_per_sample']:.2f}",
         ]
         lines.append("| " + " | ".join(row) + " |")
-    text = "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--updates", type=int, default=400)
+    parser.add_argument("--settle", type=int, default=200)
+    parser.add_argument("--out", default="", help="the document (markdown)")
+    parser.add_argument("--data", default="", help="the numbers behind it (JSON)")
+    parser.add_argument("--render", default="", help="a saved --data JSON: --out from it alone")
+    args = parser.parse_args(argv)
+    if args.render:
+        with open(args.render) as f:
+            text = markdown(json.load(f))
+    else:
+        data = measure(args.updates, args.settle)
+        text = markdown(data)
+        if args.data:
+            with open(args.data, "w") as f:
+                json.dump(data, f, indent=1)
+                f.write("\n")
     print(text)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
     return 0
+
+
+def measure(updates: int, settle: int) -> dict:
+    """Every case's per-worker mean staleness (whole run, after `settle`) and rows between."""
+    import jax
+
+    from experiments.paper import stamp
+
+    jax.config.update("jax_num_cpu_devices", 8)  # one CPU device a worker, here too
+    data = {
+        "command": f"python -m experiments.async_staleness --updates {updates} --settle {settle}",
+        "date": datetime.date.today().isoformat(),
+        "stamp": stamp.stamp(),
+        "updates": updates,
+        "settle": settle,
+        "cases": [],
+    }
+    for label, name, extra, linear in CASES:
+        workdir = tempfile.mkdtemp(prefix="staleness_")
+        records = run_case(name, extra, linear, updates, workdir)
+        data["cases"].append(
+            {
+                "label": label,
+                "controller": name,
+                "controller_args": extra,
+                "linear_cost": linear,
+                "whole": per_worker(records).tolist(),
+                "steady": per_worker(records[settle:]).tolist(),
+                "rows_per_sample": in_rows(records) / 128,
+            }
+        )
+    return data
 
 
 if __name__ == "__main__":

@@ -23,51 +23,97 @@ def _read(name: str) -> str:
         return f.read()
 
 
+def _flags(cmd: list[str]) -> dict[str, str]:
+    return dict(a[2:].split("=", 1) for a in cmd if a.startswith("--") and "=" in a)
+
+
+def _written(cmd: list[str]) -> list[str]:
+    """The paths a command writes: --out (not the runs' log), --doc, --figure, and --data
+    except where async_fair_doc reads it (without --runs)."""
+    flags = _flags(cmd)
+    paths = [flags[k] for k in ("out", "doc", "figure") if k in flags]
+    if "data" in flags and (cmd[2] != "experiments.async_fair_doc" or "runs" in flags):
+        paths.append(flags["data"])
+    return [p for p in paths if not p.endswith(".jsonl")]
+
+
 def _outputs(commands: list[list[str]]) -> set[str]:
-    """The documents and JSON a study's commands write (--out, --data with --runs)."""
-    out = set()
-    for cmd in commands:
-        flags = dict(a[2:].split("=", 1) for a in cmd if a.startswith("--") and "=" in a)
-        if "out" in flags and not flags["out"].endswith(".jsonl"):  # the runs' log
-            out.add(os.path.basename(flags["out"]))
-        if "data" in flags and "runs" in flags:
-            out.add(os.path.basename(flags["data"]))
-    return out
+    """The documents and JSON a study's commands write."""
+    return {os.path.basename(p) for cmd in commands for p in _written(cmd) if "figures" not in p}
+
+
+# Every study make report reruns, in order, and the modules of its commands (issue 28: every
+# number traces to a committed file; a study dropped from reproduce fails here).
+MODULES = {
+    "async_fair": ["experiments.async_fair", "experiments.async_fair_doc"],
+    "heldout": ["benchmarks.controller_heldout_seeds"],
+    "predictive_trainer": [
+        "experiments.ablate",
+        "experiments.ablate",
+        "experiments.predictive_trainer",
+        "experiments.predictive_study",
+    ],
+    "controller_heldout": ["benchmarks.controller_heldout"],
+    "async_staleness": ["experiments.async_staleness"],
+    "cost_curves": ["experiments.curves.ablate"],
+    "lm": ["experiments.ablate", "experiments.ablate", "experiments.lm_results"],
+    "lm_curve": ["experiments.ablate", "experiments.ablate", "experiments.lm_results"],
+}
 
 
 def test_report_runs_every_study_and_each_writes_its_files(tmp_path):
     args = reproduce.parse_args([f"--workdir={tmp_path}", f"--docs={tmp_path / 'docs'}"])
-    assert args.studies == ["async_fair", "heldout", "predictive_trainer"] == list(STUDIES)
+    assert args.studies == list(MODULES) == list(STUDIES)
     commands = {name: reproduce.study_commands(name, args) for name in args.studies}
-    modules = {name: [c[2] for c in cmds] for name, cmds in commands.items()}
-    assert modules == {
-        "async_fair": ["experiments.async_fair", "experiments.async_fair_doc"],
-        "heldout": ["benchmarks.controller_heldout_seeds"],
-        "predictive_trainer": [
-            "experiments.ablate",
-            "experiments.ablate",
-            "experiments.predictive_trainer",
-            "experiments.predictive_study",
-        ],
-    }
+    assert {name: [c[2] for c in cmds] for name, cmds in commands.items()} == MODULES
     written = set().union(*(_outputs(c) for c in commands.values()))
     assert written == {f for files in STUDIES.values() for f in files}
+    for name in ("controller_heldout", "async_staleness", "cost_curves", "lm", "lm_curve"):
+        assert _outputs(commands[name]) == set(STUDIES[name]), name
     # The async runs resume from their JSON lines in the workdir, not in a temp folder.
     run = commands["async_fair"][0]
     assert f"--out={tmp_path / 'async_fair' / 'async_fair.jsonl'}" in run
     # Every command writes into the documents folder asked for, none into the checkout's.
     for cmds in commands.values():
         for cmd in cmds:
-            for a in cmd:
-                if a.startswith(("--out=", "--figure=")) and not a.endswith(".jsonl"):
-                    assert a.split("=", 1)[1].startswith(str(tmp_path / "docs")), a
+            for path in _written(cmd):
+                assert path.startswith(str(tmp_path / "docs")), (cmd, path)
+
+
+def test_lm_studies_resume_in_the_workdir_and_collect_what_they_ran(tmp_path):
+    """Each LM study's two ablations (BSP, async) run into WORKDIR/<study>/<mode> (a rerun
+    finishes only missing cells) and lm_results reads exactly those directories; the
+    cost-curve study tabulates the predictive_trainer study's own trainer runs."""
+    args = reproduce.parse_args([f"--workdir={tmp_path}", f"--docs={tmp_path / 'docs'}"])
+    for name, controllers in (("lm", 5), ("lm_curve", 3)):
+        *runs, collect = reproduce.study_commands(name, args)
+        dirs = [_flags(r)["workdir"] for r in runs]
+        assert [os.path.abspath(d) for d in dirs] == [
+            str(tmp_path / name / mode) for mode in ("bsp", "asp")
+        ]
+        flags = _flags(collect)
+        assert [flags["bsp"], flags["asp"]] == dirs
+        configs = [_flags(r)["config"] for r in runs]
+        assert [c.split(":")[1].split(",")[0] for c in configs] == ["mode=bsp", "mode=asp"]
+        for c in configs:
+            chosen = dict(kv.split("=") for kv in c.split(":")[1].split(","))["controllers"]
+            assert len(chosen.split("+")) == controllers, c
+        assert ("curve=data/curves/cpu_gpt_text.json" in configs[1]) == (name == "lm_curve")
+        assert f"(`make report`, part {name})" in flags["note"]
+    trainer_dirs = [
+        os.path.abspath(_flags(c)["workdir"])
+        for c in reproduce.study_commands("predictive_trainer", args)
+        if c[2] == "experiments.ablate"
+    ]
+    (curves,) = reproduce.study_commands("cost_curves", args)
+    read = [os.path.abspath(d) for d in _flags(curves)["trainer_runs"].split(",")]
+    assert read == trainer_dirs
 
 
 def test_skip_and_only_choose_the_studies(tmp_path):
     w = f"--workdir={tmp_path}"
     assert reproduce.parse_args([w, "--skip_study=heldout"]).studies == [
-        "async_fair",
-        "predictive_trainer",
+        n for n in MODULES if n != "heldout"
     ]
     assert reproduce.parse_args([w, "--skip_study=all"]).studies == []
     assert reproduce.parse_args([w, "--only=bsp_levels"]).studies == []
@@ -78,6 +124,10 @@ def test_skip_and_only_choose_the_studies(tmp_path):
         "benchmarks.controller_heldout_seeds",
         "experiments.predictive_study",
     ]
+    skipped = reproduce.parse_args([w, "--skip_study=lm,lm_curve,async_fair"]).studies
+    assert skipped == [n for n in MODULES if n not in ("lm", "lm_curve", "async_fair")]
+    only = reproduce.parse_args([w, "--only=cost_curves,lm_curve"])
+    assert (only.studies, only.names) == (["cost_curves", "lm_curve"], [])
     with pytest.raises(SystemExit):
         reproduce.parse_args([w, "--skip_study=nope"])
 
@@ -88,11 +138,20 @@ def test_small_runs_no_study_but_renders_their_documents_from_committed_json(tmp
     assert [c[2] for cmds in commands.values() for c in cmds] == [
         "experiments.async_fair_doc",
         "experiments.predictive_study",
+        "benchmarks.controller_heldout",
+        "experiments.async_staleness",
+        "experiments.curves.ablate",
+        "experiments.lm_results",
+        "experiments.lm_results",
     ]
     for cmds in commands.values():
         for cmd in cmds:
             assert not any(a.startswith("--runs=") for a in cmd)  # the committed data stay
-            read = [a.split("=", 1)[1] for a in cmd if a.startswith(("--data=", "--heldout="))]
+            read = [
+                a.split("=", 1)[1]
+                for a in cmd
+                if a.startswith(("--data=", "--heldout=", "--render="))
+            ]
             assert read and all(p.startswith(RESULTS) for p in read)
 
 

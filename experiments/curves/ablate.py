@@ -1,10 +1,12 @@
 """Controllers on nonlinear cost curves, in the lax.scan simulation.
 
     python -m experiments.curves.ablate [--out docs/results/cost_curves.md] [--steps 50] \
-        [--trainer_runs DIR]
+        [--trainer_runs DIR] [--data docs/results/cost_curves.json]
+    python -m experiments.curves.ablate --render JSON --out MD   # the document alone
 
 `--trainer_runs` adds a table of the trainer runs of configs/ablation_curves.py in each DIR
-(comma-separated).
+(comma-separated; means over their seeds). `--data` writes every number of the document to
+JSON (stamped with the commit), from which `--render` rewrites the document alone.
 
 Four workers, B = 128, bounds b_min = 1 and no b_max (bounds the paper's 16..96 would bind
 on HL8 and tie every controller); the paper's BSP core tables HL2, HL4, HL8 and the dynamic
@@ -167,13 +169,15 @@ def fmt(value: float, kind: str) -> str:
     return f"{value:.3f}"
 
 
-def report(out: dict, steps: int, command: str) -> str:
+def report(out: dict, steps: int, command: str, date: str = "", commit: str = "") -> str:
     cells, results = out["cells"], out["results"]
-    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+    date = date or datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+    at = f" at commit `{commit}`" if commit else ""
     lines = [
         "## Cost curves: controllers on nonlinear plants",
         "",
-        f"Produced by `{command}` on {date} (controller simulation, `lax.scan`; CPU).",
+        f"Produced by `{command}` on {date}{at} (controller simulation, `lax.scan`; CPU); "
+        "every number below is in docs/results/cost_curves.json.",
         "",
         "Four workers, B = 128, b_min = 1, no b_max; HL2/HL4/HL8 are the paper's BSP core "
         f"tables; dynamic runs HL1, 2, 4, 8, 8, 4, 2, 1, {steps} steps each (static levels run "
@@ -242,12 +246,14 @@ def conclusions(cells: list, results: dict) -> str:
     )
 
 
-def trainer_section(runs: str) -> str:
-    """A table of the trainer runs of configs/ablation_curves.py found under `runs`."""
+def trainer_data(runs: str) -> dict:
+    """The trainer runs of configs/ablation_curves.py under `runs`: per controller, each
+    seed's total time, time to target and final accuracy (and the stamp its runs ran at)."""
     import json
 
     rows, limits = {}, ()
-    for cell in sorted(os.listdir(runs)):
+    cells = sorted(os.listdir(runs)) if os.path.isdir(runs) else []
+    for cell in cells:
         path = os.path.join(runs, cell, "summary.json")
         if not os.path.exists(path):
             continue
@@ -255,22 +261,43 @@ def trainer_section(runs: str) -> str:
             summary = json.load(f)
         with open(os.path.join(runs, cell, "config.json")) as f:
             config = json.load(f)
-        rows[config["controller"]["name"]] = summary
+        keep = ("total_time", "time_to_target", "final_eval_accuracy")
+        rows.setdefault(config["controller"]["name"], []).append(
+            {"seed": config["seed"], **{k: summary.get(k) for k in keep}}
+        )
         limits = tuple(config["cost"]["memory_limits"])
+    ran = {}
+    if os.path.exists(os.path.join(runs, "stamp.json")):  # reproduce.py writes it
+        with open(os.path.join(runs, "stamp.json")) as f:
+            ran = json.load(f)
+    return {"runs": runs, "limits": list(limits), "stamp": ran, "controllers": rows}
+
+
+def _mean(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def trainer_section(data: dict) -> str:
+    """A table of the trainer runs (trainer_data): means over the seeds."""
+    rows, limits, runs = data["controllers"], tuple(data["limits"]), data["runs"]
     if not rows:
         return ""
     variant = f":limit={max(limits)}" if any(limits) else ""
-    base = rows.get("static", {}).get("total_time")
+    seeds = max(len(v) for v in rows.values())
+    base = _mean([r["total_time"] for r in rows.get("static", [])])
     limit = f"memory limits {list(limits)} rows, time x3 past them" if any(limits) else "no limit"
+    ran = f", runs at commit `{data['stamp']['commit']}`" if data.get("stamp") else ""
     lines = [
         "",
         f"### On the trainer, with the measured curve ({limit})",
         "",
-        f"`python -m experiments.ablate --config=configs/ablation_curves.py{variant} "
-        f"--workdir={runs} --parallel 2` (the Quickstart job: 4 workers, B = 128, "
+        f"`python -m experiments.ablate --config=configs/ablation_curves.py{variant}"
+        f" --workdir={runs} --parallel 2`{ran} (the Quickstart job: 4 workers, B = 128, "
         "HL2 -> HL8 -> HL4, 5% noise, b_min 4, "
         "88 steps; the virtual clock charges the CPU ResNet-18 curve of data/curves/ over "
-        "each worker's speed; one seed):",
+        f"each worker's speed; means over {seeds} seed{'s' if seeds > 1 else ''}; time to 0.85 "
+        "over the seeds that reached it):",
         "",
         "| controller | total time (s, virtual) | speed-up vs static | time to 0.85 (s) "
         "| final accuracy |",
@@ -279,39 +306,93 @@ def trainer_section(runs: str) -> str:
     for name in CONTROLLERS:
         if name not in rows:
             continue
-        r = rows[name]
-        speedup = f"{base / r['total_time']:.2f}x" if base else "-"
-        target = r.get("time_to_target")
+        total = _mean([r["total_time"] for r in rows[name]])
+        speedup = f"{base / total:.2f}x" if base else "-"
+        target = _mean([r["time_to_target"] for r in rows[name]])
         target = "-" if target is None else f"{target:.3f}"
-        lines.append(
-            f"| {name} | {r['total_time']:.3f} | {speedup} | {target} "
-            f"| {r['final_eval_accuracy']:.4f} |"
-        )
+        accuracy = _mean([r["final_eval_accuracy"] for r in rows[name]])
+        lines.append(f"| {name} | {total:.3f} | {speedup} | {target} | {accuracy:.4f} |")
     return "\n".join(lines) + "\n"
 
 
+def to_json(out: dict, found: dict, trainer: list[dict], steps: int, command: str) -> dict:
+    """Every number of the document: the simulation's cells, the ACSOS ratios, the trainer."""
+    from experiments.paper import stamp
+
+    return {
+        "command": command,
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+        "stamp": stamp.stamp(),
+        "steps": steps,
+        "cells": [list(c) for c in out["cells"]],
+        "results": [
+            {"controller": k[0], "curve": k[1], "level": k[2]}
+            | {m: (None if np.isnan(v) else v) for m, v in r.items()}
+            for k, r in out["results"].items()
+        ],
+        "acsos": {
+            name: [{"level": h, "speeds": list(sp), "ratio": v} for (h, sp), v in s.items()]
+            for name, s in found.items()
+        },
+        "trainer": trainer,
+    }
+
+
+def render(data: dict) -> str:
+    """The document from its JSON alone (to_json)."""
+    out = {
+        "cells": [tuple(c) for c in data["cells"]],
+        "results": {
+            (r["controller"], r["curve"], r["level"]): {
+                m: (np.nan if r[m] is None else r[m]) for m in ("settle", "gap", "time")
+            }
+            for r in data["results"]
+        },
+    }
+    found = {
+        name: {(e["level"], tuple(e["speeds"])): e["ratio"] for e in entries}
+        for name, entries in data["acsos"].items()
+    }
+    text = report(out, data["steps"], data["command"], data["date"], data["stamp"]["commit"])
+    text += acsos_section(found)
+    return text + "".join(trainer_section(t) for t in data["trainer"])
+
+
 def main(argv: list[str] | None = None) -> None:
+    import json
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/results/cost_curves.md")
+    parser.add_argument("--data", default="", help="also write every number here (JSON)")
+    parser.add_argument("--render", default="", help="a saved --data JSON: --out from it alone")
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument(
         "--trainer_runs", default="", help="comma-separated run dirs of configs/ablation_curves.py"
     )
     args = parser.parse_args(argv)
-    words = sys.argv[1:] if argv is None else argv
-    command = " ".join(["python -m experiments.curves.ablate", *words])
-    out = ablate(args.steps)
-    text = report(out, args.steps, command)
-    text += acsos_section(curves())
-    for runs in filter(None, args.trainer_runs.split(",")):
-        text += trainer_section(runs)
+    if args.render:
+        with open(args.render) as f:
+            data = json.load(f)
+    else:
+        words = sys.argv[1:] if argv is None else argv
+        words = [w for w in words if not w.startswith(("--out", "--data"))]
+        command = " ".join(["python -m experiments.curves.ablate", *words])
+        found = {name: speedups(times) for name, (times, _) in curves().items()}
+        trainer = [trainer_data(r) for r in filter(None, args.trainer_runs.split(","))]
+        data = to_json(ablate(args.steps), found, trainer, args.steps, command)
+        if args.data:
+            with open(args.data, "w") as f:
+                json.dump(data, f, indent=1)
+                f.write("\n")
+    text = render(data)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
         f.write(text)
     print(text)
 
 
-def acsos_section(table: dict) -> str:
+def acsos_section(found: dict) -> str:
+    """ACSOS'20's setting on each curve; `found`: curve -> speedups() of its times."""
     lines = [
         "",
         "### ACSOS'20's 2.0x (H-level 2) and 2.4x (H-level 10)",
@@ -322,10 +403,7 @@ def acsos_section(table: dict) -> str:
         "| curve | H2 (1,2,2) | H2 (1,1,2) | H10 (1,10,10) | H10 (1,1,10) |",  # speedups()'s order
         "|---|---|---|---|---|",
     ]
-    found = {}
-    for name, (times, _) in table.items():
-        s = speedups(times)
-        found[name] = s
+    for name, s in found.items():
         lines.append(f"| {name} | " + " | ".join(f"{v:.2f}x" for v in s.values()) + " |")
     lines.append("")
     lines.append(

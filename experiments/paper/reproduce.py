@@ -12,8 +12,14 @@
    WORKDIR/async_fair/async_fair.jsonl, so a rerun resumes), the controllers on held-out
    plant families (benchmarks/controller_heldout_seeds.py) and the predictive trainer
    confirmation (configs/ablation_curves.py with and without a memory limit, 5 seeds each,
-   into WORKDIR/abl_curves*; a rerun finishes only missing cells). Each writes its JSON and
-   its document under DOCS/results/, stamped with this command's commit.
+   into WORKDIR/abl_curves*; a rerun finishes only missing cells); the single held-out
+   family (benchmarks/controller_heldout.py), the async staleness table
+   (experiments/async_staleness.py) and the cost-curve simulation with the trainer runs
+   above (experiments/curves/ablate.py), each rerun whole (ONE_SHOT: minutes each); the
+   GPT on the formula and on its measured curve (configs/ablation_lm.py, BSP and async,
+   into WORKDIR/lm*/<mode>; a rerun finishes only missing cells; experiments/lm_results.py).
+   Each writes its JSON and its document under DOCS/results/, stamped with this command's
+   commit.
 4. Writes RESULTS.md (tables, discussion, sources), its figures and WORKDIR/results.json
    from the run directories alone.
 
@@ -24,9 +30,9 @@ clock under root cgroups) is not rerun: RESULTS.md splices its committed documen
 
 `--small` shrinks every ablation (one seed, a few steps, an MLP for the CNN; ResNet-18
 skipped) and every benchmark (an MLP, the compilation cache kept), runs none of the studies
-(each takes 15-40 min; no shrunk form says anything) but renders their documents from the
-committed JSON, and writes everything, documents included, into a temporary directory (or
---workdir): it checks the pipeline, not the numbers. All cells share a JAX persistent
+(each takes minutes to 40 min; no shrunk form says anything) but renders their documents
+from the committed JSON, and writes everything, documents included, into a temporary
+directory (or --workdir): it checks the pipeline, not the numbers. All cells share a JAX persistent
 compilation cache (WORKDIR/.jax_cache, or one in the temp folder for --small): the cells
 compile the same few programs, and compiling dominates a short CPU run. It changes no number.
 """
@@ -53,6 +59,40 @@ ASYNC_FAIR = ("--budget", "8", "--seeds", "5")  # experiments/async_fair.py's st
 HELDOUT = ("--seeds", "1,2,3,4,5", "--plants", "96", "--tune-plants", "48")
 TRAINER = ("seeds=5", "limit=64,seeds=5")  # configs/ablation_curves.py overrides
 TRAINER_DIRS = ("abl_curves", "abl_curves_limit64")
+# The studies whose generator writes its document and JSON in one command (a rerun redoes it
+# whole; each takes minutes), and how --small renders it from the committed JSON alone.
+ONE_SHOT = {
+    "controller_heldout": (
+        ("benchmarks.controller_heldout", "--tune-plants", "48", "--plants", "96", "--write"),
+        ("--out", "--doc"),
+    ),
+    "async_staleness": (
+        ("experiments.async_staleness", "--updates", "400", "--settle", "200"),
+        ("--data", "--out"),
+    ),
+    "cost_curves": (("experiments.curves.ablate", "--steps", "50"), ("--data", "--out")),
+}
+LM = "configs/ablation_lm.py"
+LM_CONTROLLERS = {
+    "lm": "static+proportional+pi+oracle+predictive",
+    "lm_curve": "static+proportional+oracle",
+}
+GPT_CURVE = "data/curves/cpu_gpt_text.json"
+LM_OVERRIDES = {  # the ablation_lm.py variant of each mode (lm_curve: async budget 0.3 s)
+    "lm": {"bsp": "", "asp": ""},
+    "lm_curve": {"bsp": f",curve={GPT_CURVE}", "asp": f",curve={GPT_CURVE},budget=0.3"},
+}
+LM_NOTES = {
+    "lm": "",
+    "lm_curve": (
+        "The study of lm.md (same model, data, optimizer, 300 BSP steps, 3 seeds, HL4 and HL8) "
+        f"with the virtual clock charging the GPT's own measured CPU cost curve {GPT_CURVE} "
+        "instead of the formula (0.05 + 0.01 b) / cores; controllers static, proportional and "
+        "oracle. On this curve a step takes milliseconds, not tenths of a second, so the "
+        "async budget is 0.3 s of virtual time, about as many updates of uniform batching as "
+        "lm.md's 8 s under the formula. "
+    ),
+}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -179,6 +219,10 @@ def study_commands(name: str, args: argparse.Namespace) -> list[list[str]]:
         said = " ".join(["python -m experiments.async_fair", f"--out={rel(jsonl)}", *ASYNC_FAIR])
         run.append(f"--workdir={os.path.join(out, 'runs')}")
         return [run, doc + [f"--runs={jsonl}", f"--command={said}"]]
+    if name in ONE_SHOT:
+        return one_shot(name, args, data, results)
+    if name in LM_NOTES:
+        return lm_commands(name, args, data, results)
     predictive = module(
         "experiments.predictive_study",
         f"--heldout={os.path.join(data, 'controller_heldout_seeds.json')}",
@@ -210,6 +254,54 @@ def study_commands(name: str, args: argparse.Namespace) -> list[list[str]]:
         f"--note=Runs: `{said}` (`make report`, part predictive_trainer).",
     )
     return [*runs, collect, predictive]
+
+
+def one_shot(name: str, args: argparse.Namespace, data: str, results: str) -> list[list[str]]:
+    """A generator that writes its JSON and document at once (--small: --render the
+    committed JSON); cost_curves also tabulates the predictive_trainer study's runs."""
+    (mod, *argv), (json_flag, doc_flag) = ONE_SHOT[name]
+    json_file, doc_file = STUDIES[name]
+    doc = f"{doc_flag}={os.path.join(results, doc_file)}"
+    if args.small:
+        return [module(mod, f"--render={os.path.join(data, json_file)}", doc)]
+    if name == "cost_curves":
+        argv.append(
+            "--trainer_runs=" + ",".join(rel(os.path.join(args.workdir, d)) for d in TRAINER_DIRS)
+        )
+    return [module(mod, *argv, f"{json_flag}={os.path.join(results, json_file)}", doc)]
+
+
+def lm_commands(name: str, args: argparse.Namespace, data: str, results: str) -> list[list[str]]:
+    """The two LM ablations (BSP and async, into WORKDIR/<name>/<mode>; a rerun finishes only
+    missing cells), then experiments/lm_results.py over them (--small: --render the JSON)."""
+    json_file, doc_file = STUDIES[name]
+    out = [f"--out={os.path.join(results, doc_file)}"]
+    if args.small:
+        return [module("experiments.lm_results", f"--render={os.path.join(data, json_file)}", *out)]
+    dirs = {mode: rel(os.path.join(args.workdir, name, mode)) for mode in ("bsp", "asp")}
+    runs = [
+        module(
+            "experiments.ablate",
+            f"--config={LM}:mode={mode},controllers={LM_CONTROLLERS[name]}{LM_OVERRIDES[name][mode]}",
+            f"--workdir={d}",
+            f"--parallel={args.parallel}",
+        )
+        for mode, d in dirs.items()
+    ]
+    said = "; ".join("python -m " + " ".join(r[2:]) for r in runs)
+    note = LM_NOTES[name] + (
+        f"Runs: `{said}` (`make report`, part {name}); docs/results/{json_file} holds every "
+        "run's eval curve."
+    )
+    collect = module(
+        "experiments.lm_results",
+        f"--bsp={dirs['bsp']}",
+        f"--asp={dirs['asp']}",
+        *out,
+        f"--data={os.path.join(results, json_file)}",
+        f"--note={note}",
+    )
+    return [*runs, collect]
 
 
 def run_studies(args: argparse.Namespace) -> tuple[dict[str, float], list[str]]:

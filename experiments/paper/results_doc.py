@@ -48,6 +48,11 @@ STUDIES = {
     "async_fair": ("async_fair.json", "async_fair.md"),
     "heldout": ("controller_heldout_seeds.json", "predictive_seeds.md"),
     "predictive_trainer": ("predictive_trainer.json", "predictive_seeds.md"),
+    "controller_heldout": ("controller_heldout.json", "controller_heldout.md"),
+    "async_staleness": ("async_staleness.json", "async_staleness.md"),
+    "cost_curves": ("cost_curves.json", "cost_curves.md"),  # reads predictive_trainer's runs
+    "lm": ("lm.json", "lm.md"),
+    "lm_curve": ("lm_curve.json", "lm_curve.md"),
 }
 MEASURED = "real_hetero.md"  # the quota study: the wall clock under root cgroups, not rerun
 
