@@ -229,10 +229,10 @@ def conclusions(cells: list, results: dict) -> str:
     }
     return (
         "\n"
-        f"Noise-free, predictive comes within 2% of the oracle after every speed change in "
-        f"every cell ({never('predictive')} cells never do), proportional and pi miss it in "
-        f"{never('proportional')} and {never('pi')} of {len(cells)} cells (they settle on a "
-        f"split that a nonlinear curve makes wrong). With 10% noise, on the {n} nonlinear "
+        f"Noise-free, some segment never comes within 2% of the oracle's step time (settle "
+        f"`-`) in {never('predictive')} of {len(cells)} cells for predictive, in "
+        f"{never('proportional')} for proportional and {never('pi')} for pi (P and PI settle "
+        f"on a split that a nonlinear curve makes wrong). With 10% noise, on the {n} nonlinear "
         f"cells predictive's steady-state gap is smaller than proportional's in {gap_p} and "
         f"than pi's in {gap_pi}, and its time to target is shorter than pi's in {time_pi}; "
         f"the worst steady-state gap over them is {100 * worst['proportional']:.1f}% for "

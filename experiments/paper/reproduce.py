@@ -246,7 +246,9 @@ def study_commands(name: str, args: argparse.Namespace) -> list[list[str]]:
         )
         for over, d in zip(TRAINER, dirs, strict=True)
     ]
-    said = "; ".join("python -m " + " ".join(r[2:]) for r in runs)
+    said = "; ".join("python -m " + " ".join(r[2:]) for r in runs).replace(
+        args.workdir, rel(args.workdir)
+    )
     collect = module(
         "experiments.predictive_trainer",
         f"--runs={','.join(dirs)}",
