@@ -64,9 +64,12 @@ format: $(STAMP)
 # load 4-10): plan on 55-70 min, the benchmarks on top (runs/paper/timings.json keeps each
 # part's latest time). Then it reruns the studies with generators of their own (the tuned
 # async study, the held-out controller families, the predictive trainer runs: 10, 9 and 5
-# min on 2 shared cores on 2026-12-02; `--skip_study=...` keeps some as committed, `--only`
-# names parts to run, and a rerun resumes the async runs and the trainer cells). The quota study (experiments/real_hetero.py,
-# the wall clock under root cgroups) is not rerun; RESULTS.md splices its committed document.
+# min; the single held-out family, the async staleness table and the cost-curve simulation:
+# 4, 0.5 and 1.5 min; the GPT under the formula and on its curve: 14 and 10.5 min; 2 shared
+# cores, 2026-12-02; `--skip_study=...` keeps some as committed, `--only` names parts to run,
+# and a rerun resumes the async runs, the trainer cells and the GPT cells). The quota study
+# (experiments/real_hetero.py, the wall clock under root cgroups) is not rerun; RESULTS.md
+# splices its committed document.
 # report-small checks the pipeline in a temp dir (about 1 min; the studies' documents only).
 report: $(STAMP)
 	$(PY) -m experiments.paper.reproduce --workdir=runs/paper --parallel 2

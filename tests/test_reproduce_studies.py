@@ -161,6 +161,7 @@ RENDERED = (
     ("controller_heldout", "benchmarks.controller_heldout", "--doc"),
     ("async_staleness", "experiments.async_staleness", "--out"),
     ("cost_curves", "experiments.curves.ablate", "--out"),
+    ("lm", "experiments.lm_results", "--out"),
     ("lm_curve", "experiments.lm_results", "--out"),
 )
 
@@ -232,7 +233,7 @@ def test_committed_study_documents_carry_the_stamps_of_their_runs():
         data = json.loads(_read(f"{name}.json"))
         assert re.fullmatch(COMMIT, data["stamp"]["commit"]), name
         assert f"commit `{data['stamp']['commit']}`" in _read(f"{name}.md"), name
-    for name in ("lm_curve",):
+    for name in ("lm", "lm_curve"):
         meta = json.loads(_read(f"{name}.json"))["meta"]
         commits = {s["commit"] for s in meta["stamps"]}
         assert len(meta["stamps"]) == 2 and all(re.fullmatch(COMMIT, c) for c in commits)
