@@ -239,3 +239,25 @@ def test_committed_study_documents_carry_the_stamps_of_their_runs():
         assert len(meta["stamps"]) == 2 and all(re.fullmatch(COMMIT, c) for c in commits)
         ran = "the cells ran at " + ", ".join(f"commit `{c}`" for c in sorted(commits))
         assert ran in _read(f"{name}.md")
+
+
+def test_a_resumed_ablation_that_ran_no_cell_keeps_the_stamp_of_the_commit_that_did(
+    tmp_path, monkeypatch
+):
+    """A resumed `make report` at a later commit must not claim cells it found complete ran
+    there: stamp.json is rewritten only where a cell finished during this run."""
+    cell = tmp_path / "cell_a"
+    cell.mkdir()
+    (cell / "summary.json").write_text(json.dumps({"status": "complete"}))
+    os.utime(cell / "summary.json", (1_000_000, 1_000_000))  # finished long ago
+    (tmp_path / "stamp.json").write_text(json.dumps({"commit": "old1234"}))
+    monkeypatch.setattr(stamp, "stamp", lambda: {"commit": "new5678"})
+
+    def commit() -> str:
+        return json.loads((tmp_path / "stamp.json").read_text())["commit"]
+
+    assert reproduce.stamp_if_ran(str(tmp_path), since=2_000_000) is False
+    assert commit() == "old1234"
+    os.utime(cell / "summary.json", (3_000_000, 3_000_000))  # this run finished it
+    assert reproduce.stamp_if_ran(str(tmp_path), since=2_000_000) is True
+    assert commit() == "new5678"

@@ -40,6 +40,7 @@ compile the same few programs, and compiling dominates a short CPU run. It chang
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import subprocess
@@ -158,7 +159,7 @@ def run_ablations(args: argparse.Namespace) -> tuple[dict[str, float], list[str]
         config = os.path.join("experiments", "paper", f"{name}.py") + (
             ":small" if args.small else ""
         )
-        start = time.perf_counter()
+        start, began = time.perf_counter(), time.time()
         code = ablate.main(
             [
                 f"--config={config}",
@@ -167,13 +168,24 @@ def run_ablations(args: argparse.Namespace) -> tuple[dict[str, float], list[str]
             ]
         )
         timings[name] = time.perf_counter() - start
-        os.makedirs(os.path.join(args.workdir, name), exist_ok=True)
-        with open(os.path.join(args.workdir, name, "stamp.json"), "w") as f:
-            json.dump(stamp.stamp(), f)  # the commit its cells last ran at (export.py)
+        stamp_if_ran(os.path.join(args.workdir, name), began)
         print(f"[reproduce] {name}: exit {code}, {timings[name]:.0f} s", flush=True)
         if code:
             failed.append(name)
     return timings, failed
+
+
+def stamp_if_ran(workdir: str, since: float) -> bool:
+    """Write WORKDIR/stamp.json, the commit an ablation's cells last ran at (export.py and
+    RESULTS.md's Sources quote it), only where a cell finished at or after `since` (epoch
+    seconds): a resumed run that found every cell complete ran none, and the stamp of the
+    commit that did stays. Returns whether it wrote one."""
+    finished = glob.glob(os.path.join(workdir, "*", "summary.json"))
+    if not any(os.path.getmtime(path) >= since for path in finished):
+        return False
+    with open(os.path.join(workdir, "stamp.json"), "w") as f:
+        json.dump(stamp.stamp(), f)
+    return True
 
 
 def child_env() -> dict[str, str]:
@@ -322,11 +334,11 @@ def run_studies(args: argparse.Namespace) -> tuple[dict[str, float], list[str]]:
         for cmd in commands:
             print(f"[reproduce] study {name}: {' '.join(cmd[1:])}", flush=True)
             os.makedirs(os.path.join(args.workdir, name), exist_ok=True)
+            began = time.time()
             code = subprocess.call(cmd, cwd=REPO, env=env)
-            if cmd[2] == "experiments.ablate":  # the commit its cells last ran at
+            if cmd[2] == "experiments.ablate":
                 workdir = next(a.split("=", 1)[1] for a in cmd if a.startswith("--workdir="))
-                with open(os.path.join(workdir, "stamp.json"), "w") as f:
-                    json.dump(stamp.stamp(), f)
+                stamp_if_ran(workdir, began)
             if code:
                 break
         timings[name] = time.perf_counter() - start
