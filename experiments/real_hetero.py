@@ -42,6 +42,14 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMAND = "python -m experiments.real_hetero "
 CONFIG = "configs/paper_bsp.py:runlocal,model=cnn,hetero=uniform,controller={controller}"
+# The jobs a cell can run: the runlocal CNN as configured (features 8, 16: a step's compute is
+# about 0.9 ms of the 3.5-5.4 ms of CPU a process spends on it), and the same CNN 8x wider
+# (features 64, 128), whose compute outweighs the per-step host work and collective that no
+# split moves, as the paper's models' compute did (docs/cluster_quotas.md).
+JOBS = {
+    "cnn": [],
+    "cnn64": ["--config.model.features=(64,128)", "--config.model.hidden=128"],
+}
 
 
 def pinning(quotas: list[float], cores: int) -> str:
@@ -57,10 +65,13 @@ def pinning(quotas: list[float], cores: int) -> str:
     return ",".join(out)
 
 
-def job_args(controller: str, workers: int, steps: int, target: float, speeds=None) -> list:
+def job_args(
+    controller: str, workers: int, steps: int, target: float, speeds=None, job: str = "cnn"
+) -> list:
     name = "oracle" if controller == "oracle" else controller
     args = [
         f"--config={CONFIG.format(controller=name)}",
+        *JOBS[job],
         f"--config.num_workers={workers}",
         f"--config.num_devices={workers}",
         "--config.clock=wall",
@@ -75,7 +86,9 @@ def job_args(controller: str, workers: int, steps: int, target: float, speeds=No
     return args
 
 
-def run(quotas: list[float], controller: str, steps: int, target: float, speeds=None) -> dict:
+def run(
+    quotas: list[float], controller: str, steps: int, target: float, speeds=None, job="cnn"
+) -> dict:
     """One launched run; its wall time to the steps (`steps_wall_time`: from the first step
     to the end of the last, start-up and the final evaluation and save excluded), time to
     target, per-worker seconds per row, and the final split."""
@@ -84,7 +97,7 @@ def run(quotas: list[float], controller: str, steps: int, target: float, speeds=
         cmd = [sys.executable, "-m", "omnilearn_jax.launch", f"--num_processes={workers}"]
         cmd += ["--devices_per_process=1", "--cpu_quota=" + ",".join(map(str, quotas))]
         cmd += [f"--cpus={pinning(quotas, os.cpu_count() or 1)}", "--"]
-        cmd += [*job_args(controller, workers, steps, target, speeds), f"--workdir={tmp}"]
+        cmd += [*job_args(controller, workers, steps, target, speeds, job), f"--workdir={tmp}"]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode:
             raise RuntimeError(proc.stdout[-3000:] + proc.stderr[-2000:])
@@ -126,11 +139,11 @@ def predicted(controller: str, speeds: list[float], steps: int) -> float:
         return float(train_and_evaluate(c, tmp)["total_time"])
 
 
-def study(clusters, controllers, reps: int, steps: int, target: float) -> list[dict]:
+def study(clusters, controllers, reps: int, steps: int, target: float, job="cnn") -> list[dict]:
     out = []
     for quotas in clusters:
         began = time.perf_counter()
-        statics = [run(quotas, "static", steps, target) for _ in range(reps)]
+        statics = [run(quotas, "static", steps, target, job=job) for _ in range(reps)]
         per_row = np.median([s["seconds_per_row"] for s in statics], axis=0)
         speeds = (per_row.min() / per_row).tolist()
         print(f"[real_hetero] quotas {quotas}: measured speeds "
@@ -141,10 +154,9 @@ def study(clusters, controllers, reps: int, steps: int, target: float) -> list[d
                 continue
             pairs = []
             for rep in range(reps):
-                mine = run(
-                    quotas, controller, steps, target, speeds if controller == "oracle" else None
-                )
-                beside = run(quotas, "static", steps, target)
+                told = speeds if controller == "oracle" else None
+                mine = run(quotas, controller, steps, target, told, job)
+                beside = run(quotas, "static", steps, target, job=job)
                 pairs.append({"controller": mine, "static": beside, "rep": rep})
                 print(f"  {controller} rep {rep}: {mine['wall_s']:.2f} s against static "
                       f"{beside['wall_s']:.2f} s, split {mine['final_split']} "
@@ -153,7 +165,7 @@ def study(clusters, controllers, reps: int, steps: int, target: float) -> list[d
             reduction = 1.0 - predicted(controller, speeds, steps) / virtual_static
             measured = 1.0 - float(np.median(ratios))
             out.append({
-                "quotas": quotas, "controller": controller, "speeds": speeds,
+                "quotas": quotas, "controller": controller, "job": job, "speeds": speeds,
                 "statics": statics, "pairs": pairs,
                 "median_ratio": float(np.median(ratios)), "worst_ratio": float(max(ratios)),
                 "predicted_reduction": reduction, "measured_reduction": measured,
@@ -165,9 +177,9 @@ def study(clusters, controllers, reps: int, steps: int, target: float) -> list[d
 
 def table(cells: list[dict]) -> str:
     lines = [
-        "| quotas | controller | measured speeds | median / static | worst / static | "
+        "| job | quotas | controller | measured speeds | median / static | worst / static | "
         "predicted reduction | measured (median) | delivered | time to target (median) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cells:
         ttt = [p["controller"]["time_to_target"] for p in c["pairs"]]
@@ -175,7 +187,7 @@ def table(cells: list[dict]) -> str:
         shown = f"{np.median(ttt):.2f} s" if ttt else "not reached"
         delivered = f"{100 * c['delivered']:.0f}%" if c["delivered"] is not None else "n/a"
         lines.append(
-            f"| {'/'.join(map(str, c['quotas']))} | {c['controller']} | "
+            f"| {c.get('job', 'cnn')} | {'/'.join(map(str, c['quotas']))} | {c['controller']} | "
             f"{'/'.join(f'{s:.2f}' for s in c['speeds'])} | {c['median_ratio']:.3f} | "
             f"{c['worst_ratio']:.3f} | {100 * c['predicted_reduction']:.1f}% | "
             f"{100 * c['measured_reduction']:.1f}% | {delivered} | {shown} |"
@@ -183,12 +195,16 @@ def table(cells: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _key(cell: dict) -> tuple:
+    return cell.get("job", "cnn"), tuple(cell["quotas"]), cell["controller"]
+
+
 def merged(old: dict, cells: list[dict], command: str) -> dict:
     """A saved study (`old`, as the JSON holds it) with `cells` added: a cell measured again
     (same quotas and controller) replaces the old one, the others are kept, and each
     command that produced kept cells is listed."""
-    new = {(tuple(c["quotas"]), c["controller"]) for c in cells}
-    kept = [c for c in old.get("cells", []) if (tuple(c["quotas"]), c["controller"]) not in new]
+    new = {_key(c) for c in cells}
+    kept = [c for c in old.get("cells", []) if _key(c) not in new]
     commands = old.get("commands") or [old["command"]] if old else []
     commands = [c for c in commands if c != command] if kept else []
     return {"commands": [*commands, command], "cells": kept + cells}
@@ -204,7 +220,10 @@ def document(cells: list[dict], command: str | list[str]) -> str:
         "Measured, not modelled: one process a worker, each under a CFS CPU quota",
         "(`launch --cpu_quota`, pinned with `--cpus`; docs/cluster_quotas.md), nothing",
         "injected, the wall clock. The job is configs/paper_bsp.py (runlocal: the CNN on",
-        "digits, B = 128, bounds 16..96). Each controller run is paired with a static",
+        "digits, B = 128, bounds 16..96); job `cnn` is that CNN as configured (features 8,",
+        "16), `cnn64` the same CNN 8x wider (features 64, 128; hidden 128), whose compute",
+        "outweighs the host work and the all-reduce a step costs whatever its split (see",
+        "docs/cluster_quotas.md). Each controller run is paired with a static",
         "(uniform) run next to it; times are `steps_wall_time` (first step to the end of the",
         "last). The prediction is the virtual clock's for the measured speeds and a cost",
         "linear in the rows (modelled).",
@@ -217,11 +236,11 @@ def document(cells: list[dict], command: str | list[str]) -> str:
         "",
     ]
     goal = [c for c in cells if c["quotas"] == [1.0, 0.25] and c["controller"] == "proportional"]
-    if goal:
-        g = goal[0]
+    for g in goal:
         verdict = "meets" if g["median_ratio"] <= 0.75 else "misses"
         lines += [
-            f"At quotas 1.0/0.25, proportional finishes the same steps in {g['median_ratio']:.2f}x "
+            f"Job `{g.get('job', 'cnn')}`: at quotas 1.0/0.25, proportional finishes the same "
+            f"steps in {g['median_ratio']:.2f}x "
             f"the time of uniform batches (median of {len(g['pairs'])}; worst "
             f"{g['worst_ratio']:.2f}x): it {verdict} the goal of 0.75x. The virtual clock "
             f"predicts a {100 * g['predicted_reduction']:.0f}% reduction for the measured "
@@ -231,7 +250,9 @@ def document(cells: list[dict], command: str | list[str]) -> str:
     loads = []
     for c in cells:
         each = " / ".join(f"{p['controller']['load']:.2f}" for p in c["pairs"])
-        loads.append(f"{'/'.join(map(str, c['quotas']))} {c['controller']} {each}")
+        loads.append(
+            f"{c.get('job', 'cnn')} {'/'.join(map(str, c['quotas']))} {c['controller']} {each}"
+        )
     lines += [f"Load average after each controller run: {'; '.join(loads)}.", ""]
     return "\n".join(lines)
 
@@ -243,6 +264,7 @@ def main(argv=None) -> None:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--target", type=float, default=0.8)
+    p.add_argument("--job", default="cnn", choices=sorted(JOBS), help="the model a cell trains")
     p.add_argument("--json", default="")
     p.add_argument("--md", default="")
     p.add_argument("--render", default="", help="only rewrite --md from this JSON")
@@ -260,7 +282,9 @@ def main(argv=None) -> None:
 
     jax.config.update("jax_num_cpu_devices", 8)  # the virtual predictions, in this process
     clusters = [[float(q) for q in c.split("/")] for c in args.clusters.split(",")]
-    cells = study(clusters, args.controllers.split(","), args.reps, args.steps, args.target)
+    cells = study(
+        clusters, args.controllers.split(","), args.reps, args.steps, args.target, args.job
+    )
     print(table(cells))
     command = COMMAND + " ".join(sys.argv[1:])
     saved = {"commands": [command], "cells": cells}

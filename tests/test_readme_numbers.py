@@ -186,7 +186,11 @@ def test_measured_quota_figure_is_the_study_file():
     )
     cells = _json("docs", "results", "real_hetero.json")["cells"]
     cell = next(
-        c for c in cells if c["quotas"] == [1.0, 0.25] and c["controller"] == "proportional"
+        c
+        for c in cells
+        if c["quotas"] == [1.0, 0.25]
+        and c["controller"] == "proportional"
+        and c.get("job", "cnn") == "cnn"
     )
     assert m.group(1) == f"{cell['median_ratio']:.2f}"
     assert int(m.group(2)) == len(cell["pairs"])

@@ -30,12 +30,13 @@ def test_the_goal_sentence_follows_the_numbers():
     assert "predicts a 50% reduction" in met and "delivers 28%" in met
     missed = real_hetero.document([_cell([0.9, 1.2, 0.8], 0.48)], "cmd")
     assert "in 0.90x" in missed and "worst 1.20x" in missed and "it misses the goal" in missed
-    assert "| 1.0/0.25 | proportional | 1.00/0.25 | 0.900 | 1.200 | 48.0% | 10.0% | 21% |" in missed
+    row = "| cnn | 1.0/0.25 | proportional | 1.00/0.25 | 0.900 | 1.200 | 48.0% | 10.0% | 21% |"
+    assert row in missed
 
 
 def test_the_load_beside_each_run_is_printed():
     text = real_hetero.document([_cell([0.9, 1.2, 0.8], 0.48)], "cmd")
-    loads = "Load average after each controller run: 1.0/0.25 proportional 1.50 / 1.50 / 1.50."
+    loads = "Load average after each controller run: cnn 1.0/0.25 proportional 1.50 / 1.50 / 1.50."
     assert loads in text
 
 
@@ -52,3 +53,19 @@ def test_a_merged_study_keeps_other_clusters_and_replaces_a_cell_measured_again(
     # Every old cell measured again: the old command produced nothing that is kept.
     again = real_hetero.merged(saved, [_cell([0.7] * 3, 0.5), other], "third")
     assert again["commands"] == ["third"] and len(again["cells"]) == 2
+
+
+def test_a_job_is_a_cell_of_its_own_with_its_own_verdict():
+    """The wider CNN's cell sits beside the runlocal CNN's at the same quotas and controller:
+    merging one does not replace the other, and each gets its own goal sentence."""
+    small, wide = _cell([0.9, 1.2, 0.8], 0.48), _cell([0.70, 0.74, 0.72], 0.5)
+    wide["job"] = "cnn64"
+    saved = real_hetero.merged({"commands": ["first"], "cells": [small]}, [wide], "second")
+    assert [c.get("job", "cnn") for c in saved["cells"]] == ["cnn", "cnn64"]
+    text = real_hetero.document(saved["cells"], saved["commands"])
+    assert "Job `cnn`: at quotas 1.0/0.25, proportional finishes the same steps in 0.90x" in text
+    assert "Job `cnn64`: at quotas 1.0/0.25, proportional finishes the same steps in 0.72x" in text
+    assert text.count("it misses the goal") == 1 and text.count("it meets the goal") == 1
+    assert real_hetero.job_args("static", 2, 10, 0.8, job="cnn64")[1:3] == list(
+        real_hetero.JOBS["cnn64"]
+    )
