@@ -32,7 +32,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from experiments.paper.fmt import curve_name
+from experiments.paper.fmt import curve_name, rel
 from omnilearn_jax.run import metrics
 
 # Student-t 97.5% quantiles for 1..10 degrees of freedom (a 95% two-sided interval); the
@@ -310,6 +310,13 @@ def from_data(data: dict) -> dict[str, list[dict]]:
     }
 
 
+def _as_typed(arg: str) -> str:
+    """`--flag=PATH` with PATH relative to the repository root where it lies inside it (as
+    a reader types it from the checkout; make report passes absolute paths)."""
+    flag, eq, value = arg.partition("=")
+    return f"{flag}={rel(value)}" if eq and os.path.isabs(value) else arg
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bsp", nargs="*", default=[], help="workdir(s) of ...:mode=bsp")
@@ -334,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = sys.argv[1:] if argv is None else argv
         meta = {
             "command": "python -m experiments.lm_results "
-            + " ".join(shlex.quote(a) for a in argv if not a.startswith("--note")),
+            + " ".join(shlex.quote(_as_typed(a)) for a in argv if not a.startswith("--note")),
             "date": datetime.date.today().isoformat(),
             "target": args.target,
             "note": args.note,

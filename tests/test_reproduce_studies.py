@@ -261,3 +261,16 @@ def test_a_resumed_ablation_that_ran_no_cell_keeps_the_stamp_of_the_commit_that_
     os.utime(cell / "summary.json", (3_000_000, 3_000_000))  # this run finished it
     assert reproduce.stamp_if_ran(str(tmp_path), since=2_000_000) is True
     assert commit() == "new5678"
+
+
+def test_lm_documents_name_their_paths_as_typed_from_the_checkout():
+    """make report hands lm_results absolute paths (a worktree's, say): the recorded command
+    names the ones inside the repository relative to it, and leaves others as they are."""
+    from experiments import lm_results
+
+    inside = os.path.join(REPO, "docs", "results", "lm.md")
+    assert lm_results._as_typed(f"--out={inside}") == "--out=docs/results/lm.md"
+    assert lm_results._as_typed("--out=/elsewhere/lm.md") == "--out=/elsewhere/lm.md"
+    assert lm_results._as_typed("--target=15.0") == "--target=15.0"
+    for name in ("lm", "lm_curve"):
+        assert "/tmp/" not in json.loads(_read(f"{name}.json"))["meta"]["command"]
