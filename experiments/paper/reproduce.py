@@ -76,7 +76,7 @@ ONE_SHOT = {
 LM = "configs/ablation_lm.py"
 LM_CONTROLLERS = {
     "lm": "static+proportional+pi+oracle+predictive",
-    "lm_curve": "static+proportional+pi+oracle+predictive",
+    "lm_curve": "static+proportional+oracle",
 }
 GPT_CURVE = "data/curves/cpu_gpt_text.json"
 LM_OVERRIDES = {  # the ablation_lm.py variant of each mode (lm_curve: async budget 0.3 s)
@@ -88,8 +88,8 @@ LM_NOTES = {
     "lm_curve": (
         "The study of lm.md (same model, data, optimizer, 300 BSP steps, 3 seeds, HL4 and HL8) "
         f"with the virtual clock charging the GPT's own measured CPU cost curve {GPT_CURVE} "
-        "instead of the formula (0.05 + 0.01 b) / cores, with the same five controllers. On "
-        "this curve a step takes milliseconds, not tenths of a second, so the "
+        "instead of the formula (0.05 + 0.01 b) / cores; controllers static, proportional and "
+        "oracle. On this curve a step takes milliseconds, not tenths of a second, so the "
         "async budget is 0.3 s of virtual time, about as many updates of uniform batching as "
         "lm.md's 8 s under the formula. "
     ),
