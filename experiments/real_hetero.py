@@ -87,7 +87,13 @@ def job_args(
 
 
 def run(
-    quotas: list[float], controller: str, steps: int, target: float, speeds=None, job="cnn"
+    quotas: list[float],
+    controller: str,
+    steps: int,
+    target: float,
+    speeds=None,
+    job="cnn",
+    pinned: bool = True,
 ) -> dict:
     """One launched run; its wall time to the steps (`steps_wall_time`: from the first step
     to the end of the last, start-up and the final evaluation and save excluded), time to
@@ -96,7 +102,7 @@ def run(
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "omnilearn_jax.launch", f"--num_processes={workers}"]
         cmd += ["--devices_per_process=1", "--cpu_quota=" + ",".join(map(str, quotas))]
-        cmd += [f"--cpus={pinning(quotas, os.cpu_count() or 1)}", "--"]
+        cmd += [f"--cpus={pinning(quotas, os.cpu_count() or 1) if pinned else 'none'}", "--"]
         cmd += [*job_args(controller, workers, steps, target, speeds, job), f"--workdir={tmp}"]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode:
@@ -139,11 +145,13 @@ def predicted(controller: str, speeds: list[float], steps: int) -> float:
         return float(train_and_evaluate(c, tmp)["total_time"])
 
 
-def study(clusters, controllers, reps: int, steps: int, target: float, job="cnn") -> list[dict]:
+def study(
+    clusters, controllers, reps: int, steps: int, target: float, job="cnn", pinned=True
+) -> list[dict]:
     out = []
     for quotas in clusters:
         began = time.perf_counter()
-        statics = [run(quotas, "static", steps, target, job=job) for _ in range(reps)]
+        statics = [run(quotas, "static", steps, target, None, job, pinned) for _ in range(reps)]
         per_row = np.median([s["seconds_per_row"] for s in statics], axis=0)
         speeds = (per_row.min() / per_row).tolist()
         print(f"[real_hetero] quotas {quotas}: measured speeds "
@@ -155,8 +163,8 @@ def study(clusters, controllers, reps: int, steps: int, target: float, job="cnn"
             pairs = []
             for rep in range(reps):
                 told = speeds if controller == "oracle" else None
-                mine = run(quotas, controller, steps, target, told, job)
-                beside = run(quotas, "static", steps, target, job=job)
+                mine = run(quotas, controller, steps, target, told, job, pinned)
+                beside = run(quotas, "static", steps, target, None, job, pinned)
                 pairs.append({"controller": mine, "static": beside, "rep": rep})
                 print(f"  {controller} rep {rep}: {mine['wall_s']:.2f} s against static "
                       f"{beside['wall_s']:.2f} s, split {mine['final_split']} "
@@ -165,7 +173,8 @@ def study(clusters, controllers, reps: int, steps: int, target: float, job="cnn"
             reduction = 1.0 - predicted(controller, speeds, steps) / virtual_static
             measured = 1.0 - float(np.median(ratios))
             out.append({
-                "quotas": quotas, "controller": controller, "job": job, "speeds": speeds,
+                "quotas": quotas, "controller": controller, "job": job, "pinned": pinned,
+                "speeds": speeds,
                 "statics": statics, "pairs": pairs,
                 "median_ratio": float(np.median(ratios)), "worst_ratio": float(max(ratios)),
                 "predicted_reduction": reduction, "measured_reduction": measured,
@@ -187,7 +196,7 @@ def table(cells: list[dict]) -> str:
         shown = f"{np.median(ttt):.2f} s" if ttt else "not reached"
         delivered = f"{100 * c['delivered']:.0f}%" if c["delivered"] is not None else "n/a"
         lines.append(
-            f"| {c.get('job', 'cnn')} | {'/'.join(map(str, c['quotas']))} | {c['controller']} | "
+            f"| {_job(c)} | {'/'.join(map(str, c['quotas']))} | {c['controller']} | "
             f"{'/'.join(f'{s:.2f}' for s in c['speeds'])} | {c['median_ratio']:.3f} | "
             f"{c['worst_ratio']:.3f} | {100 * c['predicted_reduction']:.1f}% | "
             f"{100 * c['measured_reduction']:.1f}% | {delivered} | {shown} |"
@@ -195,8 +204,14 @@ def table(cells: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _job(cell: dict) -> str:
+    """The cell's job as the table names it: the model, and `unpinned` where the processes
+    were not pinned to cores (the quota alone, as a container's CPU limit is)."""
+    return cell.get("job", "cnn") + ("" if cell.get("pinned", True) else ", unpinned")
+
+
 def _key(cell: dict) -> tuple:
-    return cell.get("job", "cnn"), tuple(cell["quotas"]), cell["controller"]
+    return _job(cell), tuple(cell["quotas"]), cell["controller"]
 
 
 def merged(old: dict, cells: list[dict], command: str) -> dict:
@@ -218,7 +233,8 @@ def document(cells: list[dict], command: str | list[str]) -> str:
         "## Measured on CPU-quota heterogeneity",
         "",
         "Measured, not modelled: one process a worker, each under a CFS CPU quota",
-        "(`launch --cpu_quota`, pinned with `--cpus`; docs/cluster_quotas.md), nothing",
+        "(`launch --cpu_quota`, pinned with `--cpus` unless the job says unpinned;",
+        "docs/cluster_quotas.md), nothing",
         "injected, the wall clock. The job is configs/paper_bsp.py (runlocal: the CNN on",
         "digits, B = 128, bounds 16..96); job `cnn` is that CNN as configured (features 8,",
         "16), `cnn64` the same CNN 8x wider (features 64, 128; hidden 128), whose compute",
@@ -239,7 +255,7 @@ def document(cells: list[dict], command: str | list[str]) -> str:
     for g in goal:
         verdict = "meets" if g["median_ratio"] <= 0.75 else "misses"
         lines += [
-            f"Job `{g.get('job', 'cnn')}`: at quotas 1.0/0.25, proportional finishes the same "
+            f"Job `{_job(g)}`: at quotas 1.0/0.25, proportional finishes the same "
             f"steps in {g['median_ratio']:.2f}x "
             f"the time of uniform batches (median of {len(g['pairs'])}; worst "
             f"{g['worst_ratio']:.2f}x): it {verdict} the goal of 0.75x. The virtual clock "
@@ -250,9 +266,7 @@ def document(cells: list[dict], command: str | list[str]) -> str:
     loads = []
     for c in cells:
         each = " / ".join(f"{p['controller']['load']:.2f}" for p in c["pairs"])
-        loads.append(
-            f"{c.get('job', 'cnn')} {'/'.join(map(str, c['quotas']))} {c['controller']} {each}"
-        )
+        loads.append(f"{_job(c)} {'/'.join(map(str, c['quotas']))} {c['controller']} {each}")
     lines += [f"Load average after each controller run: {'; '.join(loads)}.", ""]
     return "\n".join(lines)
 
@@ -265,6 +279,11 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--target", type=float, default=0.8)
     p.add_argument("--job", default="cnn", choices=sorted(JOBS), help="the model a cell trains")
+    p.add_argument(
+        "--unpinned",
+        action="store_true",
+        help="the quotas alone, no --cpus pinning (as Docker's --cpus and Kubernetes limits)",
+    )
     p.add_argument("--json", default="")
     p.add_argument("--md", default="")
     p.add_argument("--render", default="", help="only rewrite --md from this JSON")
@@ -283,7 +302,13 @@ def main(argv=None) -> None:
     jax.config.update("jax_num_cpu_devices", 8)  # the virtual predictions, in this process
     clusters = [[float(q) for q in c.split("/")] for c in args.clusters.split(",")]
     cells = study(
-        clusters, args.controllers.split(","), args.reps, args.steps, args.target, args.job
+        clusters,
+        args.controllers.split(","),
+        args.reps,
+        args.steps,
+        args.target,
+        args.job,
+        not args.unpinned,
     )
     print(table(cells))
     command = COMMAND + " ".join(sys.argv[1:])

@@ -69,3 +69,15 @@ def test_a_job_is_a_cell_of_its_own_with_its_own_verdict():
     assert real_hetero.job_args("static", 2, 10, 0.8, job="cnn64")[1:3] == list(
         real_hetero.JOBS["cnn64"]
     )
+
+
+def test_an_unpinned_cell_sits_beside_the_pinned_one_of_its_job():
+    """The same job measured with the quotas alone (no --cpus) is a cell of its own."""
+    pinned, loose = _cell([0.76, 0.82, 0.73], 0.49), _cell([0.70, 0.74, 0.72], 0.49)
+    pinned["job"], loose["job"], loose["pinned"] = "cnn64", "cnn64", False
+    saved = real_hetero.merged({"commands": ["a"], "cells": [pinned]}, [loose], "b")
+    assert len(saved["cells"]) == 2
+    text = real_hetero.document(saved["cells"], saved["commands"])
+    assert "| cnn64, unpinned | 1.0/0.25 | proportional |" in text
+    assert "Job `cnn64, unpinned`: at quotas 1.0/0.25, proportional finishes" in text
+    assert "Job `cnn64`: at quotas 1.0/0.25, proportional finishes the same steps in 0.76x" in text
