@@ -196,3 +196,22 @@ def test_measured_quota_figure_is_the_study_file():
     assert int(m.group(2)) == len(cell["pairs"])
     assert m.group(3) == f"{cell['worst_ratio']:.2f}"
     assert m.group(4) == f"{100 * cell['predicted_reduction']:.0f}"
+
+
+def test_measured_wide_cnn_quota_figure_is_the_study_file():
+    m = _find(
+        r"With the CNN 8x wider \(`--job cnn64`\)[\s\S]*?`proportional`\s+took\s+([0-9.]+)x"
+        r"\s+\(median\s+of\s+(\d+);\s+worst\s+([0-9.]+)x\)"
+    )
+    cells = _json("docs", "results", "real_hetero.json")["cells"]
+    cell = next(
+        c
+        for c in cells
+        if c["quotas"] == [1.0, 0.25]
+        and c["controller"] == "proportional"
+        and c.get("job") == "cnn64"
+        and c.get("pinned", True)
+    )
+    assert m.group(1) == f"{cell['median_ratio']:.2f}"
+    assert int(m.group(2)) == len(cell["pairs"])
+    assert m.group(3) == f"{cell['worst_ratio']:.2f}"
