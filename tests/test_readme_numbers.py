@@ -215,3 +215,17 @@ def test_measured_wide_cnn_quota_figure_is_the_study_file():
     assert m.group(1) == f"{cell['median_ratio']:.2f}"
     assert int(m.group(2)) == len(cell["pairs"])
     assert m.group(3) == f"{cell['worst_ratio']:.2f}"
+
+
+def test_measured_wide_cnn_unpinned_quota_figure_is_the_study_file():
+    m = _find(
+        r"delivering \d+% of the predicted reduction, and ([0-9.]+)x \(median of (\d+);\s+"
+        r"worst ([0-9.]+)x\) unpinned[\s\S]*?spread from ([0-9.]+)x to ([0-9.]+)x"
+    )
+    cells = _json("docs", "results", "real_hetero.json")["cells"]
+    cell = next(c for c in cells if c.get("job") == "cnn64" and c.get("pinned") is False)
+    ratios = [p["controller"]["wall_s"] / p["static"]["wall_s"] for p in cell["pairs"]]
+    assert m.group(1) == f"{cell['median_ratio']:.2f}"
+    assert int(m.group(2)) == len(cell["pairs"])
+    assert m.group(3) == f"{cell['worst_ratio']:.2f}"
+    assert (m.group(4), m.group(5)) == (f"{min(ratios):.2f}", f"{max(ratios):.2f}")
