@@ -2,6 +2,7 @@
 
     python -m experiments.real_hetero [--clusters 1.0/0.5,1.0/0.25,0.5/0.5/0.5/0.125]
         [--controllers static,proportional,pi,predictive,oracle] [--reps 3] [--steps 150]
+        [--job cnn|cnn64] [--unpinned]
         [--json docs/results/real_hetero.json] [--md docs/results/real_hetero.md]
 
 Each cluster is one process a worker (1 CPU device each), started by the launcher with a CFS
@@ -151,7 +152,11 @@ def study(
     out = []
     for quotas in clusters:
         began = time.perf_counter()
-        statics = [run(quotas, "static", steps, target, None, job, pinned) for _ in range(reps)]
+
+        def uniform(quotas=quotas) -> dict:
+            return run(quotas, "static", steps, target, None, job, pinned)
+
+        statics = [uniform() for _ in range(reps)]
         per_row = np.median([s["seconds_per_row"] for s in statics], axis=0)
         speeds = (per_row.min() / per_row).tolist()
         print(f"[real_hetero] quotas {quotas}: measured speeds "
@@ -164,7 +169,7 @@ def study(
             for rep in range(reps):
                 told = speeds if controller == "oracle" else None
                 mine = run(quotas, controller, steps, target, told, job, pinned)
-                beside = run(quotas, "static", steps, target, None, job, pinned)
+                beside = uniform()
                 pairs.append({"controller": mine, "static": beside, "rep": rep})
                 print(f"  {controller} rep {rep}: {mine['wall_s']:.2f} s against static "
                       f"{beside['wall_s']:.2f} s, split {mine['final_split']} "

@@ -12,7 +12,7 @@ import json
 import os
 import re
 
-from experiments import async_fair_doc
+from experiments import async_fair_doc, real_hetero
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -178,20 +178,20 @@ def test_plugin_example_times_are_the_committed_runs():
     assert "--config.controller.name=damped" in runs["damped"]["command"]
 
 
+def _quota_cell(job: str) -> dict:
+    """The study file's proportional cell at quotas 1.0/0.25 of `job`, named as its table
+    names it (experiments/real_hetero.py)."""
+    cells = _json("docs", "results", "real_hetero.json")["cells"]
+    return next(c for c in cells if real_hetero._key(c) == (job, (1.0, 0.25), "proportional"))
+
+
 def test_measured_quota_figure_is_the_study_file():
     m = _find(
         r"\*\*measured\*\* \(CPU quotas per worker, or a GPU\): at quotas 1\.0/0\.25.*?"
         r"`proportional` took ([0-9.]+)x the wall time of uniform batches \(median of (\d+) "
         r"paired runs; worst ([0-9.]+)x\).*?the virtual clock predicted ([0-9.]+)% less"
     )
-    cells = _json("docs", "results", "real_hetero.json")["cells"]
-    cell = next(
-        c
-        for c in cells
-        if c["quotas"] == [1.0, 0.25]
-        and c["controller"] == "proportional"
-        and c.get("job", "cnn") == "cnn"
-    )
+    cell = _quota_cell("cnn")
     assert m.group(1) == f"{cell['median_ratio']:.2f}"
     assert int(m.group(2)) == len(cell["pairs"])
     assert m.group(3) == f"{cell['worst_ratio']:.2f}"
@@ -203,15 +203,7 @@ def test_measured_wide_cnn_quota_figure_is_the_study_file():
         r"With the CNN 8x wider \(`--job cnn64`\)[\s\S]*?`proportional`\s+took\s+([0-9.]+)x"
         r"\s+\(median\s+of\s+(\d+);\s+worst\s+([0-9.]+)x\)"
     )
-    cells = _json("docs", "results", "real_hetero.json")["cells"]
-    cell = next(
-        c
-        for c in cells
-        if c["quotas"] == [1.0, 0.25]
-        and c["controller"] == "proportional"
-        and c.get("job") == "cnn64"
-        and c.get("pinned", True)
-    )
+    cell = _quota_cell("cnn64")
     assert m.group(1) == f"{cell['median_ratio']:.2f}"
     assert int(m.group(2)) == len(cell["pairs"])
     assert m.group(3) == f"{cell['worst_ratio']:.2f}"
@@ -222,8 +214,7 @@ def test_measured_wide_cnn_unpinned_quota_figure_is_the_study_file():
         r"delivering \d+% of the predicted reduction, and ([0-9.]+)x \(median of (\d+);\s+"
         r"worst ([0-9.]+)x\) unpinned[\s\S]*?spread from ([0-9.]+)x to ([0-9.]+)x"
     )
-    cells = _json("docs", "results", "real_hetero.json")["cells"]
-    cell = next(c for c in cells if c.get("job") == "cnn64" and c.get("pinned") is False)
+    cell = _quota_cell("cnn64, unpinned")
     ratios = [p["controller"]["wall_s"] / p["static"]["wall_s"] for p in cell["pairs"]]
     assert m.group(1) == f"{cell['median_ratio']:.2f}"
     assert int(m.group(2)) == len(cell["pairs"])
