@@ -250,7 +250,8 @@ print(os.getpid(), open(procs).read(), *sorted(os.sched_getaffinity(0)))
 """
 
 
-def test_the_launcher_runs_each_process_in_its_group(tmp_path, monkeypatch, capsys):
+def _stand_in(monkeypatch, tmp_path, script: str) -> None:
+    """A fake cgroup root, and `script` (argv: that root, the process index) as main.py."""
     monkeypatch.setattr(cgroups, "ROOT", str(v1_root(tmp_path)))
     monkeypatch.setattr(
         launch,
@@ -258,11 +259,15 @@ def test_the_launcher_runs_each_process_in_its_group(tmp_path, monkeypatch, caps
         lambda args, *, process_id, **_: [
             sys.executable,
             "-c",
-            _CHILD,
+            script,
             str(tmp_path),
             str(process_id),
-        ],
+        ],  # fmt: skip
     )
+
+
+def test_the_launcher_runs_each_process_in_its_group(tmp_path, monkeypatch, capsys):
+    _stand_in(monkeypatch, tmp_path, _CHILD)
     core = min(os.sched_getaffinity(0))
     argv = ["--num_processes=2", "--cpu_quota=1,0.5", f"--cpus={core},{core}", "--", "--x"]
     assert launch.main(argv) == 0
@@ -330,3 +335,62 @@ def test_an_ablation_gives_every_cell_the_launchers_quotas_and_cores(tmp_path):
 def test_an_ablation_rejects_bad_quotas_before_any_cell(keys, message):
     with pytest.raises(ValueError, match=message):
         _ablation(**keys)
+
+
+def test_a_deferred_group_is_joined_only_where_the_launcher_named_one(tmp_path):
+    [group] = cgroups.create([0.25], root=v1_root(tmp_path))
+    env = {"OTHER": "1"}
+    assert cgroups.enter_deferred(env) is None
+    assert not (group.path / "cgroup.procs").exists()  # nothing joined
+    env[cgroups.ENV] = str(group.path)
+    assert cgroups.enter_deferred(env) == group.path
+    assert (group.path / "cgroup.procs").read_text() == str(os.getpid())
+    assert env == {"OTHER": "1"}  # named once: a process it starts does not join again
+    (group.path / "cgroup.procs").write_text("")  # let the fake kernel remove it
+    cgroups.release([group])
+
+
+# With --quota_from=steps a child starts outside its group, on its cores, told its group.
+_DEFERRED_CHILD = """
+import glob, os, sys
+root, i = sys.argv[1:]
+[group] = glob.glob(os.path.join(root, "cpu", "omnilearn-*", f"p{i}"))
+procs = os.path.join(group, "cgroup.procs")
+told = os.environ.get("OMNILEARN_QUOTA_GROUP", "")
+print(os.path.exists(procs) and open(procs).read() or "-", told == group,
+      *sorted(os.sched_getaffinity(0)))
+"""
+
+
+def test_with_quota_from_steps_a_child_starts_outside_its_group_and_is_told_it(
+    tmp_path, monkeypatch, capsys
+):
+    _stand_in(monkeypatch, tmp_path, _DEFERRED_CHILD)
+    core = min(os.sched_getaffinity(0))
+    argv = ["--num_processes=2", "--cpu_quota=1,0.5", f"--cpus={core},{core}"]
+    assert launch.main([*argv, "--quota_from=steps", "--", "--x"]) == 0
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+    seen = sorted(w[1:] for w in lines if w[0] in ("[p0]", "[p1]"))
+    assert seen == [["-", "True", str(core)]] * 2  # nobody in the group, both told theirs
+    assert entries(tmp_path / "cpu") == ["cpu.cfs_period_us", "cpu.cfs_quota_us"]
+
+
+def test_quota_from_needs_a_quota_and_a_known_value(capsys):
+    with pytest.raises(SystemExit):
+        launch.parse(["--num_processes=2", "--quota_from=steps", "--", "--x"])
+    assert "--quota_from says when --cpu_quota applies" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        launch.parse(["--num_processes=2", "--cpu_quota=1,1", "--quota_from=later", "--", "--x"])
+    assert "invalid choice: 'later'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="quota_from is one of"):
+        launch.launch(["--x"], num_processes=1, quota_from="later")
+
+
+def test_an_ablation_passes_quota_from_to_the_launcher(tmp_path):
+    ablation = _ablation(num_processes=2, cpu_quota=(1, 0.25), quota_from="steps")
+    cmd = cell_command(ablation, ablation.cells()[0], str(tmp_path))
+    assert cmd[cmd.index("--cpu_quota=1.0,0.25") + 1] == "--quota_from=steps"
+    with pytest.raises(ValueError, match="ablation quota_from is one of"):
+        _ablation(num_processes=2, cpu_quota=(1, 0.25), quota_from="later")
+    with pytest.raises(ValueError, match="give cpu_quota too"):
+        _ablation(num_processes=2, quota_from="steps")

@@ -90,3 +90,39 @@ def test_devices_are_ordered_by_process_then_id(monkeypatch):
     got = [(d.process_index, d.id) for d in select_devices(0)]
     assert got == [(0, 1), (0, 3), (1, 0), (1, 2)]
     assert [(d.process_index, d.id) for d in select_devices(3)] == [(0, 1), (0, 3), (1, 0)]
+
+
+def test_a_deferred_quota_group_is_joined_after_warm_up_and_before_the_barrier(
+    tmp_path, monkeypatch
+):
+    """`launch --quota_from=steps`: the process compiles outside its group and writes its pid
+    into the group the launcher named (`cgroups.ENV`) once warm-up is done, before the
+    barrier that starts every clock; the variable is then gone from its environment."""
+    import os
+
+    from omnilearn_jax.run import cgroups, distributed, loop
+    from omnilearn_jax.run.job import train_and_evaluate
+    from tests.test_train import smoke_config
+
+    group = tmp_path / "p1"
+    group.mkdir()
+    (group / "cgroup.procs").write_text("")
+    monkeypatch.setenv(cgroups.ENV, str(group))
+    seen = []
+    warm = loop.Runner.warm_up
+
+    def warm_up(self, sizes):
+        seen.append(("warm-up", (group / "cgroup.procs").read_text()))
+        return warm(self, sizes)
+
+    monkeypatch.setattr(loop.Runner, "warm_up", warm_up)
+    monkeypatch.setattr(
+        distributed,
+        "barrier",
+        lambda name: seen.append(("barrier", (group / "cgroup.procs").read_text())),
+    )
+    config = smoke_config()
+    config.train.num_steps, config.train.eval_every = 2, 2
+    train_and_evaluate(config, str(tmp_path / "run"))
+    assert seen == [("warm-up", ""), ("barrier", str(os.getpid()))]
+    assert cgroups.ENV not in os.environ

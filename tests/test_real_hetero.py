@@ -81,3 +81,28 @@ def test_an_unpinned_cell_sits_beside_the_pinned_one_of_its_job():
     assert "| cnn64, unpinned | 1.0/0.25 | proportional |" in text
     assert "Job `cnn64, unpinned`: at quotas 1.0/0.25, proportional finishes" in text
     assert "Job `cnn64`: at quotas 1.0/0.25, proportional finishes the same steps in 0.76x" in text
+
+
+def test_a_cell_whose_quota_applied_from_the_first_step_is_one_of_its_own(monkeypatch):
+    """`--quota_from steps` reaches the launcher, and its cells sit beside those whose quota
+    applied from the start, named so in the table."""
+    import subprocess
+
+    seen = []
+
+    def fake_run(cmd, **_):
+        seen.append(cmd)
+        return subprocess.CompletedProcess(cmd, 1, "", "stopped here")
+
+    monkeypatch.setattr(real_hetero.subprocess, "run", fake_run)
+    setting = real_hetero.Setting("cnn64", pinned=False, quota_from="steps")
+    with pytest.raises(RuntimeError, match="stopped here"):
+        real_hetero.run([1.0, 0.25], "static", 10, 0.8, None, setting)
+    launcher = seen[0][: seen[0].index("--")]
+    assert launcher[-3:] == ["--cpu_quota=1.0,0.25", "--cpus=none", "--quota_from=steps"]
+    start, steps = _cell([0.76, 0.82, 0.73], 0.49), _cell([0.70, 0.74, 0.72], 0.49)
+    steps.update({"job": "cnn64", "pinned": False, "quota_from": "steps"})
+    saved = real_hetero.merged({"commands": ["a"], "cells": [start]}, [steps], "b")
+    assert len(saved["cells"]) == 2
+    text = real_hetero.document(saved["cells"], saved["commands"])
+    assert "| cnn64, unpinned, quota from steps | 1.0/0.25 | proportional |" in text

@@ -13,6 +13,9 @@ An ablation config file's `get_config(arg)` returns a ConfigDict (or dict) with
                    processes, e.g. (1.0, 0.25): the launcher's --cpu_quota, a real
                    heterogeneous cluster from CPU quotas (docs/cluster_quotas.md)
   cpus             optional string, the cores of each process, e.g. '0,1': --cpus
+  quota_from       optional, 'start' (default) or 'steps': when cpu_quota applies
+                   (--quota_from; 'steps' compiles at full speed, then every step runs
+                   under the quota)
 Dotted keys need `ConfigDict(..., allow_dotted_keys=True)` or a plain dict.
 """
 
@@ -41,6 +44,7 @@ _KNOWN = (
     "num_processes",
     "cpu_quota",
     "cpus",
+    "quota_from",
 )
 
 
@@ -60,6 +64,7 @@ class Ablation:
     num_processes: int = 1
     cpu_quota: tuple[float, ...] = ()
     cpus: str = ""
+    quota_from: str = "start"
 
     def cells(self) -> list[Cell]:
         keys = list(self.grid)
@@ -166,6 +171,11 @@ def from_config(config: Any, default_group: str = "ablation") -> Ablation:
     if isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1:
         raise ValueError(f"ablation num_processes must be an int >= 1, got {num_processes!r}")
     cpu_quota, cpus = _confinement(config, num_processes)
+    quota_from = str(config.get("quota_from") or "start")
+    if quota_from not in cgroups.QUOTA_FROM:
+        raise ValueError(f"ablation quota_from is one of {cgroups.QUOTA_FROM}, got {quota_from!r}")
+    if quota_from != "start" and not cpu_quota:
+        raise ValueError("ablation quota_from says when cpu_quota applies: give cpu_quota too")
     return Ablation(
         base=str(config["base"]),
         grid={k: tuple(v) for k, v in grid.items()},
@@ -175,6 +185,7 @@ def from_config(config: Any, default_group: str = "ablation") -> Ablation:
         num_processes=num_processes,
         cpu_quota=cpu_quota,
         cpus=cpus,
+        quota_from=quota_from,
     )
 
 
@@ -202,6 +213,8 @@ def launcher_options(ablation: Ablation) -> list[str]:
         options.append("--cpu_quota=" + ",".join(map(str, ablation.cpu_quota)))
     if ablation.cpus:
         options.append(f"--cpus={ablation.cpus}")
+    if ablation.quota_from != "start":
+        options.append(f"--quota_from={ablation.quota_from}")
     return options
 
 

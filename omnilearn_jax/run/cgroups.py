@@ -7,7 +7,13 @@ are all the same kernel CFS quota).
 per period: cgroup v2 `cpu.max` ("QUOTA PERIOD") or v1 `cpu.cfs_quota_us` and
 `cpu.cfs_period_us`. `Group.enter` is a `preexec_fn`: the child writes its own pid into
 `cgroup.procs` (and pins itself to cores when asked) before it execs, so everything it runs,
-JAX included, runs under the quota. The groups are removed when the context ends, on an
+JAX included, runs under the quota. With `--quota_from=steps` the launcher instead names the
+group in the child's environment (`ENV`) and the training loop calls `enter_deferred` once
+warm-up is done, just before the barrier that starts every clock: compiling then runs at
+full speed (a quarter-core process spends minutes compiling a wide CNN, and an eighth of a
+core cannot compile the CNN within Gloo's 30 s rendezvous), and every step runs under the
+quota. The cores (`--cpus`) are taken before exec either way, so XLA sizes its threads from
+them as before. The groups are removed when the context ends, on an
 exception or SIGTERM as well (the launcher turns SIGTERM into SIGTERM's exit). A launcher
 killed by SIGKILL cannot clean up: the next start sweeps groups whose owner pid is gone.
 
@@ -37,6 +43,10 @@ MIN_US = 1000
 # compute time or 75 ms more, never about 4x. docs/cluster_quotas.md has the measurements.
 PERIOD_US = 4000
 PREFIX = "omnilearn-"
+# The child's environment variable naming its group when the quota applies from the first
+# step (`--quota_from=steps`); `enter_deferred` reads it.
+ENV = "OMNILEARN_QUOTA_GROUP"
+QUOTA_FROM = ("start", "steps")
 _ALTERNATIVES = (
     "run as root on Linux with a writable cgroup cpu controller, or emulate heterogeneity "
     "with --config.clock=wall --config.hetero.inject=SECONDS_PER_ROW, or pin processes "
@@ -67,9 +77,27 @@ class Group:
 
     def enter(self) -> None:
         """Puts the calling process in the group (and on its cores): a `preexec_fn`."""
-        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+        join(self.path)
         if self.cpus:
             os.sched_setaffinity(0, self.cpus)
+
+
+def join(path: str | os.PathLike) -> None:
+    """Moves the calling process, all its threads, into the group at `path` (cgroup v1 and
+    v2 both move a whole process written to `cgroup.procs`)."""
+    (Path(path) / "cgroup.procs").write_text(str(os.getpid()))
+
+
+def enter_deferred(environ: dict | None = None) -> Path | None:
+    """Joins the group the launcher named in `ENV` (`--quota_from=steps`) and returns its
+    path; None where no group was named (every run not so launched). The variable is
+    removed, so a process started from this one does not join it again."""
+    environ = os.environ if environ is None else environ
+    path = environ.pop(ENV, "")
+    if not path:
+        return None
+    join(path)
+    return Path(path)
 
 
 def detect(root: str | os.PathLike | None = None) -> Layout:

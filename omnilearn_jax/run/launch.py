@@ -16,7 +16,10 @@ heterogeneous cluster on one Linux machine) and `--cpus=0,1` pins them to cores;
 docs/cluster_quotas.md and `omnilearn_jax.run.cgroups`. `--cpus=auto` deals the usable
 cores out, each process its own where there are enough, as mpirun and SLURM bind ranks; by
 default (`--cpus=none`) the processes are not pinned, which measured faster on a 2-core
-machine (docs/multihost.md).
+machine (docs/multihost.md). By default a process is in its quota group before it execs;
+`--quota_from=steps` lets it compile and warm up at full speed and join its group just
+before the first step (`cgroups.enter_deferred`), so a tight quota no longer times out
+Gloo's rendezvous and every step still runs under it.
 """
 
 from __future__ import annotations
@@ -236,12 +239,17 @@ def launch(
     show_gloo: bool = False,
     cpu_quota: Sequence[float] = (),
     cpus: Sequence[frozenset[int]] = (),
+    quota_from: str = "start",
 ) -> int:
     """Runs the job; returns 0 if every process succeeded, else a non-zero exit code.
     `cpu_quota` (a share of a core for each process) and `cpus` (the cores of each) confine
-    the processes; a machine where that is impossible raises `cgroups.CgroupError`."""
+    the processes; a machine where that is impossible raises `cgroups.CgroupError`.
+    `quota_from`: `start` (each process is in its group before it execs) or `steps` (it
+    joins once warm-up is done, before the first step)."""
     if num_processes < 1:
         raise ValueError(f"num_processes must be at least 1, got {num_processes}")
+    if quota_from not in cgroups.QUOTA_FROM:
+        raise ValueError(f"quota_from is one of {cgroups.QUOTA_FROM}, got {quota_from!r}")
     devices = devices_per_process or max(8 // num_processes, 1)
     port = port or free_port()
     lock = threading.Lock()
@@ -260,14 +268,19 @@ def launch(
             cmd = process_command(
                 main_args, port=port, num_processes=num_processes, process_id=i, devices=devices
             )
+            group = groups[i] if groups else None
+            env = child_env()
+            if group is not None and quota_from == "steps":
+                env[cgroups.ENV] = str(group.path)  # joined before the first step
+                group = None
             p = subprocess.Popen(
                 cmd,
-                env=child_env(),
+                env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
                 bufsize=1,
-                preexec_fn=_enter(groups[i] if groups else None, cpus[i] if cpus else frozenset()),
+                preexec_fn=_enter(group, cpus[i] if cpus else frozenset()),
             )
             procs.append(p)
             _say(lock, f"[launch] started process {i} pid {p.pid}")
@@ -330,6 +343,13 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         help="the cores of each process, e.g. 0,1 or 0-1,2; auto: the usable cores dealt "
         "out, each process its own where there are enough; none (default): not pinned",
     )
+    parser.add_argument(
+        "--quota_from",
+        default="start",
+        choices=cgroups.QUOTA_FROM,
+        help="when --cpu_quota applies: start (before exec, the default) or steps (after "
+        "compiling and warm-up, from the first step)",
+    )
     args = parser.parse_args(argv[:cut])
     try:
         if args.cpu_quota:
@@ -338,6 +358,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
             args.cpus = cgroups.parse_cpus(args.cpus, args.num_processes)
     except ValueError as e:
         parser.error(str(e))
+    if args.quota_from != "start" and not args.cpu_quota:
+        parser.error("--quota_from says when --cpu_quota applies: give --cpu_quota too")
     main_args = argv[cut + 1 :]
     if not main_args:
         parser.error("give main.py's arguments after --, e.g. -- --config=... --workdir=...")
@@ -356,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             show_gloo=args.show_gloo,
             cpu_quota=args.cpu_quota,
             cpus=args.cpus,
+            quota_from=args.quota_from,
         )
     except cgroups.CgroupError as e:
         print(f"[launch] {e}", file=sys.stderr)

@@ -25,7 +25,7 @@ from omnilearn_jax.cluster import time_to_target
 from omnilearn_jax.config.schema import base_config
 from omnilearn_jax.engine import state as held
 from omnilearn_jax.engine.step import SplitDisagreement
-from omnilearn_jax.run import distributed
+from omnilearn_jax.run import cgroups, distributed
 from omnilearn_jax.run.checkpoint import Checkpointer
 from omnilearn_jax.run.interrupt import deferred, stop_message
 from omnilearn_jax.run.runlog import RunLog
@@ -247,6 +247,9 @@ class Runner:
             self.warm_up(sizes)
             t.warm_decisions(cstate, sizes)
             settle_heap()
+            # `launch --quota_from=steps`: the CPU quota applies from here, not to compiling.
+            if (group := cgroups.enter_deferred()) is not None:
+                log.say(f"CPU quota applies from the first step (group {group.name})")
             distributed.barrier("omnilearn: warm-up done")  # every clock starts together
             log.say(
                 f"training {cfg.model.name} ({t.param_count:,} params) on {cfg.dataset.name}: "
