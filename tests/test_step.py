@@ -277,6 +277,10 @@ def test_a_flat_state_takes_the_same_steps_as_the_tree_bit_for_bit(digits, backe
             state = placement.replicate(steps.hold(state))
             assert isinstance(state, FlatState) and isinstance(params_of(state), jax.Array)
         steps.compile(state, x[:1], layout.buckets, buckets.uniform_bucket(B, layout))
+        if not flat:  # programs compiled for trees cannot take a flat state afterwards
+            with pytest.raises(RuntimeError, match="first flat state must come before compiling"):
+                steps.hold(state)
+            assert steps.shape is None
         for sizes in ([3, 8, 16, 0, 9, 5, 11, 12], [8] * 8, [0, 0, 0, 0, 0, 0, 0, 64]):
             state, metrics = steps.train(state, placement.split(layout, np.array(sizes), x, y))
             runs.append(float(metrics["loss"]))
