@@ -1,9 +1,12 @@
 """The held-out evaluation's definitions (benchmarks/controller_heldout.py), on hand-made data."""
 
+import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from benchmarks import controller_heldout as heldout
 from benchmarks import controller_plants as plants
+from controllers import sim
 
 
 def test_checkpoints_are_one_past_the_deciding_step():
@@ -32,3 +35,44 @@ def test_families_are_seeded_and_disjoint():
             fastest = int(np.argmax(plant["speeds"]))
             share = 128 * plant["speeds"][fastest] / sum(plant["speeds"])
             assert 0 < plant["limits"][fastest] < share
+
+
+def test_noise_floor_splits_on_the_speeds_its_window_measured():
+    # Two equal workers, t = b / speed; worker 0 measured 10 % slow in the window [4, 10) and
+    # 5x slow before it. Estimated speeds (1 / 1.1, 1) give the split [61, 67] (slowest
+    # estimated 61 * 1.1 = 67.1 < 68 for [60, 68]), whose true slowest time 67 is 67 / 64 of
+    # the optimum [64, 64].
+    plant = sim.make_plant([1.0, 1.0])
+    steps = 10
+    sizes = jnp.full((steps, 2), 64, jnp.int32)
+    times = jnp.full((steps, 2), 64.0).at[:, 0].mul(1.1).at[:4, 0].mul(5.0)
+    ratio, best = heldout.floor_ratio(plant, sizes, times, jnp.int32(4), jnp.int32(steps))
+    assert float(ratio) == pytest.approx(67 / 64)
+    assert best.tolist() == [64, 64]
+    exact, _ = heldout.floor_ratio(plant, sizes, jnp.full((steps, 2), 64.0), 0, steps)
+    assert float(exact) == 1.0
+
+
+def test_over_cliff_counts_only_limits_the_oracle_keeps():
+    # Four equal workers, t = b / 8, the controller's split [30, 33, 33, 32]. Plant 0: a cliff
+    # at 20 on worker 0 (factor 4), which the oracle keeps (20 rows there). Plant 1: no cliff.
+    # Plant 2: a limit at 20 with factor 1 (no cliff), which the oracle passes (32 rows).
+    # Only plant 0 is over a cliff.
+    base = plants.family(0, 1, change=heldout.CHANGE)[0]
+    descs = [
+        {**base, "limits": [20, 0, 0, 0], "limit_factor": 4.0},
+        {**base, "limits": [0, 0, 0, 0], "limit_factor": 4.0},
+        {**base, "limits": [20, 0, 0, 0], "limit_factor": 1.0},
+    ]
+    for d in descs:
+        d |= {"speeds": [8.0, 8.0, 8.0, 8.0], "noise": 0.0}
+        d |= {"curve": ((0.0, 64.0, 128.0), (0.0, 64.0, 128.0))}
+    steps = 6
+    sizes = np.tile(np.array([30, 33, 33, 32]), (3, steps, 1))
+    table = [np.asarray(sim.plant_table(plants.build(d), jnp.full(4, 8.0), 128)) for d in descs]
+    times = np.stack([t[np.arange(4), sizes[0]] for t in table])
+    main = {"sizes": sizes, "times": times}
+    found = heldout.noise_floor(descs, main, {"after_5": np.array([steps - 1] * 3)})
+    assert found["over_cliff_after_5"].tolist() == [True, False, False]
+    # Known curves and exact times: the floor is the oracle's split itself.
+    assert found["after_5"].tolist() == [1.0, 1.0, 1.0]
