@@ -1,6 +1,7 @@
 """What one cross-process all-reduce costs on CPU: the fixed part of a multi-process step.
 
     python -m benchmarks.collective_cost [--sizes 1,64,4096,65536] [--calls 200] [--json F]
+    python -m benchmarks.report --only collective_cost   # the same, as a BENCHMARKS.md section
 
 Two processes of one CPU device each (jax.distributed on this machine, XLA's Gloo
 collectives over loopback TCP) run one jitted `psum` of `size` float32 over and over, as a
@@ -106,13 +107,9 @@ def placements(quota: bool) -> list[tuple[str, tuple, bool]]:
     return out
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", default="1,64,4096,65536", help="float32 elements a psum sums")
-    p.add_argument("--calls", type=int, default=200)
-    p.add_argument("--json", default="")
-    args = p.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",")]
+def measure(sizes=(1, 64, 4096, 65536), calls: int = 200) -> dict:
+    """Every placement and size, then the waiting row: {quotas (None where cgroups are not
+    writable), rows: [{placement, size, load, wall_ms, cpu_ms: [p0, p1]}]}."""
     try:
         groups = cgroups.create(QUOTAS)
     except cgroups.CgroupError as e:
@@ -122,7 +119,7 @@ def main(argv=None) -> None:
     try:
         for name, cores, quota in placements(groups is not None):
             for size in sizes:
-                each = pair(size, args.calls, cores, tuple(groups) if quota else (None, None))
+                each = pair(size, calls, cores, tuple(groups) if quota else (None, None))
                 cpu = [e["cpu_ms"] for e in each]
                 rows.append({"placement": name, "size": size, "load": os.getloadavg()[0],
                              "wall_ms": each[0]["wall_ms"], "cpu_ms": cpu})  # fmt: skip
@@ -133,24 +130,44 @@ def main(argv=None) -> None:
         if groups:
             cgroups.release(groups)
     # Does a process that waits in the all-reduce spend CPU (its quota) while it waits?
-    wait = pair(4096, args.calls // 4, late=LATE)
+    wait = pair(4096, max(calls // 4, 1), late=LATE)
     rows.append({"placement": f"unpinned, process 0 {1e3 * LATE:.0f} ms late", "size": 4096,
                  "load": os.getloadavg()[0], "wall_ms": wait[0]["wall_ms"],
                  "cpu_ms": [e["cpu_ms"] for e in wait]})  # fmt: skip
     print(f"[collective_cost] process 1 waiting {1e3 * LATE:.0f} ms a call in the psum spent "
           f"{wait[1]['cpu_ms']:.2f} ms of CPU on it", flush=True)  # fmt: skip
+    return {"quotas": list(QUOTAS) if groups is not None else None, "rows": rows}
+
+
+def table(result: dict) -> str:
+    """The rows as markdown, each wall time also as a ratio to the same size unpinned."""
+    rows = result["rows"]
     base = {r["size"]: r["wall_ms"] for r in rows if r["placement"] == "unpinned"}
-    print("\n| placement | floats | wall a call (ms) | CPU p0 / p1 (ms) | wall / unpinned |")
-    print("|---|---|---|---|---|")
+    lines = [
+        "| placement | floats | wall a call (ms) | CPU p0 / p1 (ms) | wall / unpinned |",
+        "|---|---|---|---|---|",
+    ]
     for r in rows:
-        print(f"| {r['placement']} | {r['size']} | {r['wall_ms']:.2f} | "
-              f"{r['cpu_ms'][0]:.2f} / {r['cpu_ms'][1]:.2f} | "
-              f"{r['wall_ms'] / base.get(r['size'], float('nan')):.2f}x |")  # fmt: skip
+        lines.append(f"| {r['placement']} | {r['size']} | {r['wall_ms']:.2f} | "
+                     f"{r['cpu_ms'][0]:.2f} / {r['cpu_ms'][1]:.2f} | "
+                     f"{r['wall_ms'] / base.get(r['size'], float('nan')):.2f}x |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="1,64,4096,65536", help="float32 elements a psum sums")
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--json", default="")
+    args = p.parse_args(argv)
+    result = measure([int(s) for s in args.sizes.split(",")], args.calls)
+    print("\n" + table(result))
     if args.json:
+        command = "python -m benchmarks.collective_cost " + " ".join(
+            sys.argv[1:] if argv is None else argv
+        )
         with open(args.json, "w") as f:
-            json.dump({"command": "python -m benchmarks.collective_cost " + " ".join(
-                sys.argv[1:] if argv is None else argv), "quotas": QUOTAS, "rows": rows}, f,
-                indent=1)  # fmt: skip
+            json.dump({"command": command, **result}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -360,6 +360,16 @@ def multiprocess_step(small: bool) -> dict:
     return ms.measure(20 if small else 200, 1 if small else 3)
 
 
+def collective_cost(small: bool) -> dict:
+    """One cross-process all-reduce on CPU, unpinned, pinned and under quotas
+    (benchmarks/collective_cost.py)."""
+    if jax.default_backend() != "cpu":  # two processes of one CPU device each
+        return {"skipped": f"CPU only; this machine's backend is {jax.default_backend()}"}
+    from benchmarks import collective_cost as cc
+
+    return cc.measure((64,) if small else (1, 64, 4096, 65536), 20 if small else 200)
+
+
 # --small runs only these (each a few seconds), enough to exercise every stage of the report.
 SMALL = ("compiles", "controller_sim", "end_to_end")
 
@@ -374,6 +384,7 @@ BENCHMARKS = {
     "multiprocess": multiprocess,
     "step_overhead": step_overhead,
     "multiprocess_step": multiprocess_step,
+    "collective_cost": collective_cost,
 }
 
 

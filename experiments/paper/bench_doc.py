@@ -249,6 +249,23 @@ def _multiprocess_step(r: dict) -> str:
     )
 
 
+def _collective_cost(r: dict) -> str:
+    if "skipped" in r:
+        return f"Skipped: {r['skipped']}."
+    from benchmarks.collective_cost import table
+
+    quotas = "/".join(map(str, r["quotas"])) if r.get("quotas") else None
+    return (
+        "Two processes of one CPU device each run one jitted `psum` over and over, as a "
+        "multi-process step's finish does once a step; wall time a call and each process's "
+        "CPU time a call (`getrusage`), measured (benchmarks/collective_cost.py; what it shows: "
+        "docs/cluster_quotas.md). `pinned`: a core each; `quota`: CPU quotas "
+        + (f"{quotas} (`launch --cpu_quota`)" if quotas else "(not measured: no writable cgroups)")
+        + "; the last row has process 0 arrive 20 ms late to each call, so process 1's CPU "
+        "is what a wait in the all-reduce costs.\n\n" + table(r)
+    )
+
+
 SECTIONS: tuple[tuple[str, str, Callable[[dict], str]], ...] = (
     ("step", "Block step vs homogeneous step; per-device time against rows", _step),
     ("compiles", "Compilations across split changes", _compiles),
@@ -264,6 +281,11 @@ SECTIONS: tuple[tuple[str, str, Callable[[dict], str]], ...] = (
         "Wall-clock saving with injected heterogeneity (emulated) vs prediction (modelled)",
         _hetero_wall,
     ),
+    (
+        "collective_cost",
+        "One cross-process all-reduce, pinned, unpinned and under quotas",
+        _collective_cost,
+    ),  # fmt: skip
 )
 
 
