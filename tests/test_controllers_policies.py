@@ -208,3 +208,54 @@ def test_solve_min_max_is_exact_within_bounds_on_random_tables(seed):
     )
     assert sizes.sum() == total and np.all(sizes >= lo) and np.all(sizes <= hi), (sizes, lo, hi)
     assert max(table[k, b] for k, b in enumerate(sizes)) == best, (seed, table, lo, hi, sizes)
+
+
+_spread = jax.jit(lambda table, lo, hi: oracle.solve_min_max(table, lo, hi, spread=True))
+
+
+def _sorted_times(table, sizes) -> list:
+    return sorted((float(table[k, b]) for k, b in enumerate(sizes)), reverse=True)
+
+
+def test_the_oracle_balances_the_others_when_a_worker_at_its_bound_sets_the_optimum():
+    """The measured case (docs/cluster_quotas.md): speeds 0.677/0.672/1.0/0.135, cost 0.05 +
+    0.01 b, bounds 16..96. The eighth-core worker at 16 rows sets the slowest time whatever
+    the rest do; the plain solve then fills worker 0 up to it ([80, 16, 16, 16]), the
+    oracle's solve balances the other three instead, at the same slowest time."""
+    speeds = np.array([0.677, 0.672, 1.0, 0.135])
+    b = np.arange(129)[None, :]
+    table = jnp.asarray(np.where(b > 0, (0.05 + 0.01 * b) / speeds[:, None], 0.0), jnp.float32)
+    lo, hi = jnp.full(4, 16), jnp.full(4, 96)
+    plain = np.asarray(_solve(table, lo, hi))
+    spread = np.asarray(_spread(table, lo, hi))
+    assert plain.tolist() == [80, 16, 16, 16]
+    assert spread.tolist() == [32, 31, 49, 16] and spread.sum() == 128
+    t_plain, t_spread = _sorted_times(table, plain), _sorted_times(table, spread)
+    assert t_spread[0] == t_plain[0]  # the same optimum, set by worker 3
+    assert t_spread[1] < 0.55 < 1.25 < t_plain[1]  # worker 0 no longer near it
+    controller = _controller("oracle", b_min=16, b_max=96)
+    obs = controllers.Observation.make(0, [32] * 4, [1] * 4, time_table=np.asarray(table))
+    sizes, _ = jax.jit(controller.update)(controller.init(4, 128), obs)
+    assert np.asarray(sizes).tolist() == [32, 31, 49, 16]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_the_spread_solve_keeps_the_optimum_and_is_never_worse_than_the_plain_one(seed):
+    """Random nondecreasing tables with ties and binding bounds: the spread split has the
+    brute-force optimum as its slowest time, and its times sorted from the slowest are
+    never lexicographically larger than the plain solve's."""
+    rng = np.random.default_rng(seed)
+    workers, total = 3, 10
+    while True:
+        lo = rng.integers(0, 4, workers)
+        hi = lo + rng.integers(0, 7, workers)
+        if lo.sum() <= total <= hi.sum():
+            break
+    steps = rng.integers(0, 3, (workers, total)) * rng.choice([0.5, 1.0, 2.0], (workers, 1))
+    table = np.concatenate([np.zeros((workers, 1)), 0.25 + np.cumsum(steps, 1)], 1)
+    args = (jnp.asarray(table), jnp.asarray(lo), jnp.asarray(hi))
+    plain, spread = np.asarray(_solve(*args)), np.asarray(_spread(*args))
+    assert spread.sum() == total and np.all(spread >= lo) and np.all(spread <= hi)
+    assert _sorted_times(table, spread)[0] == _sorted_times(table, plain)[0]
+    assert _sorted_times(table, spread) <= _sorted_times(table, plain)
