@@ -186,11 +186,8 @@ def test_oracle_matches_brute_force(seed):
 _solve = jax.jit(oracle.solve_min_max)
 
 
-@settings(max_examples=80, deadline=None)
-@given(st.integers(0, 2**32 - 1))
-def test_solve_min_max_is_exact_within_bounds_on_random_tables(seed):
-    """Nondecreasing tables with ties and bounds that bind: the split stays in [lo, hi],
-    sums to B, and its slowest time is the brute-force optimum."""
+def _random_table(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A nondecreasing table (3 workers, B = 10) with ties, and bounds that may bind."""
     rng = np.random.default_rng(seed)
     workers, total = 3, 10
     while True:
@@ -200,6 +197,16 @@ def test_solve_min_max_is_exact_within_bounds_on_random_tables(seed):
             break
     steps = rng.integers(0, 3, (workers, total)) * rng.choice([0.5, 1.0, 2.0], (workers, 1))
     table = np.concatenate([np.zeros((workers, 1)), 0.25 + np.cumsum(steps, 1)], 1)
+    return table, lo, hi
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_solve_min_max_is_exact_within_bounds_on_random_tables(seed):
+    """Nondecreasing tables with ties and bounds that bind: the split stays in [lo, hi],
+    sums to B, and its slowest time is the brute-force optimum."""
+    table, lo, hi = _random_table(seed)
+    workers, total = table.shape[0], table.shape[1] - 1
     sizes = np.asarray(_solve(jnp.asarray(table), jnp.asarray(lo), jnp.asarray(hi)))
     best = min(
         max(table[k, b] for k, b in enumerate(split))
@@ -245,15 +252,8 @@ def test_the_spread_solve_keeps_the_optimum_and_is_never_worse_than_the_plain_on
     """Random nondecreasing tables with ties and binding bounds: the spread split has the
     brute-force optimum as its slowest time, and its times sorted from the slowest are
     never lexicographically larger than the plain solve's."""
-    rng = np.random.default_rng(seed)
-    workers, total = 3, 10
-    while True:
-        lo = rng.integers(0, 4, workers)
-        hi = lo + rng.integers(0, 7, workers)
-        if lo.sum() <= total <= hi.sum():
-            break
-    steps = rng.integers(0, 3, (workers, total)) * rng.choice([0.5, 1.0, 2.0], (workers, 1))
-    table = np.concatenate([np.zeros((workers, 1)), 0.25 + np.cumsum(steps, 1)], 1)
+    table, lo, hi = _random_table(seed)
+    total = table.shape[1] - 1
     args = (jnp.asarray(table), jnp.asarray(lo), jnp.asarray(hi))
     plain, spread = np.asarray(_solve(*args)), np.asarray(_spread(*args))
     assert spread.sum() == total and np.all(spread >= lo) and np.all(spread <= hi)
