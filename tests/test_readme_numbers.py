@@ -178,11 +178,11 @@ def test_plugin_example_times_are_the_committed_runs():
     assert "--config.controller.name=damped" in runs["damped"]["command"]
 
 
-def _quota_cell(job: str) -> dict:
-    """The study file's proportional cell at quotas 1.0/0.25 of `job`, named as its table
-    names it (experiments/real_hetero.py)."""
+def _quota_cell(job: str, controller: str = "proportional", quotas=(1.0, 0.25)) -> dict:
+    """The study file's cell of `controller` at `quotas` of `job`, named as its table names
+    it (experiments/real_hetero.py)."""
     cells = _json("docs", "results", "real_hetero.json")["cells"]
-    return next(c for c in cells if real_hetero._key(c) == (job, (1.0, 0.25), "proportional"))
+    return next(c for c in cells if real_hetero._key(c) == (job, tuple(quotas), controller))
 
 
 def test_measured_quota_figure_is_the_study_file():
@@ -220,3 +220,37 @@ def test_measured_wide_cnn_unpinned_quota_figure_is_the_study_file():
     assert int(m.group(2)) == len(cell["pairs"])
     assert m.group(3) == f"{cell['worst_ratio']:.2f}"
     assert (m.group(4), m.group(5)) == (f"{min(ratios):.2f}", f"{max(ratios):.2f}")
+
+
+def test_measured_quota_from_steps_figures_are_the_study_file():
+    """Every controller on the wide CNN with the quota from the first step, and the
+    four-process cluster, as the README quotes them."""
+    job = "cnn64, quota from steps"
+    m = _find(
+        r"every controller ran on the wide CNN pinned: `proportional` ([0-9.]+)x \(median of "
+        r"(\d+); worst ([0-9.]+)x\), `pi` ([0-9.]+)x \(worst ([0-9.]+)x\), `predictive` "
+        r"([0-9.]+)x \(worst ([0-9.]+)x\) and the oracle ([0-9.]+)x\s+\(worst ([0-9.]+)x\), "
+        r"all at the bound split \[96, 32\]"
+    )
+    quoted = iter(m.groups())
+    for controller in ("proportional", "pi", "predictive", "oracle"):
+        cell = _quota_cell(job, controller)
+        assert next(quoted) == f"{cell['median_ratio']:.2f}", controller
+        if controller == "proportional":
+            assert int(next(quoted)) == len(cell["pairs"])
+        assert next(quoted) == f"{cell['worst_ratio']:.2f}", controller
+        assert {tuple(p["controller"]["final_split"]) for p in cell["pairs"]} == {(96, 32)}
+    four = _find(
+        r"0\.5/0\.5/0\.5/0\.125 balancing delivered almost nothing of a predicted (\d+-\d+)%: "
+        r"`proportional` ([0-9.]+)x \(worst ([0-9.]+)x\), "
+        r"the oracle ([0-9.]+)x\s+\(worst ([0-9.]+)x\)"
+    )
+    quotas = (0.5, 0.5, 0.5, 0.125)
+    cells = [_quota_cell(job, c, quotas) for c in ("proportional", "oracle")]
+    assert four.groups()[1:] == tuple(
+        f"{c[k]:.2f}" for c in cells for k in ("median_ratio", "worst_ratio")
+    )
+    everyone = [_quota_cell(job, c, quotas) for c in ("proportional", "pi", "predictive", "oracle")]
+    predicted = [100 * c["predicted_reduction"] for c in everyone]
+    assert f"{min(predicted):.0f}-{max(predicted):.0f}" == four.group(1)
+    assert all(c["measured_reduction"] < 0.1 for c in everyone)  # "almost nothing"
