@@ -44,6 +44,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from omnilearn_jax.run import cgroups
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMAND = "python -m experiments.real_hetero "
 CONFIG = "configs/paper_bsp.py:runlocal,model=cnn,hetero=uniform,controller={controller}"
@@ -310,7 +312,7 @@ def main(argv=None) -> None:
     p.add_argument(
         "--quota_from",
         default="start",
-        choices=("start", "steps"),
+        choices=cgroups.QUOTA_FROM,
         help="when the quotas apply (launch --quota_from): before exec, or from the first step",
     )
     p.add_argument("--json", default="")
