@@ -23,4 +23,35 @@ def test_a_single_spike_is_rejected_and_forgotten():
     guard(0, [0.1], [10])
     np.testing.assert_allclose(guard(1, [100.0], [10]), [0.1])  # a spike
     np.testing.assert_allclose(guard(2, [0.12], [10]), [0.12])  # back to normal
-    np.testing.assert_allclose(guard(3, [100.0], [10]), [0.12])  # a new spike: rejected again
+    # A new spike: rejected again, charged the median of the accepted rates (0.01, 0.012).
+    np.testing.assert_allclose(guard(3, [100.0], [10]), [0.11])
+
+
+def test_a_spike_inside_the_factor_does_not_become_the_yardstick():
+    """Worker 0's times for 96 rows as measured under a noisy neighbour (2026-12-02, quotas
+    1.0/0.25): a spike of 128.5 ms, 8.8x the 14.6 ms before it, is inside the factor and is
+    accepted; the normal 11.4 ms after it must be accepted too. With the last accepted time
+    as the reference it was rejected and replaced by the spike's 128.5 ms."""
+    guard = TimeGuard(1, outlier_factor=10.0)
+    readings = [0.0125, 0.0146, 0.0193, 0.0125, 0.0146, 0.1285, 0.0114, 0.0721, 0.0130]
+    seen = [float(guard(step, [t], [96])[0]) for step, t in enumerate(readings)]
+    np.testing.assert_allclose(seen, readings)
+    assert guard.per_sample[0] == np.median(np.array(readings[-5:]) / 96)
+
+
+def test_a_confirmed_change_becomes_the_reference_alone_and_survives_a_checkpoint():
+    guard = TimeGuard(1, outlier_factor=10.0)
+    for step in range(5):
+        guard(step, [0.1], [10])
+    np.testing.assert_allclose(guard(5, [5.0], [10]), [0.1])  # rejected once
+    np.testing.assert_allclose(guard(6, [5.0], [10]), [5.0])  # confirmed: 50x slower now
+    assert guard.per_sample[0] == 0.5  # not the median of four old readings and one new
+    np.testing.assert_allclose(guard(7, [5.2], [10]), [5.2])  # the next is no outlier
+    resumed = TimeGuard(1, outlier_factor=10.0)
+    resumed.load_state(guard.state())
+    for g in (guard, resumed):
+        np.testing.assert_allclose(g(8, [0.1], [10]), [5.1])  # back to fast: rejected once
+    old = {"per_sample": np.array([0.01]), "suspect": np.array([0])}  # before the median
+    resumed.load_state(old)
+    np.testing.assert_allclose(resumed(9, [0.2], [10]), [0.2])
+    assert resumed.per_sample[0] == np.median([0.01, 0.02])

@@ -7,7 +7,7 @@ while some worker still computing could land before the earliest update whose ti
 
 What a worker will be charged is bounded below while it computes. The measured-time guard
 (faults.TimeGuard) either accepts the reading, which is at least the compute seconds elapsed
-so far, or replaces it by the worker's last good rate times its rows, which is fixed while
+so far, or replaces it by the worker's reference rate times its rows, which is fixed while
 the worker computes (the guard's memory is per worker, and a worker has one gradient in
 flight); so the charge is at least min(elapsed, that fallback). A planted time
 (`faults.bad_times`) can be anything, so such a worker is waited for. The elapsed seconds
@@ -30,7 +30,7 @@ Floor = Callable[[int], tuple[float, float]]  # worker -> (charge bound now, its
 def charge_floor(elapsed: float, per_sample: float, rows: int, planted: bool):
     """(a lower bound of the compute seconds a worker still computing will be charged, the
     largest value that bound can reach before its time is measured), from the seconds it has
-    computed so far, its guard's last good rate (NaN: none yet), its rows, and whether a time
+    computed so far, its guard's reference rate (NaN: none yet), its rows, and whether a time
     is planted for it. The guard (faults.TimeGuard) accepts the reading, at least `elapsed`,
     or replaces it by rate * rows; with no rate yet, a positive reading is accepted."""
     if planted:

@@ -7,13 +7,18 @@ that worker at that step is replaced by the given value (0, negative, NaN, huge.
 broken timer would report it.
 
 `TimeGuard` rejects measured times that cannot be right: not finite, zero or negative for a
-worker that had samples, or more than `outlier_factor` times away from that worker's last
-accepted per-sample time (unless the next reading is as far off too: then the worker really
-changed speed and the second reading is accepted). A rejected time is replaced by the
-worker's last accepted per-sample time times its current batch, and a warning names it; the
+worker that had samples, or more than `outlier_factor` times away from that worker's
+reference per-sample time (unless the next reading is as far off too: then the worker really
+changed speed, the second reading is accepted and becomes the reference alone). The
+reference is the median of the worker's last `MEMORY` accepted per-sample times, not the last
+one: with the last one, a spike inside the factor (8.8x, measured under a noisy neighbour on
+2026-12-02) became the reference, the next normal reading was rejected as an outlier and
+replaced by the spike's time, and the controller saw the spike twice. A rejected time is
+replaced by the reference times the worker's current batch, and a warning names it; the
 clock and the controller see only accepted times, so one bad reading cannot corrupt the
-controller's state. Its memory (last accepted per-sample times, pending suspects) is part of
-a checkpoint (`state`/`load_state`), so a resumed run rejects exactly what an unbroken one does.
+controller's state. Its memory (recent accepted per-sample times, the reference, pending
+suspects) is part of a checkpoint (`state`/`load_state`), so a resumed run rejects exactly
+what an unbroken one does.
 """
 
 from __future__ import annotations
@@ -53,19 +58,32 @@ class PlantedFaults:
         return np.full_like(x, np.nan) if step == self.nan_step else x
 
 
+MEMORY = 5  # accepted per-sample times a worker's reference is the median of
+
+
 class TimeGuard:
     def __init__(self, num_workers: int, outlier_factor: float = 10.0):
         if outlier_factor <= 1:
             raise ValueError(f"train.outlier_factor must be > 1, got {outlier_factor}")
         self.factor = outlier_factor
-        self.per_sample = np.full(num_workers, np.nan)  # last accepted, per worker
+        self.per_sample = np.full(num_workers, np.nan)  # the reference, per worker
+        self.recent = np.full((num_workers, MEMORY), np.nan)  # accepted, newest last
         self.suspect = np.zeros(num_workers, bool)  # last reading was an outlier
 
     def state(self) -> dict[str, np.ndarray]:
-        return {"per_sample": self.per_sample.copy(), "suspect": self.suspect.astype(np.int32)}
+        return {
+            "per_sample": self.per_sample.copy(),
+            "recent": self.recent.copy(),
+            "suspect": self.suspect.astype(np.int32),
+        }
 
     def load_state(self, state) -> None:
         self.per_sample = np.asarray(state["per_sample"], np.float64).copy()
+        self.recent = np.full((self.per_sample.size, MEMORY), np.nan)
+        if "recent" in state:
+            self.recent = np.asarray(state["recent"], np.float64).copy()
+        else:  # a checkpoint from before the median: its last accepted time alone
+            self.recent[:, -1] = self.per_sample
         self.suspect = np.asarray(state["suspect"]).astype(bool)
 
     def __call__(self, step: int, times: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -90,12 +108,17 @@ class TimeGuard:
             fallback = self.per_sample[k] * sizes[k]
             print(
                 f"warning: step {step}: rejected measured time {times[k]!r} of worker {k} "
-                f"(batch {int(sizes[k])}); using {fallback:.6g}s from its last good reading",
+                f"(batch {int(sizes[k])}); using {fallback:.6g}s from its recent good readings",
                 file=sys.stderr,
                 flush=True,
             )
             times[k] = fallback if math.isfinite(fallback) else 0.0
         good = busy & ~bad
-        self.per_sample[good] = rate[good]
+        for k in np.flatnonzero(good):
+            if confirmed[k]:  # a real change of speed: the old readings no longer apply
+                self.recent[k] = np.nan
+            self.recent[k] = np.roll(self.recent[k], -1)
+            self.recent[k, -1] = rate[k]
+            self.per_sample[k] = np.nanmedian(self.recent[k])
         times[~busy] = np.where(np.isfinite(times[~busy]), times[~busy], 0.0)
         return times
