@@ -243,7 +243,7 @@ def test_measured_quota_from_steps_figures_are_the_study_file():
     four = _find(
         r"0\.5/0\.5/0\.5/0\.125 balancing delivered almost nothing of a predicted (\d+-\d+)%: "
         r"`proportional` ([0-9.]+)x \(worst ([0-9.]+)x\), "
-        r"the oracle ([0-9.]+)x\s+\(worst ([0-9.]+)x\)"
+        r"the oracle ([0-9.]+)x\s+\(worst ([0-9.]+)x;"
     )
     quotas = (0.5, 0.5, 0.5, 0.125)
     cells = [_quota_cell(job, c, quotas) for c in ("proportional", "oracle")]
