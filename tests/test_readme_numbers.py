@@ -185,6 +185,14 @@ def _quota_cell(job: str, controller: str = "proportional", quotas=(1.0, 0.25)) 
     return next(c for c in cells if real_hetero._key(c) == (job, tuple(quotas), controller))
 
 
+def _assert_quoted(m, cell: dict, first: int) -> None:
+    """Groups first, first + 1 and first + 2 of `m` quote the cell's median, its number of
+    paired runs and its worst, as the README prints them."""
+    quoted = m.group(first, first + 1, first + 2)
+    assert quoted == (f"{cell['median_ratio']:.2f}", str(len(cell["pairs"])),
+                      f"{cell['worst_ratio']:.2f}")  # fmt: skip
+
+
 def test_measured_quota_figure_is_the_study_file():
     m = _find(
         r"\*\*measured\*\* \(CPU quotas per worker, or a GPU\): at quotas 1\.0/0\.25.*?"
@@ -192,9 +200,7 @@ def test_measured_quota_figure_is_the_study_file():
         r"paired runs; worst ([0-9.]+)x\).*?the virtual clock predicted ([0-9.]+)% less"
     )
     cell = _quota_cell("cnn")
-    assert m.group(1) == f"{cell['median_ratio']:.2f}"
-    assert int(m.group(2)) == len(cell["pairs"])
-    assert m.group(3) == f"{cell['worst_ratio']:.2f}"
+    _assert_quoted(m, cell, 1)
     assert m.group(4) == f"{100 * cell['predicted_reduction']:.0f}"
 
 
@@ -204,9 +210,7 @@ def test_measured_wide_cnn_quota_figure_is_the_study_file():
         r"\s+\(median\s+of\s+(\d+);\s+worst\s+([0-9.]+)x\)"
     )
     cell = _quota_cell("cnn64")
-    assert m.group(1) == f"{cell['median_ratio']:.2f}"
-    assert int(m.group(2)) == len(cell["pairs"])
-    assert m.group(3) == f"{cell['worst_ratio']:.2f}"
+    _assert_quoted(m, cell, 1)
 
 
 def test_measured_wide_cnn_unpinned_quota_figure_is_the_study_file():
@@ -216,9 +220,7 @@ def test_measured_wide_cnn_unpinned_quota_figure_is_the_study_file():
     )
     cell = _quota_cell("cnn64, unpinned")
     ratios = [p["controller"]["wall_s"] / p["static"]["wall_s"] for p in cell["pairs"]]
-    assert m.group(1) == f"{cell['median_ratio']:.2f}"
-    assert int(m.group(2)) == len(cell["pairs"])
-    assert m.group(3) == f"{cell['worst_ratio']:.2f}"
+    _assert_quoted(m, cell, 1)
     assert (m.group(4), m.group(5)) == (f"{min(ratios):.2f}", f"{max(ratios):.2f}")
 
 

@@ -114,11 +114,11 @@ class TimeGuard:
             )
             times[k] = fallback if math.isfinite(fallback) else 0.0
         good = busy & ~bad
-        for k in np.flatnonzero(good):
-            if confirmed[k]:  # a real change of speed: the old readings no longer apply
-                self.recent[k] = np.nan
-            self.recent[k] = np.roll(self.recent[k], -1)
-            self.recent[k, -1] = rate[k]
-            self.per_sample[k] = np.nanmedian(self.recent[k])
+        if good.any():
+            self.recent[good & confirmed] = np.nan  # a real change: old readings no longer apply
+            kept = np.roll(self.recent[good], -1, axis=1)
+            kept[:, -1] = rate[good]
+            self.recent[good] = kept
+            self.per_sample[good] = np.nanmedian(kept, axis=1)
         times[~busy] = np.where(np.isfinite(times[~busy]), times[~busy], 0.0)
         return times
