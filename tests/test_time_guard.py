@@ -1,9 +1,11 @@
 """The measured-time guard (faults.TimeGuard): one far-off reading is rejected, a second in a
 row is accepted, and a worker's flag is its own."""
 
+import warnings
+
 import numpy as np
 
-from omnilearn_jax.engine.faults import TimeGuard
+from omnilearn_jax.engine.faults import TimeGuard, row_medians
 
 
 def test_a_second_far_off_reading_is_accepted_even_when_others_are_read_between():
@@ -55,3 +57,16 @@ def test_a_confirmed_change_becomes_the_reference_alone_and_survives_a_checkpoin
     resumed.load_state(old)
     np.testing.assert_allclose(resumed(9, [0.2], [10]), [0.2])
     assert resumed.per_sample[0] == np.median([0.01, 0.02])
+
+
+def test_row_medians_are_nanmedians_to_the_last_bit():
+    """The guard's reference is each worker's median of its finite recent rates: the fast
+    median must give np.nanmedian's values exactly, NaN for a worker with none."""
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        a = rng.random((4, 5))
+        a[rng.random((4, 5)) < 0.4] = np.nan
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows
+            want = np.nanmedian(a, axis=1)
+        np.testing.assert_array_equal(row_medians(a), want)
