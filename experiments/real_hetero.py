@@ -129,6 +129,27 @@ def run(
             summary = json.load(f)
         with open(os.path.join(tmp, "metrics.jsonl")) as f:
             train = [r for r in map(json.loads, f) if "worker_times" in r]
+    return {**measured(train, summary), "load": os.getloadavg()[0]}
+
+
+def trajectory(train: list[dict]) -> dict:
+    """A run's steps, compact: each split with the step it took effect at (changes only),
+    and every step's wall time and slowest worker's time, in ms to 0.1."""
+    splits, last = [], None
+    for r in train:
+        if r["batch_sizes"] != last:
+            splits.append([r["step"], r["batch_sizes"]])
+            last = r["batch_sizes"]
+    ms = lambda x: round(1e3 * float(x), 1)  # noqa: E731
+    return {
+        "splits": splits,
+        "step_ms": [ms(r["step_time"]) for r in train],
+        "slowest_ms": [ms(max(r["worker_times"])) for r in train],
+    }
+
+
+def measured(train: list[dict], summary: dict) -> dict:
+    """A run's figures from its summary and its training records (metrics.jsonl)."""
     rows = np.array([r["batch_sizes"] for r in train[5:]], float)
     times = np.array([r["worker_times"] for r in train[5:]], float)
     per_row = np.median(np.where(rows > 0, times / np.maximum(rows, 1), np.nan), axis=0)
@@ -139,7 +160,7 @@ def run(
         "final_accuracy": float(summary["final_eval_accuracy"]),
         "seconds_per_row": per_row.tolist(),
         "final_split": train[-1]["batch_sizes"],
-        "load": os.getloadavg()[0],
+        "trajectory": trajectory(train),
     }
 
 

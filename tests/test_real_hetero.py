@@ -106,3 +106,15 @@ def test_a_cell_whose_quota_applied_from_the_first_step_is_one_of_its_own(monkey
     assert len(saved["cells"]) == 2
     text = real_hetero.document(saved["cells"], saved["commands"])
     assert "| cnn64, unpinned, quota from steps | 1.0/0.25 | proportional |" in text
+
+
+def test_a_run_keeps_its_splits_as_changes_and_its_step_times_in_ms():
+    train = [
+        {"step": s, "batch_sizes": split, "step_time": t, "worker_times": [t / 2, t / 3]}
+        for s, split, t in [(1, [64, 64], 0.04), (2, [64, 64], 0.03), (3, [96, 32], 0.02),
+                            (4, [96, 32], 0.0201), (5, [64, 64], 0.05)]
+    ]  # fmt: skip
+    got = real_hetero.trajectory(train)
+    assert got["splits"] == [[1, [64, 64]], [3, [96, 32]], [5, [64, 64]]]
+    assert got["step_ms"] == [40.0, 30.0, 20.0, 20.1, 50.0]
+    assert got["slowest_ms"] == [20.0, 15.0, 10.0, 10.1, 25.0]
