@@ -239,7 +239,7 @@ def test_two_processes_match_one_process_while_the_split_moves(tmp_path):
 @pytest.mark.parametrize(
     "key,value,message",
     [
-        ("mode", "asp", "mode=asp runs in one process only, got 2 processes"),
+        ("mode", "asp", "mode=asp does not run inside a multi-process JAX run, got 2 processes"),
         ("cost.curve", "measure", "cost.curve=measure needs a single-process run, got 2"),
     ],
 )

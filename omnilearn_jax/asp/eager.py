@@ -86,16 +86,22 @@ class EagerServer:
         """Worker k pulls the current version and starts on `rows`. Every launch is
         asynchronous, so the workers started compute at the same time, each on its own
         device. On the wall clock returns the future of its measured seconds."""
-        params, device = self._packed().params, self.engine.worker_device(k)
+        params = self._packed().params
         delay = self.t.worker_delay(k, len(rows), speeds)
-        block = self.engine.worker_block(k, rows, step_index, delay)
-        packed = params if self.home == k else jax.device_put(params, device)
-        pulled = (packed, self._placed(device, coefficient, weight))
         if self.timed:  # from its launch, which sends its rows (on one host, memory copies)
             self.stopwatch.start(k)
-        push, loss, count = self._launch(k, pulled, block)
+        push, loss, count = self.compute(k, params, rows, step_index, delay, coefficient, weight)
         self.pushes[k] = (push, loss)
         return self.stopwatch.stop_when_ready(k, count) if self.timed else None
+
+    def compute(self, k: int, params, rows, step_index: int, delay, coefficient, weight):
+        """Worker k's launch on `rows` from the packed `params` it pulled (moved to its device
+        unless there): (push, loss sum, count) on its device, not waited for."""
+        device = self.engine.worker_device(k)
+        block = self.engine.worker_block(k, rows, step_index, delay)
+        here = isinstance(params, jax.Array) and params.devices() == {device}
+        packed = params if here else jax.device_put(params, device)
+        return self._launch(k, (packed, self._placed(device, coefficient, weight)), block)
 
     def _launch(self, k: int, pulled, block):
         """Worker k's program of its block's bucket: (push, loss sum, count) on its device."""
@@ -120,11 +126,16 @@ class EagerServer:
         case, then needs none); returns that push's loss sum."""
         push, loss = self.pushes.pop(k)
         self.stopwatch.forget(k)
-        state = self._move(self._packed(), k)
-        scales = self._placed(self.engine.worker_device(k), weight, step_scale)
+        where = self.applies_on(k)
+        state = self._move(self._packed(), where)
+        scales = self._placed(self.engine.worker_device(where), weight, step_scale)
         new = self.apply_program(state, push, scales)
         self.state = new._replace(step=state.step + 1)  # kept on the host (see _move)
         return loss
+
+    def applies_on(self, k: int) -> int:
+        """The worker on whose device worker k's push is applied: its own."""
+        return k
 
     def _move(self, state: TrainState, k: int) -> TrainState:
         """The state on worker k's device; its step count stays on the host (a program

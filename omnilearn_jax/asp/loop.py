@@ -29,7 +29,8 @@ jitted loop). On the wall clock the measured times order the updates: each worke
 is one launch on its own device, the workers compute at the same time, and an update is
 applied once no worker still computing can land before it (`asp/eager.py`, `asp/wall.py`).
 `batched=False` runs the virtual clock's schedule event by event, as the wall clock does (the
-reference in tests).
+reference in tests). Launched as W processes, worker k computes in process k and process 0
+is the server (`asp/remote.py`).
 """
 
 from __future__ import annotations
@@ -43,10 +44,12 @@ import numpy as np
 
 from omnilearn_jax.asp.batched import BatchedServer
 from omnilearn_jax.asp.eager import EagerServer
+from omnilearn_jax.asp.remote import RemoteServer
 from omnilearn_jax.asp.wall import Unmeasured, charge_floor
 from omnilearn_jax.engine import buckets, optim
 from omnilearn_jax.engine.flat import flattenable
 from omnilearn_jax.engine.step import TrainState
+from omnilearn_jax.run.distributed import async_across
 from omnilearn_jax.run.loop import Runner
 from omnilearn_jax.run.runlog import RunLog
 
@@ -91,7 +94,9 @@ class AsyncLoop(Runner):
         self.wall = cfg.clock == "wall"
         l2 = optim.coupled_decay(cfg.optimizer)
         self.unmeasured = Unmeasured()  # wall clock: started, time not known yet
-        if batched and not self.wall and flattenable(t.state.params):
+        if async_across(cfg):  # workers 1.. in processes of their own
+            self.exec = RemoteServer(t, l2, timed=self.wall)
+        elif batched and not self.wall and flattenable(t.state.params):
             self.exec = BatchedServer(t, l2, max(2 * self.w, 8))
         else:
             self.exec = EagerServer(t, l2, timed=self.wall)
@@ -184,7 +189,10 @@ class AsyncLoop(Runner):
         return self.now
 
     def describe(self) -> str:
-        return f"; asynchronous, staleness bound {self.bound}"
+        across = isinstance(self.exec, RemoteServer)
+        return f"; asynchronous, staleness bound {self.bound}" + (
+            f"; workers 1-{self.w - 1} in processes of their own" if across else ""
+        )
 
     def may_start(self, k: int, active: np.ndarray, slowest: int) -> bool:
         """Whether worker k may start (SSP); `slowest`: the least clock of the workers

@@ -226,10 +226,18 @@ def check_static_sizes(config, lo, hi) -> None:
 
 
 def _check_asp(config, num_available_devices: int, num_processes: int) -> None:
-    if num_processes > 1:  # its server and workers address every device from one process
+    if num_processes > 1:  # a push through a collective would wait for every process
         raise ValueError(
-            f"mode=asp runs in one process only, got {num_processes} processes; run it "
-            f"without the launcher (one process with all the devices) or use mode=bsp"
+            f"mode=asp does not run inside a multi-process JAX run, got {num_processes} "
+            f"processes; run it in one process with all the devices, or through "
+            f"omnilearn_jax.launch with one worker a process (docs/async.md)"
+        )
+    across = config.distributed
+    if across.enabled and 1 < across.num_processes != config.num_workers:
+        raise ValueError(
+            f"mode=asp across processes runs one worker a process: got "
+            f"{across.num_processes} processes for num_workers={config.num_workers}; "
+            f"launch --num_processes={config.num_workers}"
         )
     _choice("asp.weighting", config.asp.weighting, ("share", "lr", "mean"))
     _choice("asp.lr_scaling", config.asp.lr_scaling, ("none", "linear"))

@@ -28,6 +28,18 @@ def barrier(name: str) -> None:
         multihost_utils.sync_global_devices(name)
 
 
+def async_across(config) -> bool:
+    """Whether this is an async run across processes: its processes do not join one JAX
+    run but talk over sockets (asp/remote.py), each with the run's devices."""
+    section = config.distributed
+    return config.mode == "asp" and bool(section.enabled) and int(section.num_processes) > 1
+
+
+def async_worker(config) -> bool:
+    """Whether this process is a worker (not the server) of an async run across processes."""
+    return async_across(config) and int(config.distributed.process_id) > 0
+
+
 def initialize(section) -> bool:
     """Joins the run described by the config's `distributed` section; True if it did."""
     if not section.enabled:

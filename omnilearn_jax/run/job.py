@@ -25,5 +25,13 @@ def run(trainer: Trainer) -> dict[str, Any]:
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-    """Trains and evaluates as the config says; writes the run store to `workdir`."""
+    """Trains and evaluates as the config says; writes the run store to `workdir`. In an
+    async run across processes, process k > 0 is worker k: it serves the server's gradient
+    requests (asp/remote.py) and writes nothing (its summary says how many it served)."""
+    from omnilearn_jax.run.distributed import async_worker
+
+    if async_worker(config):
+        from omnilearn_jax.asp.remote import serve
+
+        return {"served": serve(Trainer, config)}
     return run(Trainer(config, workdir))

@@ -89,12 +89,15 @@ def main(argv):
         flush=True,
     )
     logging.set_verbosity(logging.WARNING)  # keep JAX's backend-probing INFO lines quiet
-    # Must precede the first JAX operation; it only shapes the CPU backend, so a run on GPU
-    # or TPU is unaffected.
-    jax.config.update("jax_num_cpu_devices", config.cpu_devices)
     from omnilearn_jax.run import distributed
 
-    distributed.initialize(config.distributed)
+    # Must precede the first JAX operation; it only shapes the CPU backend, so a run on GPU
+    # or TPU is unaffected. Async across processes: each process is a JAX program of its own
+    # with the run's devices (asp/remote.py); any other multi-process run joins one JAX run.
+    across = distributed.async_across(config)
+    jax.config.update("jax_num_cpu_devices", config.num_workers if across else config.cpu_devices)
+    if not across:
+        distributed.initialize(config.distributed)
     from omnilearn_jax.run.job import train_and_evaluate
 
     train_and_evaluate(config, _WORKDIR.value)

@@ -1,0 +1,226 @@
+"""Async across processes: a parameter server in process 0, one worker in each process.
+
+`launch --num_processes=W -- --config.mode=asp` (docs/async.md, "Across processes") runs
+worker k in process k, so each worker can have its own CPU quota (`launch --cpu_quota`): a
+real heterogeneous cluster whose workers compute at their own speeds. JAX moves data between
+processes only through collectives, which every process enters together (a push through one
+would wait for the slowest process), so the processes do not join one JAX run: each is a
+JAX program of its own, with the run's W CPU devices, and they talk over one socket a worker
+(`multiprocessing.connection`, on the launcher's coordinator address).
+
+Process 0 runs the async loop (asp/loop.py) with `RemoteServer`, which has the interface of
+the eager executor (asp/eager.py): worker 0 computes on device 0 of process 0 as in one
+process; for worker k > 0 a start sends the parameters it pulls (the packed vector), its
+sample rows (indices into the data set every process holds), the step, its injected delay,
+coefficient and weight; process k computes the same program on its device k (`serve`) and
+sends back the push, the loss sum and the count. The server applies a remote push on device
+0. With `clock=wall` a remote worker's time runs from the send to the arrival of its push: the
+transfers and the worker's host work are part of it, as they are of a real server's wait.
+
+Every process builds the same trainer from the same config, so worker k's program is the one
+a single-process run compiles for device k, and on the virtual clock a run across processes
+gives the single-process event-by-event run's parameters to the last bit (tests/
+test_async_remote.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import threading
+import time
+from multiprocessing.connection import Client, Connection, Listener
+from typing import Any
+
+import jax
+import numpy as np
+
+from omnilearn_jax.asp.eager import EagerServer
+
+CONNECT_SECONDS = 600.0  # how long a worker keeps trying to reach the server
+
+
+def address(config) -> tuple[tuple[str, int], bytes]:
+    """The server's socket address (the coordinator address the launcher passes) and the
+    connection's key (the address itself: it keeps runs on one machine apart, no secret)."""
+    where = str(config.distributed.coordinator_address)
+    host, port = where.rsplit(":", 1)
+    return (host, int(port)), where.encode()
+
+
+class Reply:
+    """A remote worker's push in flight: `block_until_ready` returns once it has arrived (so
+    the engine's stopwatch times it as it times a device's launch)."""
+
+    def __init__(self):
+        self.arrived = threading.Event()
+        self.value: tuple | None = None
+        self.error: BaseException | None = None
+
+    def block_until_ready(self) -> None:
+        self.arrived.wait()
+        if self.error is not None:
+            raise self.error
+
+
+class RemoteServer(EagerServer):
+    """The eager executor, with workers 1..W-1 in processes of their own."""
+
+    def __init__(self, trainer, l2: float, timed: bool = False):
+        super().__init__(trainer, l2, timed)
+        self.where, self.key = address(trainer.config)
+        self.listener: Listener | None = None
+        self.links: dict[int, Connection] = {}
+        self.replies: dict[int, Reply] = {}
+        self.readers: list[threading.Thread] = []
+
+    def warm_up(self, shared: int) -> None:
+        """Compiles and runs worker 0's programs and the update here, then waits until every
+        other worker has compiled its own and connected (the run's start barrier)."""
+        super().warm_up(shared)
+        w = self.t.config.num_workers
+        self.listener = Listener(self.where, authkey=self.key)
+        while len(self.links) < w - 1:
+            link = self.listener.accept()
+            kind, k = link.recv()
+            if kind != "ready" or not 0 < k < w or k in self.links:
+                raise RuntimeError(f"unexpected hello {kind!r} from worker {k}")
+            self.links[k] = link
+            self.readers.append(threading.Thread(target=self._read, args=(k, link), daemon=True))
+            self.readers[-1].start()
+
+    def _read(self, k: int, link: Connection) -> None:
+        """Worker k's pushes, as they arrive (one in flight at a time)."""
+        while True:
+            try:
+                message = link.recv()
+            except (EOFError, OSError) as error:
+                if (reply := self.replies.get(k)) is not None and not reply.arrived.is_set():
+                    reply.error = RuntimeError(f"worker {k}'s process went away: {error!r}")
+                    reply.arrived.set()
+                return
+            reply = self.replies[k]
+            if message[0] == "error":
+                reply.error = RuntimeError(f"worker {k} failed: {message[1]}")
+            else:
+                reply.value = message[1:]
+            reply.arrived.set()
+
+    def start(self, k: int, rows, step_index: int, speeds, coefficient: float, weight: float):
+        if k == 0:
+            return super().start(k, rows, step_index, speeds, coefficient, weight)
+        params = jax.device_get(self._packed().params)
+        delay = self.t.worker_delay(k, len(rows), speeds)
+        reply = self.replies[k] = Reply()
+        self.pushes[k] = reply
+        if self.timed:  # from the send to the push's arrival
+            self.stopwatch.start(k)
+        self.links[k].send(("grad", np.asarray(rows), step_index, params, delay,
+                            float(coefficient), float(weight)))  # fmt: skip
+        return self.stopwatch.stop_when_ready(k, reply) if self.timed else None
+
+    def _arrived(self, k: int) -> tuple:
+        """Worker k's (push, loss sum) as the eager executor keeps it, waited for."""
+        got = self.pushes[k]
+        if isinstance(got, Reply):
+            got.block_until_ready()
+            push, loss, _ = got.value
+            device = self.engine.worker_device(0)
+            got = self.pushes[k] = (jax.device_put(push, device), jax.device_put(loss, device))
+        return got
+
+    def applies_on(self, k: int) -> int:
+        return 0 if k in self.links else k
+
+    def apply(self, k: int, weight: float, step_scale: float):
+        self._arrived(k)
+        return super().apply(k, weight, step_scale)
+
+    def in_flight(self, k: int) -> tuple[Any, np.ndarray]:
+        self._arrived(k)
+        return super().in_flight(k)
+
+    def load(self, flights: dict[int, tuple]) -> None:
+        """Pushes in flight restored from a checkpoint: a remote worker's is kept on device 0,
+        where the server applies it (its own process never computed it)."""
+        super().load(flights)
+        device = self.engine.worker_device(0)
+        for k in self.links:
+            if k in self.pushes:
+                self.pushes[k] = jax.device_put(self.pushes[k], device)
+
+    def close(self) -> None:
+        """Tells every worker to stop and waits until each has hung up, so that no reader
+        thread is left at exit (one ended by the interpreter's shutdown while it reads can
+        abort the process)."""
+        for link in self.links.values():
+            with contextlib.suppress(OSError):  # its process is gone: the launcher says why
+                link.send(("stop",))
+        for reader in self.readers:
+            reader.join(timeout=30)
+        for link in self.links.values():
+            link.close()
+        if self.listener is not None:
+            self.listener.close()
+        super().close()
+
+
+def worker_config(config):
+    """Worker k's copy of the run's config: it times nothing and calibrates nothing (the
+    server's clock is the run's), so a fixed cost spares it the calibration steps."""
+    mine = config.copy_and_resolve_references()
+    if float(mine.cost.per_sample_cost) == 0:
+        mine.cost.per_sample_cost = 1e-3
+    return mine
+
+
+def serve(make_trainer, config, say=print) -> int:
+    """Process k > 0 of an async run across processes: builds the run's trainer, compiles
+    worker k's programs, joins its deferred CPU quota group (`launch --quota_from=steps`),
+    connects to the server and computes each gradient it is sent until told to stop.
+    `make_trainer(config, workdir)` builds a trainer; returns how many gradients it served."""
+    from omnilearn_jax.engine import buckets, optim
+    from omnilearn_jax.run import cgroups
+
+    k = int(config.distributed.process_id)
+    with tempfile.TemporaryDirectory() as private:  # nothing of the run store is its
+        trainer = make_trainer(worker_config(config), private)
+        executor = EagerServer(trainer, optim.coupled_decay(config.optimizer))
+        executor.warm_up(buckets.uniform_bucket(config.global_batch_size, trainer.layout))
+        if (group := cgroups.enter_deferred()) is not None:
+            say(f"worker {k}: CPU quota applies from the first gradient (group {group.name})")
+        link = connect(*address(config))
+        link.send(("ready", k))
+        say(f"worker {k}: compiled, serving the server at {config.distributed.coordinator_address}")
+        served = 0
+        try:
+            while (message := link.recv())[0] == "grad":
+                _, rows, step_index, params, delay, coefficient, weight = message
+                try:
+                    out = executor.compute(k, params, rows, step_index, delay, coefficient,
+                                           weight)  # fmt: skip
+                    push, loss, count = jax.device_get(out)
+                except Exception as error:  # noqa: BLE001 - the server raises it
+                    link.send(("error", f"{type(error).__name__}: {error}"))
+                    raise
+                link.send(("push", push, loss, count))
+                served += 1
+        except EOFError:
+            raise SystemExit(f"worker {k}: the server (process 0) went away") from None
+        finally:
+            link.close()  # the server's reader ends on it
+            executor.close()
+        say(f"worker {k}: served {served} gradients")
+        return served
+
+
+def connect(where: tuple[str, int], key: bytes) -> Connection:
+    """A connection to the server, tried until it listens (it does once it has compiled)."""
+    deadline = time.monotonic() + CONNECT_SECONDS
+    while True:
+        try:
+            return Client(where, authkey=key)
+        except (ConnectionRefusedError, FileNotFoundError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

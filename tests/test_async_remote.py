@@ -1,0 +1,83 @@
+"""Async across processes (asp/remote.py): a parameter server in process 0 and worker k in
+process k, talking over sockets."""
+
+import json
+import threading
+import time
+from multiprocessing import Pipe
+
+import pytest
+
+from omnilearn_jax.asp.loop import AsyncLoop
+from omnilearn_jax.asp.remote import RemoteServer, Reply
+from omnilearn_jax.engine.stopwatch import Stopwatch
+from omnilearn_jax.run.train import Trainer
+from tests.test_multiprocess import run_launched
+from tests.test_train import smoke_config
+
+TWO = ("--config.mode=asp", "--config.num_workers=2", "--config.num_devices=2")
+
+
+def _records(workdir) -> list[tuple]:
+    lines = (workdir / "metrics.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    return [(r["step"], r["worker"], r["staleness"], r["loss"]) for r in rows if "worker" in r]
+
+
+def test_two_processes_give_the_one_process_run_to_the_last_bit(tmp_path):
+    """On the virtual clock the schedule is the cost model's, so worker 1 computing in a
+    process of its own must give exactly the updates of the single-process event-by-event
+    run: the same worker order, staleness and losses, and the same evaluated accuracy."""
+    out = run_launched(tmp_path / "two", *TWO, "--config.train.num_steps=16")
+    assert "[p1] worker 1: served 8 gradients" in out
+    config = smoke_config()
+    config.mode, config.num_workers, config.num_devices = "asp", 2, 2
+    config.train.num_steps, config.train.save_params = 16, True
+    AsyncLoop(Trainer(config, str(tmp_path / "one")), batched=False).run()
+    two, one = _records(tmp_path / "two"), _records(tmp_path / "one")
+    assert len(one) == 16 and {w for _, w, _, _ in one} == {0, 1}
+    assert two == one  # losses compared as floats, to the last bit
+    assert one[-1][3] < one[0][3] - 0.2  # it trained, so equal losses mean something
+    summary = [json.loads((tmp_path / d / "summary.json").read_text()) for d in ("two", "one")]
+    assert summary[0]["final_eval_accuracy"] == summary[1]["final_eval_accuracy"]
+    assert summary[0]["updates_per_worker"] == summary[1]["updates_per_worker"] == [8, 8]
+
+
+def test_a_worker_process_that_dies_fails_its_push_not_the_wait():
+    """A push in flight from a process that goes away raises where it is read; the server
+    does not wait for it for ever."""
+    server = RemoteServer.__new__(RemoteServer)  # only its reader is under test
+    reply = Reply()
+    server.replies = {1: reply}
+    here, there = Pipe()
+    reader = threading.Thread(target=server._read, args=(1, here))
+    reader.start()
+    there.close()
+    reader.join(5)
+    assert not reader.is_alive()
+    with pytest.raises(RuntimeError, match="worker 1's process went away"):
+        reply.block_until_ready()
+
+
+def test_a_remote_workers_time_runs_from_the_send_to_the_arrival_of_its_push():
+    stopwatch, reply = Stopwatch(), Reply()
+    stopwatch.start(1)
+    future = stopwatch.stop_when_ready(1, reply)
+    time.sleep(0.05)
+    assert not future.done() and 0.04 < stopwatch.elapsed(1) < 1.0
+    reply.value = ("push", "loss", 8)
+    reply.arrived.set()
+    assert 0.05 <= future.result(timeout=5) < 1.0
+    stopwatch.close()
+
+
+def test_async_across_processes_needs_one_worker_a_process():
+    from omnilearn_jax.config import checks
+
+    config = smoke_config()
+    config.mode, config.num_workers = "asp", 2
+    config.distributed.enabled, config.distributed.num_processes = True, 2
+    checks.check_for_devices(config, 2, 1)
+    config.distributed.num_processes = 3
+    with pytest.raises(ValueError, match="runs one worker a process: got 3 processes for num"):
+        checks.check_for_devices(config, 2, 1)
