@@ -81,3 +81,24 @@ def test_async_across_processes_needs_one_worker_a_process():
     config.distributed.num_processes = 3
     with pytest.raises(ValueError, match="runs one worker a process: got 3 processes for num"):
         checks.check_for_devices(config, 2, 1)
+
+
+def test_on_the_wall_clock_the_server_applies_pushes_as_they_arrive(tmp_path):
+    """A real server: worker 1 is 4x slower (an injected wait of 0.2 ms a row at speed 1/4,
+    on top of its compute), so worker 0 pushes about 4x as often, never waiting for it, and
+    the clock is the seconds since the first start, not the charged compute alone (which
+    counted 41-46% of the steps' wall time here: the server's own work was missing)."""
+    run_launched(
+        tmp_path, *TWO, "--config.clock=wall", "--config.train.num_steps=60",
+        "--config.hetero.name=cores", "--config.hetero.cores=(1.0,0.25)",
+        "--config.hetero.inject=0.0002", "--config.train.eval_every=60",
+    )  # fmt: skip
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    fast, slow = summary["updates_per_worker"]
+    assert fast + slow == 60 and fast >= 2.5 * slow, (fast, slow)
+    records = _records(tmp_path)
+    times = [json.loads(line)["time"] for line in (tmp_path / "metrics.jsonl").read_text()
+             .splitlines() if '"worker"' in line]  # fmt: skip
+    assert len(records) == 60 and times == sorted(times)  # arrival order, one clock
+    # the clock is real seconds: the last update lands at the end of the steps' wall time
+    assert 0.9 * summary["steps_wall_time"] < times[-1] <= summary["steps_wall_time"]

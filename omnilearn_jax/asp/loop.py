@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from typing import Any, NamedTuple
 
 import jax
@@ -94,8 +95,15 @@ class AsyncLoop(Runner):
         self.wall = cfg.clock == "wall"
         l2 = optim.coupled_decay(cfg.optimizer)
         self.unmeasured = Unmeasured()  # wall clock: started, time not known yet
+        # Across processes on the wall clock the server is a real one: an update lands when
+        # its push arrives (its time measured from the send, transfers included), and the
+        # clock is the seconds since the first start (`started`), so updates apply in the
+        # order they arrive and no worker waits for another's.
+        self.real = async_across(cfg) and self.wall
+        self.started: float | None = None  # perf_counter() at clock 0 (real clock)
         if async_across(cfg):  # workers 1.. in processes of their own
             self.exec = RemoteServer(t, l2, timed=self.wall)
+            self.comm = 0.0 if self.real else self.comm
         elif batched and not self.wall and flattenable(t.state.params):
             self.exec = BatchedServer(t, l2, max(2 * self.w, 8))
         else:
@@ -227,11 +235,12 @@ class AsyncLoop(Runner):
         for k in ready:
             mine = rows[offsets[k] : offsets[k + 1]]
             coefficient, weight, _ = self.weights(int(group_sizes[k]))
+            clock = self._clock()  # before the launch, which the stopwatch's time includes
             future = self.exec.start(k, mine, round_index, speeds, coefficient, weight)
             self.busy[k] = True
             self.flights[k] = Flight(self.done, int(group_sizes[k]))
             if self.wall:  # each device's compute, measured from its own launch: it lands
-                self.unmeasured.add(k, self.now, future)  # in the queue when its time is
+                self.unmeasured.add(k, clock, future)  # in the queue when its time is
                 self._round_of[k] = round_index  # known (apply_next, asp/wall.py)
         if self.wall:
             return ready
@@ -252,11 +261,25 @@ class AsyncLoop(Runner):
         times, sizes = np.zeros(self.w), np.zeros(self.w, np.int64)
         times[k], sizes[k] = self.exec.seconds(k), flight.rows
         duration = float(self.t.timer.accept(self._round_of.pop(k), times, sizes)[k]) + self.comm
-        self.last_time[k] = duration
-        heapq.heappush(self.events, (clock + duration, k, flight.version, flight.rows))
+        self.last_time[k] = duration  # what the controller sees: guarded (faults.TimeGuard)
+        landed = clock + (times[k] if self.real else duration)  # a real server: on arrival
+        heapq.heappush(self.events, (landed, k, flight.version, flight.rows))
+
+    def _clock(self) -> float:
+        """The clock a worker starts at: the loop's, or on a real server the seconds since
+        the first start (continuing a resumed run's clock)."""
+        if not self.real:
+            return self.now
+        if self.started is None:
+            self.started = time.perf_counter() - self.now
+        return time.perf_counter() - self.started
 
     def _floor(self, k: int) -> tuple[float, float]:
-        """Wall clock: worker k's charge bound and its limit (asp/wall.py, charge_floor)."""
+        """Wall clock: worker k's charge bound and its limit (asp/wall.py, charge_floor). On
+        a real server a push lands when it arrives: at least the seconds elapsed so far,
+        which grow without limit while it is in flight."""
+        if self.real:
+            return self.exec.elapsed(k), math.inf
         timer, step = self.t.timer, self._round_of[k]
         planted = (step, k) in timer.faults.bad_times
         rate, rows = timer.guard.per_sample[k], self.flights[k].rows
