@@ -2,7 +2,7 @@
 
     python -m experiments.real_hetero [--clusters 1.0/0.5,1.0/0.25,0.5/0.5/0.5/0.125]
         [--controllers static,proportional,pi,predictive,oracle] [--reps 3] [--steps 150]
-        [--job cnn|cnn64] [--unpinned] [--quota_from start|steps]
+        [--job cnn|cnn64] [--unpinned] [--quota_from start|steps] [--mode bsp|asp]
         [--json docs/results/real_hetero.json] [--md docs/results/real_hetero.md]
 
 Each cluster is one process a worker (1 CPU device each), started by the launcher with a CFS
@@ -27,8 +27,9 @@ reduction and the fraction delivered. With `--quota_from steps` each process com
 full speed and joins its quota group just before the first step (`launch --quota_from`): the
 steps timed run under the same quotas, start-up is shorter, and a tight quota (0.125) no
 longer times out Gloo's rendezvous while it compiles. Needs a writable cgroup cpu controller
-(root); it is a study, not a test. Async (mode=asp) runs in one process only, so it has no
-per-worker quota here.
+(root); it is a study, not a test. `--mode asp` runs the async job instead
+(configs/paper_asp.py, W x steps updates): a parameter server in process 0 and worker k in
+process k, each under its quota (docs/async.md, "Across processes").
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from omnilearn_jax.run import cgroups
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMAND = "python -m experiments.real_hetero "
-CONFIG = "configs/paper_bsp.py:runlocal,model=cnn,hetero=uniform,controller={controller}"
+CONFIG = "configs/paper_{mode}.py:runlocal,model=cnn,hetero=uniform,controller={controller}"
 # The jobs a cell can run: the runlocal CNN as configured (features 8, 16: a step's compute is
 # about 0.9 ms of the 3.5-5.4 ms of CPU a process spends on it), and the same CNN 8x wider
 # (features 64, 128), whose compute outweighs the per-step host work and collective that no
@@ -67,6 +68,7 @@ class Setting:
     job: str = "cnn"
     pinned: bool = True
     quota_from: str = "start"
+    mode: str = "bsp"  # or "asp": a parameter server in process 0, worker k in process k
 
 
 def pinning(quotas: list[float], cores: int) -> str:
@@ -83,20 +85,31 @@ def pinning(quotas: list[float], cores: int) -> str:
 
 
 def job_args(
-    controller: str, workers: int, steps: int, target: float, speeds=None, job: str = "cnn"
+    controller: str,
+    workers: int,
+    steps: int,
+    target: float,
+    speeds=None,
+    job: str = "cnn",
+    mode: str = "bsp",
 ) -> list:
+    """The job's arguments; an async job runs `workers * steps` updates (as many samples as
+    the BSP job's steps, in expectation) with no time budget."""
     name = "oracle" if controller == "oracle" else controller
+    updates = steps * workers if mode == "asp" else steps
     args = [
-        f"--config={CONFIG.format(controller=name)}",
+        f"--config={CONFIG.format(mode=mode, controller=name)}",
         *JOBS[job],
         f"--config.num_workers={workers}",
         f"--config.num_devices={workers}",
         "--config.clock=wall",
-        f"--config.train.num_steps={steps}",
-        f"--config.train.eval_every={max(steps // 5, 1)}",
+        f"--config.train.num_steps={updates}",
+        f"--config.train.eval_every={max(updates // 5, 1)}",
         "--config.train.checkpoint_every=0",
         f"--config.train.target_accuracy={target}",
     ]
+    if mode == "asp":
+        args += ["--config.asp.time_budget=0"]
     if speeds is not None:  # the oracle's knowledge: the measured speeds, nothing injected
         cores = ",".join(f"{s:.4f}" for s in speeds)
         args += ["--config.hetero.name=cores", f"--config.hetero.cores=({cores},)"]
@@ -120,7 +133,7 @@ def run(
         cmd += ["--devices_per_process=1", "--cpu_quota=" + ",".join(map(str, quotas))]
         cores = pinning(quotas, os.cpu_count() or 1) if setting.pinned else "none"
         cmd += [f"--cpus={cores}", f"--quota_from={setting.quota_from}", "--"]
-        cmd += [*job_args(controller, workers, steps, target, speeds, setting.job)]
+        cmd += [*job_args(controller, workers, steps, target, speeds, setting.job, setting.mode)]
         cmd += [f"--workdir={tmp}"]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode:
@@ -164,22 +177,23 @@ def measured(train: list[dict], summary: dict) -> dict:
     }
 
 
-def predicted(controller: str, speeds: list[float], steps: int) -> float:
+def predicted(controller: str, speeds: list[float], steps: int, mode: str = "bsp") -> float:
     """The virtual clock's total time of `controller` on a cluster of these speeds, with a
-    cost linear in the rows (the same bounds, dead-band and steps)."""
-    from configs import paper_bsp
+    cost linear in the rows (the same bounds, dead-band and steps, or updates)."""
+    from configs import paper_asp, paper_bsp
     from omnilearn_jax.run.job import train_and_evaluate
 
-    c = paper_bsp.get_config(f"runlocal,model=cnn,hetero=uniform,controller={controller}")
+    config = paper_asp if mode == "asp" else paper_bsp
+    c = config.get_config(f"runlocal,model=cnn,hetero=uniform,controller={controller}")
     c.num_workers = c.num_devices = len(speeds)
     c.hetero.name = "cores"
     c.hetero.cores = tuple(float(s) for s in speeds)
     c.cost.linear = True
     c.cost.per_sample_cost = 1e-3
     c.cost.fixed_cost = 0.0
-    c.train.num_steps = steps
-    c.train.eval_every = steps
+    c.train.num_steps = c.train.eval_every = steps * len(speeds) if mode == "asp" else steps
     c.train.checkpoint_every = 0
+    c.asp.time_budget = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         return float(train_and_evaluate(c, tmp)["total_time"])
 
@@ -199,7 +213,7 @@ def study(
         speeds = (per_row.min() / per_row).tolist()
         print(f"[real_hetero] quotas {quotas}: measured speeds "
               f"{[round(s, 3) for s in speeds]}", flush=True)  # fmt: skip
-        virtual_static = predicted("static", speeds, steps)
+        virtual_static = predicted("static", speeds, steps, setting.mode)
         for controller in controllers:
             if controller == "static":
                 continue
@@ -213,7 +227,7 @@ def study(
                       f"{beside['wall_s']:.2f} s, split {mine['final_split']} "
                       f"(load {mine['load']:.2f})", flush=True)  # fmt: skip
             ratios = [p["controller"]["wall_s"] / p["static"]["wall_s"] for p in pairs]
-            reduction = 1.0 - predicted(controller, speeds, steps) / virtual_static
+            reduction = 1.0 - predicted(controller, speeds, steps, setting.mode) / virtual_static
             measured = 1.0 - float(np.median(ratios))
             out.append({
                 "quotas": quotas, "controller": controller, **asdict(setting),
@@ -230,8 +244,9 @@ def study(
 def table(cells: list[dict]) -> str:
     lines = [
         "| job | quotas | controller | measured speeds | median / static | worst / static | "
-        "predicted reduction | measured (median) | delivered | time to target (median) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "predicted reduction | measured (median) | delivered | time to target (median) | "
+        "final accuracy (median), controller / static |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cells:
         ttt = [p["controller"]["time_to_target"] for p in c["pairs"]]
@@ -242,9 +257,15 @@ def table(cells: list[dict]) -> str:
             f"| {_job(c)} | {'/'.join(map(str, c['quotas']))} | {c['controller']} | "
             f"{'/'.join(f'{s:.2f}' for s in c['speeds'])} | {c['median_ratio']:.3f} | "
             f"{c['worst_ratio']:.3f} | {100 * c['predicted_reduction']:.1f}% | "
-            f"{100 * c['measured_reduction']:.1f}% | {delivered} | {shown} |"
+            f"{100 * c['measured_reduction']:.1f}% | {delivered} | {shown} | "
+            f"{_accuracy(c, 'controller'):.3f} / {_accuracy(c, 'static'):.3f} |"
         )
     return "\n".join(lines)
+
+
+def _accuracy(cell: dict, arm: str) -> float:
+    """The median final accuracy of a cell's controller runs or their paired static runs."""
+    return float(np.median([p[arm]["final_accuracy"] for p in cell["pairs"]]))
 
 
 def _job(cell: dict) -> str:
@@ -252,7 +273,8 @@ def _job(cell: dict) -> str:
     were not pinned to cores (the quota alone, as a container's CPU limit is), and `quota
     from steps` where the quota applied from the first step, not to compiling."""
     name = cell.get("job", "cnn") + ("" if cell.get("pinned", True) else ", unpinned")
-    return name + (", quota from steps" if cell.get("quota_from") == "steps" else "")
+    name += ", quota from steps" if cell.get("quota_from") == "steps" else ""
+    return name + (", async" if cell.get("mode") == "asp" else "")
 
 
 def _key(cell: dict) -> tuple:
@@ -288,7 +310,12 @@ def document(cells: list[dict], command: str | list[str]) -> str:
         "docs/cluster_quotas.md). Each controller run is paired with a static",
         "(uniform) run next to it; times are `steps_wall_time` (first step to the end of the",
         "last). The prediction is the virtual clock's for the measured speeds and a cost",
-        "linear in the rows (modelled).",
+        "linear in the rows (modelled). Jobs marked `async` run configs/paper_asp.py",
+        "(runlocal, no time budget) as a parameter server in process 0 and worker k in",
+        'process k (docs/async.md, "Across processes") for W x the steps in updates (as',
+        "many samples as the BSP cells' steps, in expectation); their accuracy column says",
+        "what the split did to the model (a single run's accuracy moves by several points:",
+        "compare medians, not runs).",
         "",
         "Commands: " + "; ".join(f"`{c}`" for c in commands)
         if len(commands) > 1
@@ -297,7 +324,13 @@ def document(cells: list[dict], command: str | list[str]) -> str:
         table(cells),
         "",
     ]
-    goal = [c for c in cells if c["quotas"] == [1.0, 0.25] and c["controller"] == "proportional"]
+    goal = [
+        c
+        for c in cells
+        if c["quotas"] == [1.0, 0.25]
+        and c["controller"] == "proportional"
+        and c.get("mode", "bsp") == "bsp"
+    ]
     for g in goal:
         verdict = "meets" if g["median_ratio"] <= 0.75 else "misses"
         lines += [
@@ -336,6 +369,12 @@ def main(argv=None) -> None:
         choices=cgroups.QUOTA_FROM,
         help="when the quotas apply (launch --quota_from): before exec, or from the first step",
     )
+    p.add_argument(
+        "--mode",
+        default="bsp",
+        choices=("bsp", "asp"),
+        help="asp: a parameter server in process 0 and worker k in process k, steps x W updates",
+    )
     p.add_argument("--json", default="")
     p.add_argument("--md", default="")
     p.add_argument("--render", default="", help="only rewrite --md from this JSON")
@@ -359,7 +398,7 @@ def main(argv=None) -> None:
         args.reps,
         args.steps,
         args.target,
-        Setting(args.job, not args.unpinned, args.quota_from),
+        Setting(args.job, not args.unpinned, args.quota_from, args.mode),
     )
     print(table(cells))
     command = COMMAND + " ".join(sys.argv[1:])

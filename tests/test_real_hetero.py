@@ -14,7 +14,11 @@ def test_quotas_are_packed_onto_cores_first_fit():
 
 
 def _cell(ratios, predicted):
-    pairs = [{"controller": {"time_to_target": None, "load": 1.5}, "static": {}} for _ in ratios]
+    pairs = [
+        {"controller": {"time_to_target": None, "load": 1.5, "final_accuracy": 0.9 - 0.1 * i},
+         "static": {"final_accuracy": 0.8 + 0.01 * i}}
+        for i in range(len(ratios))
+    ]  # fmt: skip
     median = sorted(ratios)[len(ratios) // 2]
     return {
         "quotas": [1.0, 0.25], "controller": "proportional", "speeds": [1.0, 0.25],
@@ -118,3 +122,15 @@ def test_a_run_keeps_its_splits_as_changes_and_its_step_times_in_ms():
     assert got["splits"] == [[1, [64, 64]], [3, [96, 32]], [5, [64, 64]]]
     assert got["step_ms"] == [40.0, 30.0, 20.0, 20.1, 50.0]
     assert got["slowest_ms"] == [20.0, 15.0, 10.0, 10.1, 25.0]
+
+
+def test_an_async_cell_has_its_own_row_its_accuracy_and_no_bsp_goal():
+    cell = {**_cell([0.9, 1.1, 1.3], 0.02), "mode": "asp", "job": "cnn64"}
+    text = real_hetero.document([cell], "cmd")
+    assert "| cnn64, async | 1.0/0.25 | proportional |" in text
+    assert "| 0.800 / 0.810 |" in text  # median final accuracy, controller / static
+    assert "the goal of 0.75x" not in text  # the goal is the BSP cell's
+    assert real_hetero._key(cell) != real_hetero._key({**cell, "mode": "bsp"})
+    args = real_hetero.job_args("static", 2, 150, 0.8, job="cnn64", mode="asp")
+    assert args[0].startswith("--config=configs/paper_asp.py:runlocal")
+    assert "--config.train.num_steps=300" in args and "--config.asp.time_budget=0" in args
