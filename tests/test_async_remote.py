@@ -77,6 +77,9 @@ def test_async_across_processes_needs_one_worker_a_process():
     config = smoke_config()
     config.mode, config.num_workers = "asp", 2
     config.distributed.enabled, config.distributed.num_processes = True, 2
+    with pytest.raises(ValueError, match="needs distributed.coordinator_address=HOST:PORT"):
+        checks.check_for_devices(config, 2, 1)
+    config.distributed.coordinator_address = "127.0.0.1:1234"
     checks.check_for_devices(config, 2, 1)
     config.distributed.num_processes = 3
     with pytest.raises(ValueError, match="runs one worker a process: got 3 processes for num"):

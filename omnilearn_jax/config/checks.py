@@ -233,6 +233,12 @@ def _check_asp(config, num_available_devices: int, num_processes: int) -> None:
             f"omnilearn_jax.launch with one worker a process (docs/async.md)"
         )
     across = config.distributed
+    if across.enabled and across.num_processes > 1 and ":" not in across.coordinator_address:
+        raise ValueError(
+            f"mode=asp across processes needs distributed.coordinator_address=HOST:PORT (the "
+            f"server listens there for its workers), got {across.coordinator_address!r}; "
+            f"omnilearn_jax.launch sets it"
+        )
     if across.enabled and 1 < across.num_processes != config.num_workers:
         raise ValueError(
             f"mode=asp across processes runs one worker a process: got "
