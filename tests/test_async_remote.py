@@ -2,6 +2,8 @@
 process k, talking over sockets."""
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from multiprocessing import Pipe
@@ -12,7 +14,7 @@ from omnilearn_jax.asp.loop import AsyncLoop
 from omnilearn_jax.asp.remote import RemoteServer, Reply
 from omnilearn_jax.engine.stopwatch import Stopwatch
 from omnilearn_jax.run.train import Trainer
-from tests.test_multiprocess import run_launched
+from tests.test_multiprocess import ROOT, run_launched
 from tests.test_train import smoke_config
 
 TWO = ("--config.mode=asp", "--config.num_workers=2", "--config.num_devices=2")
@@ -41,6 +43,19 @@ def test_two_processes_give_the_one_process_run_to_the_last_bit(tmp_path):
     summary = [json.loads((tmp_path / d / "summary.json").read_text()) for d in ("two", "one")]
     assert summary[0]["final_eval_accuracy"] == summary[1]["final_eval_accuracy"]
     assert summary[0]["updates_per_worker"] == summary[1]["updates_per_worker"] == [8, 8]
+    # A run across processes that dies at update 12 resumes from its checkpoint at update 8
+    # (worker 1's push in flight restored on process 0) and ends as the unbroken run did.
+    broken = tmp_path / "broken"
+    args = (*TWO, "--config.train.num_steps=16", "--config.train.checkpoint_every=8")
+    cmd = [sys.executable, "-m", "omnilearn_jax.launch", "--num_processes=2", "--"]
+    cmd += ["--config=configs/smoke.py", f"--workdir={broken}", *args]
+    crashed = subprocess.run([*cmd, "--config.faults.crash_step=12"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert crashed.returncode != 0 and "planted crash before step 12" in crashed.stdout
+    resumed = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert "resumed at update 8" in resumed.stdout
+    assert _records(broken) == one
 
 
 def test_a_worker_process_that_dies_fails_its_push_not_the_wait():

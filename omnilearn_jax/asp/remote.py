@@ -136,15 +136,16 @@ class RemoteServer(EagerServer):
                             float(coefficient), float(weight)))  # fmt: skip
         return self.stopwatch.stop_when_ready(k, reply) if self.timed else None
 
-    def _arrived(self, k: int) -> tuple:
-        """Worker k's (push, loss sum) as the eager executor keeps it, waited for."""
+    def _arrived(self, k: int) -> None:
+        """Worker k's (push, loss sum) as the eager executor keeps it, waited for; a remote
+        worker's on device 0, where the server applies it (also one restored from a
+        checkpoint, which `load` placed on device k)."""
         got = self.pushes[k]
         if isinstance(got, Reply):
             got.block_until_ready()
-            push, loss, _ = got.value
-            device = self.engine.worker_device(0)
-            got = self.pushes[k] = (jax.device_put(push, device), jax.device_put(loss, device))
-        return got
+            got = got.value[:2]
+        if k in self.links:
+            self.pushes[k] = tuple(jax.device_put(tuple(got), self.engine.worker_device(0)))
 
     def applies_on(self, k: int) -> int:
         return 0 if k in self.links else k
@@ -156,15 +157,6 @@ class RemoteServer(EagerServer):
     def in_flight(self, k: int) -> tuple[Any, np.ndarray]:
         self._arrived(k)
         return super().in_flight(k)
-
-    def load(self, flights: dict[int, tuple]) -> None:
-        """Pushes in flight restored from a checkpoint: a remote worker's is kept on device 0,
-        where the server applies it (its own process never computed it)."""
-        super().load(flights)
-        device = self.engine.worker_device(0)
-        for k in self.links:
-            if k in self.pushes:
-                self.pushes[k] = jax.device_put(self.pushes[k], device)
 
     def close(self) -> None:
         """Tells every worker to stop and waits until each has hung up, so that no reader

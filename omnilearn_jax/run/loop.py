@@ -58,8 +58,15 @@ def save_params(params, path: str) -> None:
     np.savez(path, **arrays)
 
 
-# Keys that may change between a run and its resumption without changing what it computes.
-RESUMABLE_CHANGES = ("train.log_every", "train.resume", "wandb.mode", "faults.crash_step")
+# Keys that may change between a run and its resumption without changing what it computes
+# (the launcher picks a free port for each launch, so a launched run's address changes).
+RESUMABLE_CHANGES = (
+    "train.log_every",
+    "train.resume",
+    "wandb.mode",
+    "faults.crash_step",
+    "distributed.coordinator_address",
+)
 
 
 def _flat(tree: dict, prefix: str = "") -> dict:
