@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -350,6 +351,14 @@ def document(cells: list[dict], command: str | list[str]) -> str:
     return "\n".join(lines)
 
 
+def dumps(saved: dict) -> str:
+    """The study as JSON, indented, with each list of numbers on one line (a run's
+    trajectory holds hundreds)."""
+    text = json.dumps(saved, indent=1)
+    flat = lambda m: "[" + ", ".join(m.group(1).split()).replace(",,", ",") + "]"  # noqa: E731
+    return re.sub(r"\[\s*((?:-?[0-9][0-9.eE+-]*,?\s*)+)\]", flat, text)
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--clusters", default="1.0/0.5,1.0/0.25,0.5/0.5/0.5/0.125")
@@ -408,7 +417,7 @@ def main(argv=None) -> None:
             saved = merged(json.load(f), cells, command)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(saved, f, indent=1)
+            f.write(dumps(saved))
     if args.md:
         with open(args.md, "w") as f:
             f.write(document(saved["cells"], saved["commands"]))

@@ -12,7 +12,9 @@ import json
 import os
 import re
 
-from experiments import async_fair_doc, real_hetero
+import numpy as np
+
+from experiments import async_fair_doc, async_seeds, real_hetero
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -256,3 +258,28 @@ def test_measured_quota_from_steps_figures_are_the_study_file():
     predicted = [100 * c["predicted_reduction"] for c in everyone]
     assert f"{min(predicted):.0f}-{max(predicted):.0f}" == four.group(1)
     assert all(c["measured_reduction"] < 0.1 for c in everyone)  # "almost nothing"
+
+
+def test_measured_async_quota_figures_are_the_study_file():
+    """The async cells at quotas 1.0/0.25 as the README quotes them: the range of the
+    balancing controllers' median wall-time ratios, and the mean and 95% t-interval of
+    controller minus static final accuracy over every pair."""
+    m = _find(
+        r"balancing took ([0-9.]+)x-([0-9.]+)x uniform's wall time \(medians of (\d+); the "
+        r"virtual\s+clock predicted no change\), and final accuracy differed from uniform's "
+        r"by (-?[0-9.]+) on\s+average \(95% interval (-?[0-9.]+) to (-?[0-9.]+) over (\d+) "
+        r"pairs\): no significant difference"
+    )
+    job = "cnn64, quota from steps, async"
+    cells = [_quota_cell(job, c) for c in ("proportional", "pi", "predictive", "oracle")]
+    medians = [c["median_ratio"] for c in cells]
+    assert m.group(1, 2) == (f"{min(medians):.2f}", f"{max(medians):.2f}")
+    assert all(len(c["pairs"]) == int(m.group(3)) for c in cells)
+    assert all(abs(c["predicted_reduction"]) < 0.01 for c in cells)  # "no change"
+    diffs = np.array([
+        p["controller"]["final_accuracy"] - p["static"]["final_accuracy"]
+        for c in cells for p in c["pairs"]
+    ])  # fmt: skip
+    mean, half = async_seeds.interval(diffs)
+    assert m.group(4, 5, 6) == tuple(f"{v:.3f}" for v in (mean, mean - half, mean + half))
+    assert int(m.group(7)) == len(diffs) and mean - half < 0 < mean + half  # not significant

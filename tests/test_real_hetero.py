@@ -1,5 +1,7 @@
 """The CPU-quota study's pure parts: packing quotas onto cores, and the verdict it prints."""
 
+import json
+
 import pytest
 
 from experiments import real_hetero
@@ -134,3 +136,19 @@ def test_an_async_cell_has_its_own_row_its_accuracy_and_no_bsp_goal():
     args = real_hetero.job_args("static", 2, 150, 0.8, job="cnn64", mode="asp")
     assert args[0].startswith("--config=configs/paper_asp.py:runlocal")
     assert "--config.train.num_steps=300" in args and "--config.asp.time_budget=0" in args
+
+
+def test_the_study_file_keeps_each_list_of_numbers_on_one_line():
+    saved = {"cells": [{"step_ms": [40.0, 30.5, -1e-05], "splits": [[1, [64, 64]]], "x": []}]}
+    text = real_hetero.dumps(saved)
+    assert json.loads(text) == saved
+    assert '"step_ms": [40.0, 30.5, -1e-05]' in text and "[64, 64]" in text
+
+
+def test_step_threads_counts_each_threads_cpu_a_step():
+    from benchmarks import step_threads
+
+    before = {10: ("main.py", 1.0), 11: ("main.py", 2.0), 12: ("gone", 1.0)}
+    after = {10: ("main.py", 1.5), 11: ("main.py", 3.0), 13: ("new", 9.0)}
+    got = step_threads.per_step(before, after, steps=100, pid=10)
+    assert got == {"main": 5.0, "main.py:11": 10.0, "total": 15.0}  # ms a step
