@@ -270,16 +270,26 @@ def test_measured_async_quota_figures_are_the_study_file():
         r"by (-?[0-9.]+) on\s+average \(95% interval (-?[0-9.]+) to (-?[0-9.]+) over (\d+) "
         r"pairs\): no significant difference"
     )
+    half_core = _find(
+        r"at quotas\s+1\.0/0\.5, ([0-9.]+)x-([0-9.]+)x \(proportional, predictive, oracle\) "
+        r"and (-?[0-9.]+) \(95% interval (-?[0-9.]+)\s+to (-?[0-9.]+) over (\d+) pairs\)"
+    )
     job = "cnn64, quota from steps, async"
-    cells = [_quota_cell(job, c) for c in ("proportional", "pi", "predictive", "oracle")]
-    medians = [c["median_ratio"] for c in cells]
-    assert m.group(1, 2) == (f"{min(medians):.2f}", f"{max(medians):.2f}")
-    assert all(len(c["pairs"]) == int(m.group(3)) for c in cells)
-    assert all(abs(c["predicted_reduction"]) < 0.01 for c in cells)  # "no change"
-    diffs = np.array([
-        p["controller"]["final_accuracy"] - p["static"]["final_accuracy"]
-        for c in cells for p in c["pairs"]
-    ])  # fmt: skip
-    mean, half = async_seeds.interval(diffs)
-    assert m.group(4, 5, 6) == tuple(f"{v:.3f}" for v in (mean, mean - half, mean + half))
-    assert int(m.group(7)) == len(diffs) and mean - half < 0 < mean + half  # not significant
+    for found, quotas, names, first in (
+        (m, (1.0, 0.25), ("proportional", "pi", "predictive", "oracle"), 4),
+        (half_core, (1.0, 0.5), ("proportional", "predictive", "oracle"), 3),
+    ):
+        cells = [_quota_cell(job, c, quotas) for c in names]
+        medians = [c["median_ratio"] for c in cells]
+        assert found.group(1, 2) == (f"{min(medians):.2f}", f"{max(medians):.2f}")
+        assert all(len(c["pairs"]) == 3 for c in cells) and m.group(3) == "3"
+        assert all(abs(c["predicted_reduction"]) < 0.01 for c in cells)  # "no change"
+        diffs = np.array([
+            p["controller"]["final_accuracy"] - p["static"]["final_accuracy"]
+            for c in cells for p in c["pairs"]
+        ])  # fmt: skip
+        mean, half = async_seeds.interval(diffs)
+        quoted = found.group(first, first + 1, first + 2)
+        assert quoted == tuple(f"{v:.3f}" for v in (mean, mean - half, mean + half))
+        assert int(found.group(first + 3)) == len(diffs)
+        assert mean - half < 0 < mean + half  # "no significant difference"

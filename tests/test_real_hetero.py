@@ -152,3 +152,9 @@ def test_step_threads_counts_each_threads_cpu_a_step():
     after = {10: ("main.py", 1.5), 11: ("main.py", 3.0), 13: ("new", 9.0)}
     got = step_threads.per_step(before, after, steps=100, pid=10)
     assert got == {"main": 5.0, "main.py:11": 10.0, "total": 15.0}  # ms a step
+
+
+def test_a_cell_predicted_to_change_nothing_delivers_no_fraction():
+    cell = {**_cell([1.4, 1.2, 1.45], 0.002), "mode": "asp"}
+    row = next(line for line in real_hetero.table([cell]).splitlines() if "proportional" in line)
+    assert "| 0.2% | -40.0% | n/a |" in row
