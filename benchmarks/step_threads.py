@@ -1,7 +1,7 @@
 """Where a multi-process step's CPU goes, thread by thread, in each process.
 
     python -m benchmarks.step_threads [--quotas 1.0,0.25] [--controller static]
-        [--steps 600] [--job cnn64] [--sizes 96,32]
+        [--steps 600] [--job cnn64] [--sizes 96,32] [--mode bsp|asp]
 
 Launches the BSP job of experiments/real_hetero.py (configs/paper_bsp.py runlocal, one
 process a worker, pinned to a core each, the quotas from the first step when given; `--sizes`
@@ -12,6 +12,8 @@ in all, in the Python main thread (the loop, dispatch, host work), and in each o
 (named by the kernel; XLA's compute thread and Gloo's loop inherit the process's name, so the
 largest of those is the compute and the next usually Gloo's exchange). Linux only; measured,
 not modelled. What it showed is in docs/cluster_quotas.md ("Where a step's CPU goes").
+`--mode asp` runs the async job instead (a parameter server in process 0 with worker 0,
+worker 1 in process 1; `--steps` x W updates) and prints CPU ms an update.
 """
 
 from __future__ import annotations
@@ -65,16 +67,19 @@ def lines(path: str) -> int:
         return 0
 
 
-def measure(quotas: list[float], controller: str, steps: int, job: str, sizes: str) -> list:
-    """[(pid, {thread: CPU ms a step})] for each process of one launch."""
+def measure(
+    quotas: list[float], controller: str, steps: int, job: str, sizes: str, mode: str = "bsp"
+) -> list:
+    """[(pid, {thread: CPU ms a step, or an update})] for each process of one launch."""
     workers = len(quotas)
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "omnilearn_jax.launch", f"--num_processes={workers}"]
         cmd += ["--devices_per_process=1", f"--cpus={real_hetero.pinning(quotas, 2)}"]
         if any(q < 1 for q in quotas):
             cmd += ["--cpu_quota=" + ",".join(map(str, quotas)), "--quota_from=steps"]
-        cmd += ["--", *real_hetero.job_args(controller, workers, steps, 0.0, job=job)]
-        cmd += [f"--config.train.eval_every={steps}", f"--workdir={tmp}"]
+        args = real_hetero.job_args(controller, workers, steps, 0.0, job=job, mode=mode)
+        steps = steps * workers if mode == "asp" else steps  # the records: one an update
+        cmd += ["--", *args, f"--config.train.eval_every={steps}", f"--workdir={tmp}"]
         if sizes:
             cmd += [f"--config.controller.sizes=({sizes},)"]
         metrics = os.path.join(tmp, "metrics.jsonl")
@@ -103,15 +108,17 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--job", default="cnn64", choices=sorted(real_hetero.JOBS))
     p.add_argument("--sizes", default="", help="a fixed split for the static controller")
+    p.add_argument("--mode", default="bsp", choices=("bsp", "asp"))
     args = p.parse_args(argv)
     quotas = [float(q) for q in args.quotas.split(",")]
     print(f"[step_threads] quotas {quotas}, {args.job}, {args.controller} {args.sizes}, "
           f"load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
-    measured = measure(quotas, args.controller, args.steps, args.job, args.sizes)
+    measured = measure(quotas, args.controller, args.steps, args.job, args.sizes, args.mode)
+    unit = "an update" if args.mode == "asp" else "a step"
     for index, (_, ms) in enumerate(measured):
         others = collections.Counter({k: v for k, v in ms.items() if k not in ("main", "total")})
         shown = ", ".join(f"{k} {v:.2f}" for k, v in others.most_common(3))
-        print(f"  process {index} (quota {quotas[index]}): {ms['total']:.2f} ms of CPU a step; "
+        print(f"  process {index} (quota {quotas[index]}): {ms['total']:.2f} ms of CPU {unit}; "
               f"Python main thread {ms['main']:.2f}; others {shown}")  # fmt: skip
     print(f"[step_threads] load {os.getloadavg()[0]:.2f}")
 
