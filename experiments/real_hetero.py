@@ -359,7 +359,7 @@ def dumps(saved: dict) -> str:
     """The study as JSON, indented, with each list of numbers on one line (a run's
     trajectory holds hundreds)."""
     text = json.dumps(saved, indent=1)
-    flat = lambda m: "[" + ", ".join(m.group(1).split()).replace(",,", ",") + "]"  # noqa: E731
+    flat = lambda m: "[" + ", ".join(m.group(1).replace(",", " ").split()) + "]"  # noqa: E731
     return re.sub(r"\[\s*((?:-?[0-9][0-9.eE+-]*,?\s*)+)\]", flat, text)
 
 

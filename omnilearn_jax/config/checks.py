@@ -232,19 +232,20 @@ def _check_asp(config, num_available_devices: int, num_processes: int) -> None:
             f"processes; run it in one process with all the devices, or through "
             f"omnilearn_jax.launch with one worker a process (docs/async.md)"
         )
-    across = config.distributed
-    if across.enabled and across.num_processes > 1 and ":" not in across.coordinator_address:
-        raise ValueError(
-            f"mode=asp across processes needs distributed.coordinator_address=HOST:PORT (the "
-            f"server listens there for its workers), got {across.coordinator_address!r}; "
-            f"omnilearn_jax.launch sets it"
-        )
-    if across.enabled and 1 < across.num_processes != config.num_workers:
-        raise ValueError(
-            f"mode=asp across processes runs one worker a process: got "
-            f"{across.num_processes} processes for num_workers={config.num_workers}; "
-            f"launch --num_processes={config.num_workers}"
-        )
+    section = config.distributed
+    if section.enabled and section.num_processes > 1:  # across processes (asp/remote.py)
+        if ":" not in section.coordinator_address:
+            raise ValueError(
+                f"mode=asp across processes needs distributed.coordinator_address=HOST:PORT "
+                f"(the server listens there for its workers), got "
+                f"{section.coordinator_address!r}; omnilearn_jax.launch sets it"
+            )
+        if section.num_processes != config.num_workers:
+            raise ValueError(
+                f"mode=asp across processes runs one worker a process: got "
+                f"{section.num_processes} processes for num_workers={config.num_workers}; "
+                f"launch --num_processes={config.num_workers}"
+            )
     _choice("asp.weighting", config.asp.weighting, ("share", "lr", "mean"))
     _choice("asp.lr_scaling", config.asp.lr_scaling, ("none", "linear"))
     if config.asp.lr_scaling == "linear" and config.asp.weighting != "mean":

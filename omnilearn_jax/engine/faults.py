@@ -90,10 +90,10 @@ class TimeGuard:
 
     def load_state(self, state) -> None:
         self.per_sample = np.asarray(state["per_sample"], np.float64).copy()
-        self.recent = np.full((self.per_sample.size, MEMORY), np.nan)
         if "recent" in state:
             self.recent = np.asarray(state["recent"], np.float64).copy()
         else:  # a checkpoint from before the median: its last accepted time alone
+            self.recent = np.full((self.per_sample.size, MEMORY), np.nan)
             self.recent[:, -1] = self.per_sample
         self.suspect = np.asarray(state["suspect"]).astype(bool)
 
