@@ -73,6 +73,7 @@ class Setting:
     pinned: bool = True
     quota_from: str = "start"
     mode: str = "bsp"  # or "asp": a parameter server in process 0, worker k in process k
+    server: float = 0.0  # asp: the quota of a server process of its own; 0: beside worker 0
 
 
 def pinning(quotas: list[float], cores: int) -> str:
@@ -132,12 +133,15 @@ def run(
     to the end of the last, start-up and the final evaluation and save excluded), time to
     target, per-worker seconds per row, and the final split."""
     workers = len(quotas)
+    alone = [setting.server] if setting.server else []  # process 0, the server's
+    processes = alone + list(quotas)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "omnilearn_jax.launch", f"--num_processes={workers}"]
-        cmd += ["--devices_per_process=1", "--cpu_quota=" + ",".join(map(str, quotas))]
-        cores = pinning(quotas, os.cpu_count() or 1) if setting.pinned else "none"
+        cmd = [sys.executable, "-m", "omnilearn_jax.launch", f"--num_processes={len(processes)}"]
+        cmd += ["--devices_per_process=1", "--cpu_quota=" + ",".join(map(str, processes))]
+        cores = pinning(processes, os.cpu_count() or 1) if setting.pinned else "none"
         cmd += [f"--cpus={cores}", f"--quota_from={setting.quota_from}", "--"]
         cmd += [*job_args(controller, workers, steps, target, speeds, setting.job, setting.mode)]
+        cmd += ["--config.asp.server_process=True"] if alone else []
         cmd += [f"--workdir={tmp}"]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode:
@@ -276,10 +280,12 @@ def _accuracy(cell: dict, arm: str) -> float:
 def _job(cell: dict) -> str:
     """The cell's job as the table names it: the model, `unpinned` where the processes
     were not pinned to cores (the quota alone, as a container's CPU limit is), and `quota
-    from steps` where the quota applied from the first step, not to compiling."""
+    from steps` where the quota applied from the first step, not to compiling; async, and
+    the server's own quota where it had a process to itself."""
     name = cell.get("job", "cnn") + ("" if cell.get("pinned", True) else ", unpinned")
     name += ", quota from steps" if cell.get("quota_from") == "steps" else ""
-    return name + (", async" if cell.get("mode") == "asp" else "")
+    name += ", async" if cell.get("mode") == "asp" else ""
+    return name + (f", server alone at {cell['server']}" if cell.get("server") else "")
 
 
 def _key(cell: dict) -> tuple:
@@ -388,6 +394,12 @@ def main(argv=None) -> None:
         choices=("bsp", "asp"),
         help="asp: a parameter server in process 0 and worker k in process k, steps x W updates",
     )
+    p.add_argument(
+        "--server_quota",
+        type=float,
+        default=0.0,
+        help="asp: the server in a process of its own (asp.server_process) at this quota",
+    )
     p.add_argument("--json", default="")
     p.add_argument("--md", default="")
     p.add_argument("--render", default="", help="only rewrite --md from this JSON")
@@ -395,6 +407,8 @@ def main(argv=None) -> None:
         "--merge", action="store_true", help="keep --json's cells of other clusters/controllers"
     )
     args = p.parse_args(argv)
+    if args.server_quota and args.mode != "asp":
+        p.error("--server_quota gives an async run's server a process of its own: add --mode asp")
     if args.render:
         with open(args.render) as f:
             saved = json.load(f)
@@ -411,7 +425,7 @@ def main(argv=None) -> None:
         args.reps,
         args.steps,
         args.target,
-        Setting(args.job, not args.unpinned, args.quota_from, args.mode),
+        Setting(args.job, not args.unpinned, args.quota_from, args.mode, args.server_quota),
     )
     print(table(cells))
     command = COMMAND + " ".join(sys.argv[1:])

@@ -43,6 +43,15 @@ def test_two_processes_give_the_one_process_run_to_the_last_bit(tmp_path):
     summary = [json.loads((tmp_path / d / "summary.json").read_text()) for d in ("two", "one")]
     assert summary[0]["final_eval_accuracy"] == summary[1]["final_eval_accuracy"]
     assert summary[0]["updates_per_worker"] == summary[1]["updates_per_worker"] == [8, 8]
+    # The server in a process of its own (asp.server_process): worker k in process k + 1,
+    # and again the same updates to the last bit.
+    alone = tmp_path / "alone"
+    out = run_launched(alone, *TWO, "--config.train.num_steps=16",
+                       "--config.asp.server_process=True", num_processes=3)  # fmt: skip
+    # (worker 0 also computes the push still in flight when the 16th update lands)
+    assert "[p1] worker 0: served 9 gradients" in out and "[p2] worker 1: served 8" in out
+    assert "workers 0-1 in processes of their own, the server in process 0 alone" in out
+    assert _records(alone) == one
     # A run across processes that dies at update 12 resumes from its checkpoint at update 8
     # (worker 1's push in flight restored on process 0) and ends as the unbroken run did.
     broken = tmp_path / "broken"
@@ -98,6 +107,14 @@ def test_async_across_processes_needs_one_worker_a_process():
     checks.check_for_devices(config, 2, 1)
     config.distributed.num_processes = 3
     with pytest.raises(ValueError, match="runs one worker a process: got 3 processes for num"):
+        checks.check_for_devices(config, 2, 1)
+    config.asp.server_process = True  # the server in one more process
+    checks.check_for_devices(config, 2, 1)
+    config.distributed.num_processes = 2
+    with pytest.raises(ValueError, match="and the server in one more .* --num_processes=3$"):
+        checks.check_for_devices(config, 2, 1)
+    config.distributed.enabled = False
+    with pytest.raises(ValueError, match="server_process=True gives the server a process"):
         checks.check_for_devices(config, 2, 1)
 
 

@@ -158,3 +158,29 @@ def test_a_cell_predicted_to_change_nothing_delivers_no_fraction():
     cell = {**_cell([1.4, 1.2, 1.45], 0.002), "mode": "asp"}
     row = next(line for line in real_hetero.table([cell]).splitlines() if "proportional" in line)
     assert "| 0.2% | -40.0% | n/a |" in row
+
+
+def test_a_server_of_its_own_is_process_0_with_its_quota_and_a_cell_of_its_own(monkeypatch):
+    """`--server_quota`: W + 1 processes, the server's quota first and packed onto a core
+    with the workers', the job told so; its cells sit beside the server-beside-worker-0 ones."""
+    import subprocess
+
+    seen = []
+    monkeypatch.setattr(real_hetero.subprocess, "run", lambda cmd, **_: seen.append(cmd) or
+                        subprocess.CompletedProcess(cmd, 1, "", "stopped"))  # fmt: skip
+    monkeypatch.setattr(real_hetero.os, "cpu_count", lambda: 2)
+    setting = real_hetero.Setting("cnn64", quota_from="steps", mode="asp", server=0.75)
+    with pytest.raises(RuntimeError, match="stopped"):
+        real_hetero.run([1.0, 0.25], "static", 10, 0.8, None, setting)
+    cmd = seen[0]
+    assert cmd[3:5] == ["--num_processes=3", "--devices_per_process=1"]
+    assert "--cpu_quota=0.75,1.0,0.25" in cmd and "--cpus=0,1,0" in cmd
+    assert "--config.asp.server_process=True" in cmd and "--config.num_workers=2" in cmd
+    beside = {**_cell([1.5, 1.5, 1.6], 0.02), "mode": "asp", "job": "cnn64"}
+    alone = {**beside, "server": 0.75}
+    saved = real_hetero.merged({"commands": ["a"], "cells": [beside]}, [alone], "b")
+    assert len(saved["cells"]) == 2
+    text = real_hetero.document(saved["cells"], saved["commands"])
+    assert "| cnn64, async, server alone at 0.75 | 1.0/0.25 | proportional |" in text
+    with pytest.raises(SystemExit):
+        real_hetero.main(["--server_quota", "0.75"])  # an async run's option

@@ -101,7 +101,7 @@ class AsyncLoop(Runner):
         # order they arrive and no worker waits for another's.
         self.real = async_across(cfg) and self.wall
         self.started: float | None = None  # perf_counter() at clock 0 (real clock)
-        if async_across(cfg):  # workers 1.. in processes of their own
+        if async_across(cfg):  # workers 1.. (or all) in processes of their own
             self.exec = RemoteServer(t, l2, timed=self.wall)
             self.comm = 0.0 if self.real else self.comm
         elif batched and not self.wall and flattenable(t.state.params):
@@ -197,10 +197,13 @@ class AsyncLoop(Runner):
         return self.now
 
     def describe(self) -> str:
-        across = isinstance(self.exec, RemoteServer)
-        return f"; asynchronous, staleness bound {self.bound}" + (
-            f"; workers 1-{self.w - 1} in processes of their own" if across else ""
-        )
+        where = ""
+        if isinstance(self.exec, RemoteServer):
+            first = self.exec.first
+            where = f"; workers {first}-{self.w - 1} in processes of their own" + (
+                ", the server in process 0 alone" if first == 0 else ""
+            )
+        return f"; asynchronous, staleness bound {self.bound}{where}"
 
     def may_start(self, k: int, active: np.ndarray, slowest: int) -> bool:
         """Whether worker k may start (SSP); `slowest`: the least clock of the workers

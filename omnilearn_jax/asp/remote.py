@@ -17,6 +17,12 @@ sends back the push, the loss sum and the count. The server applies a remote pus
 0. With `clock=wall` a remote worker's time runs from the send to the arrival of its push: the
 transfers and the worker's host work are part of it, as they are of a real server's wait.
 
+With `asp.server_process` (`launch --num_processes=W+1`) process 0 is the server's alone and
+worker k runs in process k + 1: the server's host work (applying pushes, sending parameters)
+then takes no CPU from a worker, as on a cluster whose parameter server has a machine of its
+own (with the server beside worker 0, that process's CPU was measured saturated under quotas,
+docs/cluster_quotas.md).
+
 Every process builds the same trainer from the same config, so worker k's program is the one
 a single-process run compiles for device k, and on the virtual clock a run across processes
 gives the single-process event-by-event run's parameters to the last bit (tests/
@@ -36,6 +42,7 @@ import jax
 import numpy as np
 
 from omnilearn_jax.asp.eager import EagerServer
+from omnilearn_jax.run.distributed import first_remote, worker_index
 
 CONNECT_SECONDS = 600.0  # how long a worker keeps trying to reach the server
 
@@ -64,10 +71,12 @@ class Reply:
 
 
 class RemoteServer(EagerServer):
-    """The eager executor, with workers 1..W-1 in processes of their own."""
+    """The eager executor, with workers 1..W-1 in processes of their own (every worker with
+    `asp.server_process`: the server then computes no gradient)."""
 
     def __init__(self, trainer, l2: float, timed: bool = False):
         super().__init__(trainer, l2, timed)
+        self.first = first_remote(trainer.config)  # workers below it compute here
         self.where, self.key = address(trainer.config)
         self.listener: Listener | None = None
         self.links: dict[int, Connection] = {}
@@ -77,14 +86,14 @@ class RemoteServer(EagerServer):
 
     def warm_up(self, shared: int) -> None:
         """Compiles and runs worker 0's programs and the update here, then waits until every
-        other worker has compiled its own and connected (the run's start barrier)."""
+        remote worker has compiled its own and connected (the run's start barrier)."""
         super().warm_up(shared)
         w = self.t.config.num_workers
         self.listener = Listener(self.where, authkey=self.key)
-        while len(self.links) < w - 1:
+        while len(self.links) < w - self.first:
             link = self.listener.accept()
             kind, k = link.recv()
-            if kind != "ready" or not 0 < k < w or k in self.links:
+            if kind != "ready" or not self.first <= k < w or k in self.links:
                 raise RuntimeError(f"unexpected hello {kind!r} from worker {k}")
             self.links[k] = link
             self.outboxes[k] = queue.SimpleQueue()
@@ -124,7 +133,7 @@ class RemoteServer(EagerServer):
             reply.arrived.set()
 
     def start(self, k: int, rows, step_index: int, speeds, coefficient: float, weight: float):
-        if k == 0:
+        if k < self.first:
             return super().start(k, rows, step_index, speeds, coefficient, weight)
         params = jax.device_get(self._packed().params)
         delay = self.t.worker_delay(k, len(rows), speeds)
@@ -183,14 +192,15 @@ def worker_config(config):
 
 
 def serve(make_trainer, config, say=print) -> int:
-    """Process k > 0 of an async run across processes: builds the run's trainer, compiles
-    worker k's programs, joins its deferred CPU quota group (`launch --quota_from=steps`),
-    connects to the server and computes each gradient it is sent until told to stop.
+    """A worker process (k > 0) of an async run across processes: builds the run's trainer,
+    compiles its worker's programs (worker k, or k - 1 with `asp.server_process`), joins its
+    deferred CPU quota group (`launch --quota_from=steps`), connects to the server and
+    computes each gradient it is sent until told to stop.
     `make_trainer(config, workdir)` builds a trainer; returns how many gradients it served."""
     from omnilearn_jax.engine import buckets, optim
     from omnilearn_jax.run import cgroups
 
-    k = int(config.distributed.process_id)
+    k = worker_index(config)
     with tempfile.TemporaryDirectory() as private:  # nothing of the run store is its
         trainer = make_trainer(worker_config(config), private)
         executor = EagerServer(trainer, optim.coupled_decay(config.optimizer))

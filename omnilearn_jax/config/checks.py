@@ -240,12 +240,20 @@ def _check_asp(config, num_available_devices: int, num_processes: int) -> None:
                 f"(the server listens there for its workers), got "
                 f"{section.coordinator_address!r}; omnilearn_jax.launch sets it"
             )
-        if section.num_processes != config.num_workers:
+        alone = bool(config.asp.server_process)  # the server in a process of its own
+        if section.num_processes != config.num_workers + alone:
             raise ValueError(
-                f"mode=asp across processes runs one worker a process: got "
+                f"mode=asp across processes runs one worker a process"
+                f"{' and the server in one more (asp.server_process)' if alone else ''}: got "
                 f"{section.num_processes} processes for num_workers={config.num_workers}; "
-                f"launch --num_processes={config.num_workers}"
+                f"launch --num_processes={config.num_workers + alone}"
             )
+    elif config.asp.server_process:
+        raise ValueError(
+            "asp.server_process=True gives the server a process of its own in an async run "
+            "across processes; run it through omnilearn_jax.launch --num_processes="
+            f"{config.num_workers + 1} (one a worker, one the server), or set it False"
+        )
     _choice("asp.weighting", config.asp.weighting, ("share", "lr", "mean"))
     _choice("asp.lr_scaling", config.asp.lr_scaling, ("none", "linear"))
     if config.asp.lr_scaling == "linear" and config.asp.weighting != "mean":

@@ -51,6 +51,9 @@ def base_config() -> ml_collections.ConfigDict:
     c.asp.lr_scaling = "none"  # none | linear (update scaled by b_k / (B / W)): weighting=mean
     c.asp.time_budget = 0.0  # stop when the clock passes this (seconds); 0 = num_steps updates
     c.asp.controller_every = 0  # updates between controller decisions; 0 = W
+    # Across processes (launch, docs/async.md): True gives the server process 0 to itself and
+    # runs worker k in process k + 1 (W + 1 processes); False runs it beside worker 0.
+    c.asp.server_process = False
 
     c.dataset = ml_collections.ConfigDict()
     c.dataset.name = "digits"  # digits | mnist1d | synthetic | npz | text

@@ -40,6 +40,18 @@ def async_worker(config) -> bool:
     return async_across(config) and int(config.distributed.process_id) > 0
 
 
+def first_remote(config) -> int:
+    """The first worker of an async run across processes that runs in a process of its own:
+    1 (the server shares process 0 with worker 0), or 0 with `asp.server_process`, where
+    process 0 is the server's alone and worker k runs in process k + 1."""
+    return 0 if bool(config.asp.server_process) else 1
+
+
+def worker_index(config) -> int:
+    """The worker a worker process of an async run across processes runs."""
+    return int(config.distributed.process_id) - 1 + first_remote(config)
+
+
 def initialize(section) -> bool:
     """Joins the run described by the config's `distributed` section; True if it did."""
     if not section.enabled:
