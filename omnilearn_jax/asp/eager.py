@@ -192,14 +192,17 @@ class EagerServer:
         no_delay = 0.0 if e.inject else None
         for k in range(e.layout.num_devices):  # the server update runs on every device
             device = e.worker_device(k)
-            moved = jax.device_put((copy.params, copy.opt_state), device)
-            mine = copy._replace(params=moved[0], opt_state=moved[1])  # as `_move` makes it
-            ones = self._placed(device, 1.0, 1.0)
+            mine, ones = self._copy_on(copy, device), self._placed(device, 1.0, 1.0)
             for rows in e.layout.buckets:
                 block = e.worker_block(k, np.arange(rows), 0, no_delay)
                 push = self._launch(k, (mine.params, ones), block)[0]
             jax.block_until_ready(self.apply_program(mine, push, ones))
         jax.block_until_ready(self.unpack_state(copy))
+
+    def _copy_on(self, copy: TrainState, device) -> TrainState:
+        """A packed state's copy on `device`, as `_move` makes it."""
+        moved = jax.device_put((copy.params, copy.opt_state), device)
+        return copy._replace(params=moved[0], opt_state=moved[1])
 
     def close(self) -> None:
         self.stopwatch.close()

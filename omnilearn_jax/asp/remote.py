@@ -85,9 +85,18 @@ class RemoteServer(EagerServer):
         self.outboxes: dict[int, queue.SimpleQueue] = {}  # k -> messages its sender sends
 
     def warm_up(self, shared: int) -> None:
-        """Compiles and runs worker 0's programs and the update here, then waits until every
-        remote worker has compiled its own and connected (the run's start barrier)."""
-        super().warm_up(shared)
+        """Compiles and runs worker 0's programs and the update here (only the update on
+        device 0, where every push is applied, when no worker computes here), then waits
+        until every remote worker has compiled its own and connected (the start barrier)."""
+        if self.first > 0:
+            super().warm_up(shared)
+        else:
+            copy = self._pack_trainer_state()
+            device = self.engine.worker_device(0)
+            push = jax.device_put(np.zeros_like(np.asarray(copy.params)), device)
+            mine, ones = self._copy_on(copy, device), self._placed(device, 1.0, 1.0)
+            jax.block_until_ready(self.apply_program(mine, push, ones))
+            jax.block_until_ready(self.unpack_state(copy))
         w = self.t.config.num_workers
         self.listener = Listener(self.where, authkey=self.key)
         while len(self.links) < w - self.first:
