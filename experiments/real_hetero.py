@@ -323,8 +323,10 @@ def document(cells: list[dict], command: str | list[str]) -> str:
         "last). The prediction is the virtual clock's for the measured speeds and a cost",
         "linear in the rows (modelled). Jobs marked `async` run configs/paper_asp.py",
         "(runlocal, no time budget) as a parameter server in process 0 and worker k in",
-        'process k (docs/async.md, "Across processes") for W x the steps in updates (as',
-        "many samples as the BSP cells' steps, in expectation); their accuracy column says",
+        'process k (docs/async.md, "Across processes"; `server alone at Q`: the server in a',
+        "process of its own at quota Q, worker k in process k + 1) for W x the steps in",
+        "updates (as many samples as the BSP cells' steps, in expectation); their accuracy",
+        "column says",
         "what the split did to the model (a single run's accuracy moves by several points:",
         "compare medians, not runs).",
         "",
@@ -366,7 +368,14 @@ def dumps(saved: dict) -> str:
     trajectory holds hundreds)."""
     text = json.dumps(saved, indent=1)
     flat = lambda m: "[" + ", ".join(m.group(1).replace(",", " ").split()) + "]"  # noqa: E731
-    return re.sub(r"\[\s*((?:-?[0-9][0-9.eE+-]*,?\s*)+)\]", flat, text)
+    return NUMBER_LIST.sub(flat, text)
+
+
+# A JSON list of numbers (NaN where a worker held no rows), each followed by a comma unless
+# it is the last: one way to match any text, so a list that is not all numbers fails at once
+# (the earlier pattern, commas optional, tried every split of the digits: hours on a long one).
+_NUMBER = r"(?:-?[0-9][0-9.eE+-]*|NaN|-?Infinity|null)"
+NUMBER_LIST = re.compile(rf"\[\s*({_NUMBER}(?:,\s*{_NUMBER})*)\s*\]")
 
 
 def main(argv=None) -> None:

@@ -184,3 +184,17 @@ def test_a_server_of_its_own_is_process_0_with_its_quota_and_a_cell_of_its_own(m
     assert "| cnn64, async, server alone at 0.75 | 1.0/0.25 | proportional |" in text
     with pytest.raises(SystemExit):
         real_hetero.main(["--server_quota", "0.75"])  # an async run's option
+
+
+def test_a_number_list_with_nan_is_one_line_at_once():
+    """A worker that held no rows has NaN seconds a row; the old pattern took hours over a
+    long list holding one (it tried every split of the digits). Every list still reads back."""
+    import time
+
+    saved = {"cells": [{"step_ms": [12.5] * 3000 + [float("nan")], "splits": [[1, [64, 0]]]}]}
+    began = time.perf_counter()
+    text = real_hetero.dumps(saved)
+    assert time.perf_counter() - began < 5.0  # linear: milliseconds; the old one: hours
+    assert "[12.5, 12.5" in text and "12.5, NaN]" in text and "[64, 0]" in text
+    back = json.loads(text)["cells"][0]
+    assert back["step_ms"][:3000] == [12.5] * 3000 and len(back["step_ms"]) == 3001
