@@ -271,14 +271,13 @@ def test_measured_async_quota_figures_are_the_study_file():
         r"pairs\): no significant difference"
     )
     half_core = _find(
-        r"at quotas\s+1\.0/0\.5, ([0-9.]+)x-([0-9.]+)x \(proportional, predictive, oracle\) "
+        r"at quotas\s+1\.0/0\.5, ([0-9.]+)x-([0-9.]+)x \(every balancing controller\) "
         r"and (-?[0-9.]+) \(95% interval (-?[0-9.]+)\s+to (-?[0-9.]+) over (\d+) pairs\)"
     )
     job = "cnn64, quota from steps, async"
-    for found, quotas, names, first in (
-        (m, (1.0, 0.25), ("proportional", "pi", "predictive", "oracle"), 4),
-        (half_core, (1.0, 0.5), ("proportional", "predictive", "oracle"), 3),
-    ):
+    every = ("proportional", "pi", "predictive", "oracle")
+    for found, quotas, names, first in ((m, (1.0, 0.25), every, 4),
+                                        (half_core, (1.0, 0.5), every, 3)):  # fmt: skip
         cells = [_quota_cell(job, c, quotas) for c in names]
         medians = [c["median_ratio"] for c in cells]
         assert found.group(1, 2) == (f"{min(medians):.2f}", f"{max(medians):.2f}")
@@ -293,3 +292,31 @@ def test_measured_async_quota_figures_are_the_study_file():
         assert quoted == tuple(f"{v:.3f}" for v in (mean, mean - half, mean + half))
         assert int(found.group(first + 3)) == len(diffs)
         assert mean - half < 0 < mean + half  # "no significant difference"
+
+
+def test_measured_half_core_and_server_alone_figures_are_the_study_file():
+    """BSP at quotas 1.0/0.5 on the wide CNN, and async with the server in a process of its
+    own, as the README quotes them: each controller's median and worst."""
+    bsp = _find(
+        r"At quotas 1\.0/0\.5 \(the virtual clock predicting (\d+)% less\), `proportional` "
+        r"took ([0-9.]+)x \(worst ([0-9.]+)x\), `pi` ([0-9.]+)x \(worst ([0-9.]+)x\), "
+        r"`predictive` ([0-9.]+)x \(worst ([0-9.]+)x\) and the oracle ([0-9.]+)x \(worst "
+        r"([0-9.]+)x\)"
+    )
+    cells = [_quota_cell("cnn64, quota from steps", c, (1.0, 0.5))
+             for c in ("proportional", "pi", "predictive", "oracle")]  # fmt: skip
+    assert bsp.group(1) == f"{100 * cells[0]['predicted_reduction']:.0f}"
+    assert bsp.groups()[1:] == tuple(
+        f"{c[k]:.2f}" for c in cells for k in ("median_ratio", "worst_ratio")
+    )
+    alone = _find(
+        r"With the server in a process of its own \(`asp\.server_process`, at a quota of "
+        r"0\.75\), `proportional` took ([0-9.]+)x \(worst ([0-9.]+)x\) and the oracle "
+        r"([0-9.]+)x \(worst ([0-9.]+)x\)"
+    )
+    job = "cnn64, quota from steps, async, server alone at 0.75"
+    cells = [_quota_cell(job, c) for c in ("proportional", "oracle")]
+    assert alone.groups() == tuple(
+        f"{c[k]:.2f}" for c in cells for k in ("median_ratio", "worst_ratio")
+    )
+    assert all(c["median_ratio"] > 1 for c in cells)  # still slower than uniform
