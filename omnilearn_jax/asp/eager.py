@@ -180,24 +180,35 @@ class EagerServer:
 
     def warm_up(self, shared: int) -> None:
         """Compiles each bucket's worker program (once, loaded onto every device), the
-        server update and the unpacking, and runs each once (on a throwaway copy), so that
-        no update compiles and no first run's one-time cost is measured as compute."""
+        server update and the unpacking, and runs each once (on a throwaway copy): every
+        program of a worker that computes here, and the update on every device a push is
+        applied on, so that no update compiles and no first run's one-time cost is measured
+        as compute."""
         del shared
         e = self.engine
         copy = self._pack_trainer_state()
-        spec = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype)  # noqa: E731
-        first = (jax.tree.map(spec, copy.params), jax.ShapeDtypeStruct((2,), np.float32))
-        todo = [r for r in e.layout.buckets if (0, r) not in self.programs]
-        self.programs.update(e.worker_programs(self.worker, first, todo))
+        workers = range(e.layout.num_devices)
+        if any(self.computes_here(k) for k in workers):
+            spec = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype)  # noqa: E731
+            first = (jax.tree.map(spec, copy.params), jax.ShapeDtypeStruct((2,), np.float32))
+            todo = [r for r in e.layout.buckets if (0, r) not in self.programs]
+            self.programs.update(e.worker_programs(self.worker, first, todo))
         no_delay = 0.0 if e.inject else None
-        for k in range(e.layout.num_devices):  # the server update runs on every device
+        for k in sorted({self.applies_on(j) for j in workers}):
             device = e.worker_device(k)
             mine, ones = self._copy_on(copy, device), self._placed(device, 1.0, 1.0)
-            for rows in e.layout.buckets:
-                block = e.worker_block(k, np.arange(rows), 0, no_delay)
-                push = self._launch(k, (mine.params, ones), block)[0]
+            if self.computes_here(k):
+                for rows in e.layout.buckets:
+                    block = e.worker_block(k, np.arange(rows), 0, no_delay)
+                    push = self._launch(k, (mine.params, ones), block)[0]
+            else:  # only pushes from other processes are applied here: any of their shape
+                push = jax.device_put(np.zeros_like(np.asarray(copy.params)), device)
             jax.block_until_ready(self.apply_program(mine, push, ones))
         jax.block_until_ready(self.unpack_state(copy))
+
+    def computes_here(self, k: int) -> bool:
+        """Whether worker k computes in this process (each does, in one process)."""
+        return True
 
     def _copy_on(self, copy: TrainState, device) -> TrainState:
         """A packed state's copy on `device`, as `_move` makes it."""

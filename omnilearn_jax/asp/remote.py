@@ -85,18 +85,11 @@ class RemoteServer(EagerServer):
         self.outboxes: dict[int, queue.SimpleQueue] = {}  # k -> messages its sender sends
 
     def warm_up(self, shared: int) -> None:
-        """Compiles and runs worker 0's programs and the update here (only the update on
-        device 0, where every push is applied, when no worker computes here), then waits
-        until every remote worker has compiled its own and connected (the start barrier)."""
-        if self.first > 0:
-            super().warm_up(shared)
-        else:
-            copy = self._pack_trainer_state()
-            device = self.engine.worker_device(0)
-            push = jax.device_put(np.zeros_like(np.asarray(copy.params)), device)
-            mine, ones = self._copy_on(copy, device), self._placed(device, 1.0, 1.0)
-            jax.block_until_ready(self.apply_program(mine, push, ones))
-            jax.block_until_ready(self.unpack_state(copy))
+        """Compiles and runs the programs of the workers that compute here (worker 0, or
+        none with `asp.server_process`) and the update on device 0, where every push is
+        applied, then waits until every remote worker has compiled its own and connected
+        (the run's start barrier)."""
+        super().warm_up(shared)
         w = self.t.config.num_workers
         self.listener = Listener(self.where, authkey=self.key)
         while len(self.links) < w - self.first:
@@ -142,7 +135,7 @@ class RemoteServer(EagerServer):
             reply.arrived.set()
 
     def start(self, k: int, rows, step_index: int, speeds, coefficient: float, weight: float):
-        if k < self.first:
+        if self.computes_here(k):
             return super().start(k, rows, step_index, speeds, coefficient, weight)
         params = jax.device_get(self._packed().params)
         delay = self.t.worker_delay(k, len(rows), speeds)
@@ -165,8 +158,11 @@ class RemoteServer(EagerServer):
         if k in self.links:
             self.pushes[k] = tuple(jax.device_put(tuple(got), self.engine.worker_device(0)))
 
+    def computes_here(self, k: int) -> bool:
+        return k < self.first
+
     def applies_on(self, k: int) -> int:
-        return 0 if k in self.links else k
+        return k if self.computes_here(k) else 0
 
     def apply(self, k: int, weight: float, step_scale: float):
         self._arrived(k)
