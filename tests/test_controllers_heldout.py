@@ -11,6 +11,10 @@ from benchmarks import controller_heldout as heldout
 from benchmarks import controller_plants as plants
 from controllers import sim
 
+# Held-out plants the committed-floor test recomputes: a third of the family, in about half
+# the time of all 96 (compiling is the rest).
+PREFIX = 32
+
 
 def test_checkpoints_are_one_past_the_deciding_step():
     steps = heldout.STEPS
@@ -83,20 +87,26 @@ def test_over_cliff_counts_only_limits_the_oracle_keeps():
 
 @pytest.mark.slow
 def test_committed_noise_floor_is_reproduced():
-    """The document's noise floor, recomputed: predictive's tuned setting on the held-out family,
-    the floor at its checkpoints, plant by plant, and the claims read from it."""
+    """The document's noise floor, recomputed on the first `PREFIX` held-out plants (plant i
+    and its noise key depend on i alone, so a prefix reproduces its plants' committed values;
+    the whole family takes 3x as long): predictive's tuned setting, the floor at its
+    checkpoints, plant by plant; and the document's claims, read from all committed plants."""
     report = json.loads((heldout.RESULTS / "controller_heldout.json").read_text())
     setting = report["policies"]["predictive"]["setting"]
     kwargs = {
         k: float(v) if "." in v else int(v) for k, v in (s.split("=") for s in setting.split(", "))
     }
-    descs = plants.family(1, report["held_out_plants"], change=heldout.CHANGE)
+    descs = plants.family(1, report["held_out_plants"], change=heldout.CHANGE)[:PREFIX]
     main = heldout.run("predictive", kwargs, descs, heldout.STEPS, 1)
     found = heldout.noise_floor(descs, main, heldout.checkpoints(main["decisions"]))
     floor = report["noise_floor"]
     for key in ("after_5", "after_60", "after_change_5"):
-        np.testing.assert_allclose(found[key], floor["per_plant"][key], atol=2e-3)
-        assert found[f"over_cliff_{key}"].tolist() == floor["per_plant"][f"over_cliff_{key}"]
-        assert floor[key]["p90"] == pytest.approx(np.quantile(found[key], 0.9), abs=2e-3)
+        committed = np.asarray(floor["per_plant"][key])
+        np.testing.assert_allclose(found[key], committed[:PREFIX], atol=2e-3)
+        cliff = floor["per_plant"][f"over_cliff_{key}"]
+        assert found[f"over_cliff_{key}"].tolist() == cliff[:PREFIX]
+        assert len(committed) == report["held_out_plants"]
+        assert floor[key]["p90"] == pytest.approx(np.quantile(committed, 0.9), abs=2e-3)
         # Even the floor misses the worst-plant goal: it is out of reach from these samples.
+        assert floor[key]["worst"] == pytest.approx(committed.max(), abs=2e-3)
         assert floor[key]["worst"] > report["goals"][key]
