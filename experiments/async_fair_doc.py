@@ -19,22 +19,19 @@ import sys
 
 import numpy as np
 
+from experiments import stats
 from experiments.async_fair import ARMS, SETTINGS, TUNE_SEEDS
 from experiments.paper import stamp
 
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306}
 EARLY = 2.0  # virtual seconds: accuracy there shows the speed of training, not its end
 TARGET = 0.95  # accuracy for time to target
 B = 128
 
 
 def interval(values) -> tuple[float, float, float]:
-    """(mean, low, high): the two-sided 95% Student t interval of the mean."""
-    v = np.asarray(values, float)
-    mean = float(v.mean())
-    if len(v) < 2:
-        return mean, math.nan, math.nan
-    half = T975.get(len(v) - 1, 1.96) * float(v.std(ddof=1)) / math.sqrt(len(v))
+    """(mean, low, high): the two-sided 95% Student t interval of the mean (NaN bounds below
+    2 values)."""
+    mean, half = stats.mean_half(values)
     return mean, mean - half, mean + half
 
 

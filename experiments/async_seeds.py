@@ -22,6 +22,8 @@ import sys
 
 import numpy as np
 
+from experiments.stats import mean_half
+
 ARMS = ("static", "proportional")
 
 
@@ -43,16 +45,9 @@ def run(controller: str, seed: int, args, root: str) -> dict:
     return {k: summary[k] for k in ("final_eval_accuracy", "steps", "staleness_mean_per_worker")}
 
 
-# Student t 97.5% quantiles by degrees of freedom (a two-sided 95% interval).
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306}
-T975.update({9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131})
-
-
 def interval(values: np.ndarray) -> tuple[float, float]:
     """Mean and the half-width of its 95% Student t interval."""
-    n = len(values)
-    half = T975.get(n - 1, 1.96) * values.std(ddof=1) / np.sqrt(n)
-    return float(values.mean()), float(half)
+    return mean_half(values)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,11 +33,8 @@ from collections import defaultdict
 import numpy as np
 
 from experiments.paper.fmt import curve_name, rel
+from experiments.stats import mean_half
 from omnilearn_jax.run import metrics
-
-# Student-t 97.5% quantiles for 1..10 degrees of freedom (a 95% two-sided interval); the
-# study has 3 seeds. More seeds ask scipy.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 
 
 def read_runs(workdir: str) -> list[dict]:
@@ -83,16 +80,7 @@ def interval(values: list[float]) -> tuple[float, float, int]:
         return math.nan, math.nan, 0
     if len(x) < 2:
         return float(x.mean()), math.nan, 1
-    half = _t975(len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
-    return float(x.mean()), float(half), len(x)
-
-
-def _t975(dof: int) -> float:
-    if dof <= len(_T975):
-        return _T975[dof - 1]
-    from scipy import stats
-
-    return float(stats.t.ppf(0.975, dof))
+    return (*mean_half(x), len(x))
 
 
 def summarise(runs: list[dict], target: float) -> dict:

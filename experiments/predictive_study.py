@@ -19,10 +19,10 @@ import pathlib
 import sys
 
 import numpy as np
-from scipy import stats
 
 from benchmarks import controller_noise_bound as noise_bound
 from experiments.paper import stamp
+from experiments.stats import mean_half
 
 RESULTS = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results"
 MEASURES = (
@@ -36,11 +36,7 @@ QUANTILES = ("median", "p90", "worst")
 
 def interval(values) -> tuple[float, float]:
     """(mean, half-width of the two-sided 95 % Student t interval); half nan below 2 values."""
-    v = np.asarray(values, float)
-    if len(v) < 2:
-        return float(v.mean()), math.nan
-    half = float(stats.t.ppf(0.975, len(v) - 1)) * float(v.std(ddof=1)) / math.sqrt(len(v))
-    return float(v.mean()), half
+    return mean_half(values)
 
 
 def verdict(differences) -> str:
