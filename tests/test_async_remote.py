@@ -18,6 +18,7 @@ from tests.test_multiprocess import ROOT, run_launched
 from tests.test_train import smoke_config
 
 TWO = ("--config.mode=asp", "--config.num_workers=2", "--config.num_devices=2")
+ALONE = ("--config.asp.server_process=True",)  # the server in a process of its own
 
 
 def _records(workdir) -> list[tuple]:
@@ -46,25 +47,26 @@ def test_two_processes_give_the_one_process_run_to_the_last_bit(tmp_path):
     # The server in a process of its own (asp.server_process): worker k in process k + 1,
     # and again the same updates to the last bit.
     alone = tmp_path / "alone"
-    out = run_launched(alone, *TWO, "--config.train.num_steps=16",
-                       "--config.asp.server_process=True", num_processes=3)  # fmt: skip
+    out = run_launched(alone, *TWO, "--config.train.num_steps=16", *ALONE, num_processes=3)
     # (worker 0 also computes the push still in flight when the 16th update lands)
     assert "[p1] worker 0: served 9 gradients" in out and "[p2] worker 1: served 8" in out
     assert "workers 0-1 in processes of their own, the server in process 0 alone" in out
     assert _records(alone) == one
     # A run across processes that dies at update 12 resumes from its checkpoint at update 8
     # (worker 1's push in flight restored on process 0) and ends as the unbroken run did.
-    broken = tmp_path / "broken"
-    args = (*TWO, "--config.train.num_steps=16", "--config.train.checkpoint_every=8")
-    cmd = [sys.executable, "-m", "omnilearn_jax.launch", "--num_processes=2", "--"]
-    cmd += ["--config=configs/smoke.py", f"--workdir={broken}", *args]
-    crashed = subprocess.run([*cmd, "--config.faults.crash_step=12"], cwd=ROOT,
-                             capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert crashed.returncode != 0 and "planted crash before step 12" in crashed.stdout
-    resumed = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stdout[-3000:]
-    assert "resumed at update 8" in resumed.stdout
-    assert _records(broken) == one
+    # So does one with the server alone (both workers' pushes in flight restored remote).
+    for name, processes, extra in (("broken", 2, ()), ("broken_alone", 3, ALONE)):
+        broken = tmp_path / name
+        args = (*TWO, "--config.train.num_steps=16", "--config.train.checkpoint_every=8")
+        cmd = [sys.executable, "-m", "omnilearn_jax.launch", f"--num_processes={processes}"]
+        cmd += ["--", "--config=configs/smoke.py", f"--workdir={broken}", *args, *extra]
+        crashed = subprocess.run([*cmd, "--config.faults.crash_step=12"], cwd=ROOT,
+                                 capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert crashed.returncode != 0 and "planted crash before step 12" in crashed.stdout
+        resumed = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stdout[-3000:]
+        assert "resumed at update 8" in resumed.stdout
+        assert _records(broken) == one, name
 
 
 def test_a_worker_process_that_dies_fails_its_push_not_the_wait():
