@@ -97,6 +97,23 @@ def test_a_remote_workers_time_runs_from_the_send_to_the_arrival_of_its_push():
     stopwatch.close()
 
 
+def test_closing_the_stopwatch_waits_for_a_launch_still_computing():
+    """The last push of an async run may still be computing when the run ends: the waiter
+    timing it must have ended when `close` returns, not return from its wait into a Python
+    that is shutting down (which aborted about 1 process in 15 across processes)."""
+
+    class Slow:  # a launch's output, ready after 0.2 s
+        def block_until_ready(self):
+            time.sleep(0.2)
+
+    stopwatch = Stopwatch()
+    stopwatch.start(0)
+    future = stopwatch.stop_when_ready(0, Slow())
+    (waiter,) = stopwatch.threads
+    stopwatch.close()
+    assert not waiter.is_alive() and future.done() and future.result() >= 0.2
+
+
 def test_async_across_processes_needs_one_worker_a_process():
     from omnilearn_jax.config import checks
 

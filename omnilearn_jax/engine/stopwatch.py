@@ -21,6 +21,7 @@ class Stopwatch:
 
     def __init__(self):
         self.waiters: list[queue.SimpleQueue] = []
+        self.threads: list[threading.Thread] = []
         self.times: dict[int, Future] = {}  # k -> its measured seconds
         self.clocks: dict[int, list[float]] = {}  # k -> [launch, end]
         self.lock = threading.Lock()  # the clocks' reads and writes: see `elapsed`
@@ -41,7 +42,9 @@ class Stopwatch:
         while len(self.waiters) <= k:
             inbox: queue.SimpleQueue = queue.SimpleQueue()
             j = len(self.waiters)
-            threading.Thread(target=self._wait, args=(j, inbox), daemon=True).start()
+            thread = threading.Thread(target=self._wait, args=(j, inbox), daemon=True)
+            thread.start()
+            self.threads.append(thread)
             self.waiters.append(inbox)
         return self.waiters[k]
 
@@ -75,7 +78,13 @@ class Stopwatch:
     def forget(self, k: int) -> None:
         self.times.pop(k, None)
 
-    def close(self) -> None:
+    def close(self, timeout: float = 30.0) -> None:
+        """Stops the waiters and waits until each has ended: one still inside a launch's
+        `block_until_ready` when the interpreter shuts down (the last push of an async run
+        may still be computing) returns into a finalising Python from C++ code and aborts
+        the process."""
         for inbox in self.waiters:
             inbox.put(None)
-        self.waiters = []
+        for thread in self.threads:
+            thread.join(timeout)
+        self.waiters, self.threads = [], []
