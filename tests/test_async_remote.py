@@ -137,6 +137,41 @@ def test_async_across_processes_needs_one_worker_a_process():
         checks.check_for_devices(config, 2, 1)
 
 
+def test_each_process_of_an_async_run_across_processes_has_a_spare_device():
+    """W + 1 CPU devices a process, the spare one free for the controller's decisions (on a
+    mesh device they queued behind the server's update); any other run keeps cpu_devices."""
+    from omnilearn_jax.run import distributed
+
+    config = smoke_config()
+    config.mode, config.num_workers, config.num_devices = "asp", 2, 2
+    assert distributed.cpu_devices(config) == config.cpu_devices == 8
+    config.distributed.enabled, config.distributed.num_processes = True, 2
+    assert distributed.cpu_devices(config) == 3
+    config.asp.server_process, config.distributed.num_processes = True, 3
+    assert distributed.cpu_devices(config) == 3
+    config.mode = "bsp"
+    assert distributed.cpu_devices(config) == 8
+
+
+def test_a_remote_push_is_applied_off_the_devices_workers_compute_on(tmp_path):
+    """Process 0 applies a remote worker's push (and the controller decides) on its spare
+    device, where no gradient is queued: on device 0 an update waited for worker 0's
+    gradient in flight there (XLA runs a device's programs in order). A local worker's push
+    is applied on its own device, as in one process."""
+    config = smoke_config()
+    config.mode, config.num_workers, config.num_devices = "asp", 2, 2
+    config.distributed.enabled, config.distributed.num_processes = True, 2
+    config.distributed.coordinator_address = "127.0.0.1:1"
+    trainer = Trainer(config, str(tmp_path))
+    server = RemoteServer(trainer, 0.0)
+    computing = {trainer.engine.worker_device(k) for k in range(2)}
+    assert server.applies_on(0) == trainer.engine.worker_device(0)
+    assert server.applies_on(1) == trainer.engine.host and server.applies_on(1) not in computing
+    config.asp.server_process, config.distributed.num_processes = True, 3
+    alone = RemoteServer(Trainer(config, str(tmp_path / "alone")), 0.0)
+    assert all(alone.applies_on(k) not in computing for k in range(2))
+
+
 def test_on_the_wall_clock_the_server_applies_pushes_as_they_arrive(tmp_path):
     """A real server: worker 1 is 4x slower (an injected wait of 0.2 ms a row at speed 1/4,
     on top of its compute), so worker 0 pushes about 4x as often, never waiting for it, and

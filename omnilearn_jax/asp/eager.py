@@ -79,7 +79,7 @@ class EagerServer:
         self.unpack_state = unpacker(self.pack, trainer.state.opt_state)
         self.stopwatch = Stopwatch()  # wall clock: each worker's compute, timed
         self.state: TrainState | None = None  # packed
-        self.home = 0  # the worker on whose device the state is
+        self.home = self.server_device  # the device the state is on
         self.pushes: dict[int, tuple] = {}  # worker -> (push, loss), on its device
 
     def start(self, k: int, rows, step_index: int, speeds, coefficient: float, weight: float):
@@ -128,26 +128,26 @@ class EagerServer:
         self.stopwatch.forget(k)
         where = self.applies_on(k)
         state = self._move(self._packed(), where)
-        scales = self._placed(self.engine.worker_device(where), weight, step_scale)
+        scales = self._placed(where, weight, step_scale)
         new = self.apply_program(state, push, scales)
         self.state = new._replace(step=state.step + 1)  # kept on the host (see _move)
         return loss
 
-    def applies_on(self, k: int) -> int:
-        """The worker on whose device worker k's push is applied: its own."""
-        return k
+    def applies_on(self, k: int):
+        """The device worker k's push is applied on: its own."""
+        return self.engine.worker_device(k)
 
-    def _move(self, state: TrainState, k: int) -> TrainState:
-        """The state on worker k's device; its step count stays on the host (a program
-        given it transfers it itself), so a move is one transfer call of what is packed."""
-        if self.home != k:
-            moved = jax.device_put((state.params, state.opt_state), self.engine.worker_device(k))
-            state, self.home = state._replace(params=moved[0], opt_state=moved[1]), k
+    def _move(self, state: TrainState, device) -> TrainState:
+        """The state on `device`; its step count stays on the host (a program given it
+        transfers it itself), so a move is one transfer call of what is packed."""
+        if self.home != device:
+            moved = jax.device_put((state.params, state.opt_state), device)
+            state, self.home = state._replace(params=moved[0], opt_state=moved[1]), device
         return state
 
     def _packed(self) -> TrainState:
         if self.state is None:
-            self.state, self.home = self._pack_trainer_state(), 0
+            self.state, self.home = self._pack_trainer_state(), self.server_device
         return self.state
 
     def _pack_trainer_state(self) -> TrainState:
@@ -156,7 +156,7 @@ class EagerServer:
 
     def server_state(self) -> TrainState:
         """The server's state with the parameters' own shapes (on the server's device)."""
-        self.state = self._move(self._packed(), 0)
+        self.state = self._move(self._packed(), self.server_device)
         return self.unpack_state(self.state)
 
     def replicated_state(self) -> TrainState:
@@ -194,15 +194,19 @@ class EagerServer:
             todo = [r for r in e.layout.buckets if (0, r) not in self.programs]
             self.programs.update(e.worker_programs(self.worker, first, todo))
         no_delay = 0.0 if e.inject else None
-        for k in sorted({self.applies_on(j) for j in workers}):
-            device = e.worker_device(k)
-            mine, ones = self._copy_on(copy, device), self._placed(device, 1.0, 1.0)
+        for k in workers:  # a worker's pushes are applied on its own device
             if self.computes_here(k):
+                device = e.worker_device(k)
+                mine, ones = self._copy_on(copy, device), self._placed(device, 1.0, 1.0)
                 for rows in e.layout.buckets:
                     block = e.worker_block(k, np.arange(rows), 0, no_delay)
                     push = self._launch(k, (mine.params, ones), block)[0]
-            else:  # only pushes from other processes are applied here: any of their shape
-                push = jax.device_put(np.zeros_like(np.asarray(copy.params)), device)
+                jax.block_until_ready(self.apply_program(mine, push, ones))
+        # Pushes from other processes: applied where `applies_on` says, any of their shape.
+        remote = {self.applies_on(k) for k in workers if not self.computes_here(k)}
+        for device in sorted(remote, key=lambda d: d.id):
+            mine, ones = self._copy_on(copy, device), self._placed(device, 1.0, 1.0)
+            push = jax.device_put(np.zeros_like(np.asarray(copy.params)), device)
             jax.block_until_ready(self.apply_program(mine, push, ones))
         jax.block_until_ready(self.unpack_state(copy))
 

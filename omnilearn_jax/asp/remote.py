@@ -13,9 +13,11 @@ the eager executor (asp/eager.py): worker 0 computes on device 0 of process 0 as
 process; for worker k > 0 a start sends the parameters it pulls (the packed vector), its
 sample rows (indices into the data set every process holds), the step, its injected delay,
 coefficient and weight; process k computes the same program on its device k (`serve`) and
-sends back the push, the loss sum and the count. The server applies a remote push on device
-0. With `clock=wall` a remote worker's time runs from the send to the arrival of its push: the
-transfers and the worker's host work are part of it, as they are of a real server's wait.
+sends back the push, the loss sum and the count. The server applies a remote push, and the
+controller decides, on a spare CPU device of process 0 (each process has W + 1), never behind
+worker 0's gradient on device 0. With `clock=wall` a remote worker's time runs from the send
+to the arrival of its push: the transfers and the worker's host work are part of it, as they
+are of a real server's wait.
 
 With `asp.server_process` (`launch --num_processes=W+1`) process 0 is the server's alone and
 worker k runs in process k + 1: the server's host work (applying pushes, sending parameters)
@@ -86,8 +88,8 @@ class RemoteServer(EagerServer):
 
     def warm_up(self, shared: int) -> None:
         """Compiles and runs the programs of the workers that compute here (worker 0, or
-        none with `asp.server_process`) and the update on device 0, where every push is
-        applied, then waits until every remote worker has compiled its own and connected
+        none with `asp.server_process`) and the update on each device pushes are applied on
+        (`applies_on`), then waits until every remote worker has compiled its own and connected
         (the run's start barrier)."""
         super().warm_up(shared)
         w = self.t.config.num_workers
@@ -149,20 +151,25 @@ class RemoteServer(EagerServer):
 
     def _arrived(self, k: int) -> None:
         """Worker k's (push, loss sum) as the eager executor keeps it, waited for; a remote
-        worker's on device 0, where the server applies it (also one restored from a
+        worker's on the device the server applies it on (also one restored from a
         checkpoint, which `load` placed on device k)."""
         got = self.pushes[k]
         if isinstance(got, Reply):
             got.block_until_ready()
             got = got.value[:2]
         if k in self.links:
-            self.pushes[k] = tuple(jax.device_put(tuple(got), self.engine.worker_device(0)))
+            self.pushes[k] = tuple(jax.device_put(tuple(got), self.applies_on(k)))
 
     def computes_here(self, k: int) -> bool:
         return k < self.first
 
-    def applies_on(self, k: int) -> int:
-        return k if self.computes_here(k) else 0
+    def applies_on(self, k: int):
+        """A local worker's own device; for a remote worker's push the process's spare
+        device (`Engine.host`: main.py gives an async process across processes one more CPU
+        device than the run has workers), free of any gradient. On device 0 an update
+        queued behind worker 0's gradient in flight there, and so did the next start of the
+        worker whose push it was."""
+        return super().applies_on(k) if self.computes_here(k) else self.engine.host
 
     def apply(self, k: int, weight: float, step_scale: float):
         self._arrived(k)

@@ -35,6 +35,15 @@ def async_across(config) -> bool:
     return config.mode == "asp" and bool(section.enabled) and int(section.num_processes) > 1
 
 
+def cpu_devices(config) -> int:
+    """How many CPU devices a process of this run creates (`jax_num_cpu_devices`; on GPU or
+    TPU they only shape the CPU backend): `config.cpu_devices`, or in an async run across
+    processes the run's W devices and one spare, on which the controller decides
+    (`Engine.host`): on device 0 a decision queued behind the server's update there and the
+    loop waited for it (a tenth of the server's loop, py-spy, 2026-12-02)."""
+    return config.num_workers + 1 if async_across(config) else config.cpu_devices
+
+
 def async_worker(config) -> bool:
     """Whether this process is a worker (not the server) of an async run across processes."""
     return async_across(config) and int(config.distributed.process_id) > 0

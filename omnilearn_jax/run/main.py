@@ -94,9 +94,9 @@ def main(argv):
 
     # Must precede the first JAX operation; it only shapes the CPU backend, so a run on GPU
     # or TPU is unaffected. Async across processes: each process is a JAX program of its own
-    # with the run's devices (asp/remote.py); any other multi-process run joins one JAX run.
+    # (asp/remote.py); any other multi-process run joins one JAX run.
     across = distributed.async_across(config)
-    jax.config.update("jax_num_cpu_devices", config.num_workers if across else config.cpu_devices)
+    jax.config.update("jax_num_cpu_devices", distributed.cpu_devices(config))
     if not across:
         distributed.initialize(config.distributed)
     from omnilearn_jax.run.job import train_and_evaluate
