@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import controllers
-from controllers import metrics, sim
+from controllers import metrics, predictive, sim
 
 B, STEPS, CHANGE = 128, 400, 200
 NEVER = 10**6
@@ -91,3 +91,43 @@ def test_memory_cliff_is_found_and_respected(runs):
     # The fast worker would take ~93 samples on this curve; past 64 its time doubles.
     assert sizes[-1][3] == 64
     assert balance[-100:].mean() < 1.02
+
+
+def _slowed_worker_sizes(monkeypatch, mature):
+    """Worker 0's size on four equal workers (t = b / 8, 15 % noise) whose worker 0 slows 1.5x
+    at step 150, over 32 seeds [seed, step]; `mature` is predictive.MATURE (inf: a CUSUM run
+    never holds its noise, the behaviour before _run_noise)."""
+    monkeypatch.setattr(predictive, "MATURE", mature)
+    controller = controllers.make("predictive", **OPEN, settle=2, jump=0.25)
+    plant = sim.make_plant([8.0] * 4, changes=((150, [8.0 / 1.5, 8.0, 8.0, 8.0]),), noise=0.15)
+
+    def one(key):
+        return sim.simulate(controller, plant, global_batch=B, num_steps=161, key=key)
+
+    keys = jax.random.split(jax.random.key(7), 32)
+    return np.asarray(jax.jit(jax.vmap(one))(keys).batch_sizes[:, :, 0])
+
+
+def test_a_run_keeps_its_noise_so_a_small_slowdown_is_seen(monkeypatch):
+    # Worker 0's optimal share after the change is 128 * (1 / 1.5) / (3 + 1 / 1.5) = 23.3.
+    # A 1.5x slowdown at 15 % noise mostly stays inside the outlier band, so its samples widen
+    # the noise estimate; a CUSUM run holding the noise it began with confirms the change and
+    # moves the split within 10 steps, one rescaled by the widening noise mostly does not.
+    held = _slowed_worker_sizes(monkeypatch, predictive.MATURE)
+    assert np.median(held[:, 149]) == 32
+    assert np.median(held[:, 160]) <= 24
+    widened = _slowed_worker_sizes(monkeypatch, float("inf"))
+    assert np.median(widened[:, 160]) >= 27
+
+
+def test_a_run_holds_the_noise_it_began_with_once_the_estimate_is_mature():
+    state = controllers.make("predictive", **OPEN).init(2, 16)
+    state = state._replace(
+        drift=jnp.array([[0.3, 0.0], [0.0, 0.0]]), run_sigma=jnp.array([0.1, 0.1])
+    )
+    # Worker 0 is in a run begun at noise 0.1: the widened 0.3 is not used; worker 1 is not.
+    held = predictive._run_noise(state, jnp.array([0.3, 0.3]))
+    assert held.tolist() == pytest.approx([0.1, 0.3])
+    # An immature estimate (run_sigma 0: weight below MATURE when the run began) is not held.
+    fresh = predictive._run_noise(state._replace(run_sigma=jnp.zeros(2)), jnp.array([0.3, 0.3]))
+    assert fresh.tolist() == pytest.approx([0.3, 0.3])
