@@ -320,3 +320,20 @@ def test_measured_half_core_and_server_alone_figures_are_the_study_file():
         f"{c[k]:.2f}" for c in cells for k in ("median_ratio", "worst_ratio")
     )
     assert all(c["median_ratio"] > 1 for c in cells)  # still slower than uniform
+
+
+def test_async_figures_after_the_spare_device_fix_are_their_study_file():
+    """The async cell rerun once remote updates and decisions left device 0, as the README
+    quotes it: each controller's median and worst over its 3 pairs."""
+    m = _find(
+        r"after it, at quotas 1\.0/0\.25, `proportional` took ([0-9.]+)x \(worst ([0-9.]+)x\) "
+        r"and the\s+oracle ([0-9.]+)x \(worst ([0-9.]+)x\) uniform's wall time"
+    )
+    cells = _json("docs", "results", "real_hetero_spare.json")["cells"]
+    by = {c["controller"]: c for c in cells if c["quotas"] == [1.0, 0.25] and c["mode"] == "asp"}
+    assert all(len(by[c]["pairs"]) == 3 for c in ("proportional", "oracle"))
+    assert m.groups() == tuple(
+        f"{by[c][k]:.2f}"
+        for c in ("proportional", "oracle")
+        for k in ("median_ratio", "worst_ratio")
+    )
