@@ -326,14 +326,17 @@ def test_async_figures_after_the_spare_device_fix_are_their_study_file():
     """The async cell rerun once remote updates and decisions left device 0, as the README
     quotes it: each controller's median and worst over its 3 pairs."""
     m = _find(
-        r"after it, at quotas 1\.0/0\.25, `proportional` took ([0-9.]+)x \(worst ([0-9.]+)x\) "
-        r"and the\s+oracle ([0-9.]+)x \(worst ([0-9.]+)x\) uniform's wall time"
+        r"after it, at quotas 1\.0/0\.25, `proportional` took ([0-9.]+)x \(worst ([0-9.]+)x\), "
+        r"`pi`\s+([0-9.]+)x \(worst ([0-9.]+)x\), `predictive` ([0-9.]+)x \(worst ([0-9.]+)x; "
+        r"it gave the slow worker no rows in\s+two runs of three\) and the oracle ([0-9.]+)x "
+        r"\(worst ([0-9.]+)x\) uniform's wall time"
     )
+    names = ("proportional", "pi", "predictive", "oracle")
     cells = _json("docs", "results", "real_hetero_spare.json")["cells"]
     by = {c["controller"]: c for c in cells if c["quotas"] == [1.0, 0.25] and c["mode"] == "asp"}
-    assert all(len(by[c]["pairs"]) == 3 for c in ("proportional", "oracle"))
+    assert all(len(by[c]["pairs"]) == 3 for c in names)
     assert m.groups() == tuple(
-        f"{by[c][k]:.2f}"
-        for c in ("proportional", "oracle")
-        for k in ("median_ratio", "worst_ratio")
+        f"{by[c][k]:.2f}" for c in names for k in ("median_ratio", "worst_ratio")
     )
+    splits = [p["controller"]["final_split"] for p in by["predictive"]["pairs"]]
+    assert [0 in split for split in splits].count(True) == 2  # "no rows" in two runs of three
