@@ -194,19 +194,21 @@ class EagerServer:
             todo = [r for r in e.layout.buckets if (0, r) not in self.programs]
             self.programs.update(e.worker_programs(self.worker, first, todo))
         no_delay = 0.0 if e.inject else None
-        for k in workers:  # a worker's pushes are applied on its own device
+        pushes = {}  # device -> (the state's copy there, a push of the shape applied there)
+        for k in workers:  # a worker computing here: each bucket's program, on its device
             if self.computes_here(k):
                 device = e.worker_device(k)
                 mine, ones = self._copy_on(copy, device), self._placed(device, 1.0, 1.0)
                 for rows in e.layout.buckets:
                     block = e.worker_block(k, np.arange(rows), 0, no_delay)
-                    push = self._launch(k, (mine.params, ones), block)[0]
-                jax.block_until_ready(self.apply_program(mine, push, ones))
-        # Pushes from other processes: applied where `applies_on` says, any of their shape.
-        remote = {self.applies_on(k) for k in workers if not self.computes_here(k)}
-        for device in sorted(remote, key=lambda d: d.id):
-            mine, ones = self._copy_on(copy, device), self._placed(device, 1.0, 1.0)
-            push = jax.device_put(np.zeros_like(np.asarray(copy.params)), device)
+                    pushes[device] = mine, self._launch(k, (mine.params, ones), block)[0]
+        for k in workers:  # pushes from other processes: any of their shape
+            device = self.applies_on(k)
+            if not self.computes_here(k) and device not in pushes:
+                zeros = jax.device_put(np.zeros_like(np.asarray(copy.params)), device)
+                pushes[device] = self._copy_on(copy, device), zeros
+        for device, (mine, push) in pushes.items():  # the update, where pushes are applied
+            ones = self._placed(device, 1.0, 1.0)
             jax.block_until_ready(self.apply_program(mine, push, ones))
         jax.block_until_ready(self.unpack_state(copy))
 
