@@ -43,6 +43,7 @@ def pi(
     jump: float = 0.25,
     confirm: int = 3,
     cliff_hold: int = 100,
+    persist: float = tracking.DEFAULT_PERSIST,
 ) -> Controller:
     """PI controller; kp=1, ki=0 is exactly `proportional`.
 
@@ -54,11 +55,7 @@ def pi(
     Anti-windup: the integral is clamped so anchor + ki * integral stays within the bounds.
     Other arguments as for `proportional`.
     """
-    settings = tracking.validate(
-        tracking.Settings(
-            deadband, smoothing, every, cliff_drop, cliff_window, jump, confirm, cliff_hold
-        )
-    )
+    settings = tracking.settings_from(locals())
     for name, value in (("kp", kp), ("ki", ki)):
         if is_concrete(value) and not 0 <= float(value) <= 2:
             raise ValueError(f"pi: {name} must be in [0, 2], got {value!r}")

@@ -41,7 +41,7 @@ from controllers.base import PAPER_BOUND, Controller, Observation, is_concrete, 
 from controllers.oracle import solve_min_max
 from controllers.registry import register
 from controllers.time_curve import predict
-from controllers.tracking import run_starts, streak
+from controllers.tracking import DEFAULT_PERSIST, run_starts, streak
 
 # The speed-change detector's drift is at least this many noise standard deviations.
 CUSUM_NOISE = 1.5
@@ -69,6 +69,7 @@ class PredictiveState(NamedTuple):
     drift: jax.Array  # float [W, 2]: CUSUM of log-ratios to the expected time (up, down)
     run_sum: jax.Array  # float [W, 2]: sum of the log-ratios since each CUSUM left 0
     run_count: jax.Array  # float [W, 2]: their number
+    run_time: jax.Array  # float [W, 2]: seconds their steps took (the longest worker's time)
     run_sigma: jax.Array  # float [W]: the noise when the live run began (its drift's scale)
     settled: jax.Array  # int32 [W]: measurements at the current size since it last moved
     expected: jax.Array  # float [W]: predicted time at the current size when it was chosen
@@ -76,6 +77,7 @@ class PredictiveState(NamedTuple):
     strikes: jax.Array  # int32 [W]: caps lifted so far; each doubles the next hold
     suspect: jax.Array  # int32 [W]: consecutive outliers (+ above, - below)
     noise: noise.Noise  # timing noise of each worker's measurements (controllers/noise.py)
+    seen_time: jax.Array  # float: seconds the measured steps took (up to `persist`)
     decisions: jax.Array  # int32: steps on which a decision was due
     num_adjustments: jax.Array  # int32: steps on which the sizes changed
 
@@ -91,6 +93,7 @@ def predictive(
     jump: float = 0.6,
     confirm: int = 3,
     cliff_hold: int = 100,
+    persist: float = DEFAULT_PERSIST,
 ) -> Controller:
     """Model-predictive split.
 
@@ -110,7 +113,9 @@ def predictive(
     after which a size above the current one, not measured since and dearer per sample than
     the current one by `jump` (a cliff, or a slowdown that happened to follow a growth), is
     forgotten, so the worker may grow again; each such lift doubles that worker's next hold
-    (up to 2^MAX_STRIKES).
+    (up to 2^MAX_STRIKES). persist: seconds the alarming run's steps must take in all, as well
+    as `confirm` samples (host noise comes in bursts shorter than that;
+    tracking.DEFAULT_PERSIST).
     """
     if is_concrete(min_gain) and not 0 <= float(min_gain) < 1:
         raise ValueError(f"predictive: min_gain must be in [0, 1), got {min_gain!r}")
@@ -118,6 +123,8 @@ def predictive(
         raise ValueError(f"predictive: smoothing must be in (0, 1], got {smoothing!r}")
     if is_concrete(jump) and float(jump) < 0:
         raise ValueError(f"predictive: jump must be >= 0, got {jump!r}")
+    if is_concrete(persist) and float(persist) < 0:
+        raise ValueError(f"predictive: persist must be >= 0 seconds, got {persist!r}")
     for name, value in (("settle", settle), ("confirm", confirm), ("cliff_hold", cliff_hold)):
         if int(value) != value or value < 1:
             raise ValueError(f"predictive: {name} must be an int >= 1, got {value!r}")
@@ -133,6 +140,7 @@ def predictive(
             drift=jnp.zeros((num_workers, 2), jnp.float32),
             run_sum=jnp.zeros((num_workers, 2), jnp.float32),
             run_count=jnp.zeros((num_workers, 2), jnp.float32),
+            run_time=jnp.zeros((num_workers, 2), jnp.float32),
             run_sigma=jnp.zeros(num_workers, jnp.float32),
             settled=zeros,
             expected=jnp.zeros(num_workers, jnp.float32),
@@ -140,6 +148,7 @@ def predictive(
             strikes=zeros,
             suspect=zeros,
             noise=noise.init(num_workers),
+            seen_time=jnp.zeros((), jnp.float32),
             decisions=jnp.zeros((), jnp.int32),
             num_adjustments=jnp.zeros((), jnp.int32),
         )
@@ -149,7 +158,7 @@ def predictive(
         w, n = state.mean.shape
         lo, hi = resolve_bounds(w, n - 1, b_min, b_max)
         mean, count, age, strikes, detector, restart, pending, suspect, noisy = _measure(
-            state, obs, smoothing, jump, confirm, cliff_hold
+            state, obs, smoothing, jump, confirm, cliff_hold, persist
         )
         sigma = noise.sigma(noisy)
         table = predict(mean, count, sigma[:, None])
@@ -166,8 +175,14 @@ def predictive(
         then = jnp.max(jnp.where(wanted > 0, table[rows, wanted], 0.0))
         valid = (b > 0) & (obs.worker_times > 0)
         settled = state.settled + valid.astype(jnp.int32)
-        # Nothing is decided before every busy worker's noise is known (noise.py).
-        ready = jnp.all(noise.known(noisy) | (b == 0))
+        # Nothing is decided before every busy worker's noise is known (noise.py), nor before
+        # the measurements span `persist` seconds (a difference must last, as a change must).
+        seen_time = jnp.minimum(
+            state.seen_time
+            + jnp.max(jnp.where(valid & jnp.isfinite(obs.worker_times), obs.worker_times, 0.0)),
+            persist,
+        )
+        ready = jnp.all(noise.known(noisy) | (b == 0)) & (seen_time >= persist)
         due = (jnp.all((settled >= settle) | (b == 0)) | jnp.any(restart)) & ~pending & ready
         # The gain must also beat the noise of the estimates it rests on: one standard error of
         # the difference of two means of a busy worker's samples at its size (the largest).
@@ -183,13 +198,15 @@ def predictive(
             drift=detector[0],
             run_sum=detector[1],
             run_count=detector[2],
-            run_sigma=detector[3],
+            run_time=detector[3],
+            run_sigma=detector[4],
             settled=jnp.where(sizes != b, 0, settled),
             expected=jnp.where(sizes > 0, table[rows, jnp.clip(sizes, 0, n - 1)], 0.0),
             age=age,
             strikes=strikes,
             suspect=suspect,
             noise=noisy,
+            seen_time=seen_time,
             decisions=state.decisions + due.astype(jnp.int32),
             num_adjustments=state.num_adjustments + moved.astype(jnp.int32),
         )
@@ -205,10 +222,12 @@ def _measure(
     jump: Any,
     confirm: int,
     hold: int,
+    persist: Any,
 ) -> tuple[jax.Array, ...]:
     """Folds this step's times into the table and the noise estimate; lifts stale cliffs.
 
-    Returns (mean, count, age, strikes, (drift, run_sum, run_count, run_sigma), restart,
+    Returns (mean, count, age, strikes, (drift, run_sum, run_count, run_time, run_sigma),
+    restart,
     pending, suspect, noise).
     """
     b, t = obs.batch_sizes, obs.worker_times
@@ -216,6 +235,7 @@ def _measure(
     rows = jnp.arange(w)
     at = jnp.clip(b, 0, n - 1)
     valid = (b > 0) & (t > 0) & jnp.isfinite(t)
+    elapsed = jnp.max(jnp.where(valid, t, 0.0))  # how long the step took
     old, seen = state.mean[rows, at], state.count[rows, at]
     known = valid & (seen > 0)
     # A size measured lately (weight >= 1) judges a measurement against its own mean; a new (or
@@ -237,7 +257,14 @@ def _measure(
     check = (own | guess) & (jump > 0)
     up, down = check & (against > 1.0 + band), check & (against < 1.0 / (1.0 + band))
     detector, restart, slower, level, pending = _detect_change(
-        state, jnp.log(jnp.where(check, against, 1.0)), check, jump, sigma, confirm
+        state,
+        jnp.log(jnp.where(check, against, 1.0)),
+        check,
+        jump,
+        sigma,
+        confirm,
+        elapsed,
+        persist,
     )
     # Confirmed at a known size: a speed change, which rescales the worker's whole curve and
     # keeps one measurement's worth of confidence, so the new level is learnt quickly at every
@@ -295,6 +322,8 @@ def _detect_change(
     jump: Any,
     sigma: jax.Array,
     confirm: int,
+    elapsed: jax.Array,
+    persist: Any,
 ) -> tuple[tuple[jax.Array, ...], jax.Array, jax.Array, jax.Array, jax.Array]:
     """Two-sided CUSUM of the log-ratios `x` of measured to expected times, per worker.
 
@@ -305,9 +334,10 @@ def _detect_change(
     `confirm` samples while `confirm - 1` samples, however large (a first execution, a
     spike), never do; a small persistent change alarms later (a 1.3x change at 10 % noise
     after about 5 samples), where a run of `confirm` outliers beyond a band never would.
-    Returns ((drift, run_sum, run_count, run_sigma), alarm, slower, level, pending): level
-    is the mean ratio over the alarming run; pending, that some worker is half-way to an
-    alarm (decisions wait for it: it is probably changing speed too).
+    Nor does a run whose steps took less than `persist` seconds (`elapsed` each) in all.
+    Returns ((drift, run_sum, run_count, run_time, run_sigma), alarm, slower, level, pending):
+    level is the mean ratio over the alarming run; pending, that some worker is half-way to
+    an alarm (decisions wait for it: it is probably changing speed too).
     """
     sigma = _run_noise(state, sigma)
     k = jnp.maximum(0.5 * jnp.log1p(jump), CUSUM_NOISE * sigma)[:, None]
@@ -320,7 +350,8 @@ def _detect_change(
     live = drift > 0
     run_sum = jnp.where(on, jnp.where(live, state.run_sum + signed, 0.0), state.run_sum)
     run_count = jnp.where(on, jnp.where(live, state.run_count + 1.0, 0.0), state.run_count)
-    alarm = drift >= h
+    run_time = jnp.where(on, jnp.where(live, state.run_time + elapsed, 0.0), state.run_time)
+    alarm = (drift >= h) & (run_time >= persist)
     fired = alarm.any(axis=1)
     slower = alarm[:, 0]
     side = jnp.where(slower, 0, 1)
@@ -328,7 +359,7 @@ def _detect_change(
     mean_log = run_sum[rows, side] / jnp.maximum(run_count[rows, side], 1.0)
     level = jnp.exp(jnp.where(slower, mean_log, -mean_log))
     clear = fired[:, None]
-    detector = tuple(jnp.where(clear, 0.0, a) for a in (drift, run_sum, run_count))
+    detector = tuple(jnp.where(clear, 0.0, a) for a in (drift, run_sum, run_count, run_time))
     live = jnp.any(detector[0] > 0, axis=1) & (state.noise.var_weight >= MATURE)
     detector += (jnp.where(live, sigma, 0.0),)
     # A worker half-way to an alarm is probably changing speed too: decisions wait for it.

@@ -37,6 +37,7 @@ def proportional(
     jump: float = 0.25,
     confirm: int = 3,
     cliff_hold: int = 100,
+    persist: float = tracking.DEFAULT_PERSIST,
 ) -> Controller:
     """OmniLearn's P controller.
 
@@ -48,13 +49,11 @@ def proportional(
       of `cliff_window` steps after its batch grew, is this fraction below what it was (0
       disables); cliff_hold: steps such a cap lasts before the worker may grow again (doubled
       each time the same cliff is found again). jump, confirm: a per-sample time beyond `jump`
-      of the estimate is held back, unless `confirm` in a row on one side (a speed change).
+      of the estimate is held back, unless `confirm` in a row on one side (a speed change)
+      over steps that took `persist` seconds in all (host noise comes in bursts shorter than
+      that; tracking.DEFAULT_PERSIST).
     """
-    settings = tracking.validate(
-        tracking.Settings(
-            deadband, smoothing, every, cliff_drop, cliff_window, jump, confirm, cliff_hold
-        )
-    )
+    settings = tracking.settings_from(locals())
 
     def init(num_workers: int, global_batch: int) -> ProportionalState:
         lo, hi = resolve_bounds(num_workers, global_batch, b_min, b_max)

@@ -16,6 +16,14 @@ from controllers.base import Observation, is_concrete
 # Moves smaller than half a sample cannot change a rounded allocation; treating them as zero
 # keeps small-batch workers (where one sample is many percent) from tripping the dead-band.
 HALF_SAMPLE = 0.5
+# A speed change must last this many seconds, as well as `confirm` samples, before it is
+# believed. Host noise comes in bursts on the scheduler's time scale: on the shared 2-core
+# machine one process of two ran 3-5x slower than the other for 3-5 steps of 1-2 ms, and
+# confirmed in 3 samples that moved the split of identical devices to [13]*4 + [3]*4, where
+# it stayed (times that do not follow the rows never pull it back). A CFS quota period is
+# 100 ms. Steps of 30 ms or more confirm in `confirm` samples as before; the virtual
+# clock's steps (seconds) never wait on it.
+DEFAULT_PERSIST = 0.1
 
 
 class Settings(NamedTuple):
@@ -29,6 +37,7 @@ class Settings(NamedTuple):
     jump: Any
     confirm: int
     cliff_hold: int = 100
+    persist: Any = DEFAULT_PERSIST
 
 
 class Tracker(NamedTuple):
@@ -39,7 +48,9 @@ class Tracker(NamedTuple):
     cliff: cliff.Watch  # memory-cliff evidence and caps (its `hi`: upper bounds)
     suspect: jax.Array  # int32: consecutive samples beyond `jump` (+ above, - below)
     suspect_sum: jax.Array  # sum of those samples
+    suspect_time: jax.Array  # seconds those samples' steps took (the longest worker's time)
     tick: jax.Array  # int32 scalar: steps since the last decision
+    seen_time: jax.Array  # float scalar: seconds the measured steps took (up to `persist`)
     noise: noise.Noise  # timing noise of each worker's estimate
 
 
@@ -62,6 +73,7 @@ def validate(settings: Settings) -> Settings:
     if int(s.every) != s.every or s.every < 0:
         raise ValueError(f"every must be an int >= 0 (0 = once per epoch), got {s.every!r}")
     _require(s.jump, lambda v: v >= 0, "jump must be >= 0 (0 disables)")
+    _require(s.persist, lambda v: v >= 0, "persist must be >= 0 seconds (0: `confirm` alone)")
     for name in ("cliff_window", "confirm", "cliff_hold"):
         value = getattr(s, name)
         if int(value) != value or value < 1:
@@ -72,6 +84,11 @@ def validate(settings: Settings) -> Settings:
         confirm=int(s.confirm),
         cliff_hold=int(s.cliff_hold),
     )
+
+
+def settings_from(arguments: dict[str, Any]) -> Settings:
+    """The checked Settings named in a policy's keyword `arguments` (its `locals()`)."""
+    return validate(Settings(**{name: arguments[name] for name in Settings._fields}))
 
 
 def _require(value: Any, ok: Any, message: str) -> None:
@@ -89,7 +106,9 @@ def init_tracker(hi: jax.Array, s: Settings) -> Tracker:
         cliff=cliff.init_watch(hi, s.cliff_window),
         suspect=zeros_i,
         suspect_sum=zeros_f,
+        suspect_time=zeros_f,
         tick=jnp.zeros((), jnp.int32),
+        seen_time=jnp.zeros((), jnp.float32),
         noise=noise.init(w),
     )
 
@@ -111,7 +130,10 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
     # Smooth per-sample time, not t_k: it survives batch changes under a near-linear cost, so
     # no restart (and no decision on one noisy sample) after each adjustment. The weight gives
     # the bias correction, so the first measurement is taken at face value.
-    ewma_sum, ewma_weight, suspect, suspect_sum, noise_now = _fold(tr, sample, valid, s)
+    elapsed = jnp.max(jnp.where(valid, t, 0.0))  # how long the step took
+    ewma_sum, ewma_weight, suspect, suspect_sum, suspect_time, noise_now = _fold(
+        tr, sample, valid, elapsed, s
+    )
     # Memory cliff: judged on the window since the size changed (the EWMA lags), by median.
     watch = cliff.observe(
         tr.cliff,
@@ -151,6 +173,10 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
     # while a worker that grew looks slower, until the cliff verdict; and until every busy
     # worker's noise is known (its first sample is not taken at face value).
     ready = jnp.all(noise.known(noise_now) | ~known | (b == 0))
+    # Nor before the measurements span `persist` seconds: a first difference is a speed
+    # difference only once it has lasted as long as a speed change must.
+    seen_time = jnp.minimum(tr.seen_time + elapsed, s.persist)
+    ready = ready & (seen_time >= s.persist)
     due = due & jnp.all(suspect == 0) & ~jnp.any(watch.alarm) & ready
     adjust = (due & beyond & jnp.any(known)) | jnp.any(watch.found)
     tracker = tr._replace(
@@ -159,20 +185,23 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
         cliff=watch.watch,
         suspect=suspect,
         suspect_sum=suspect_sum,
+        suspect_time=suspect_time,
         tick=tick,
+        seen_time=seen_time,
         noise=noise_now,
     )
     return PStep(tracker, target, due, adjust, significant, rates, watch.watch.hi)
 
 
 def _fold(
-    tr: Tracker, sample: jax.Array, valid: jax.Array, s: Settings
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, noise.Noise]:
+    tr: Tracker, sample: jax.Array, valid: jax.Array, elapsed: jax.Array, s: Settings
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, noise.Noise]:
     """Folds the samples into the EWMA, holding back outliers, and detects speed changes.
 
     A sample more than `jump` (relative; wider for a noisy worker, see noise.py) from the
     estimate is held back (a first execution, a spike) unless `confirm` in a row lie on the
-    same side and agree: a speed change, not noise. The worker's EWMA then restarts at their
+    same side and agree, over steps that took `persist` seconds (`elapsed` each) in all: a
+    speed change, not noise. The worker's EWMA then restarts at their
     mean. Agree: an outlier nearer the old estimate than the run's mean so far, and beyond
     the band squared of that mean, starts a new run. Without that, a noisy neighbour's 8.8x
     spike, a normal step read at 1.29x (10 % noise) and a 4.9x spike confirmed a change to
@@ -204,7 +233,8 @@ def _fold(
         tr.noise, ratio, measured, fold, run_starts(prior, up, down), band, s.smoothing
     )
     suspect, suspect_sum = streak(prior, tr.suspect_sum, up, down, valid, sample)
-    restart = jnp.abs(suspect) >= s.confirm
+    _, suspect_time = streak(prior, tr.suspect_time, up, down, valid, elapsed)
+    restart = (jnp.abs(suspect) >= s.confirm) & (suspect_time >= s.persist)
     # Weight as if the run's samples were the only ones ever seen.
     fresh_weight = 1.0 - (1.0 - s.smoothing) ** s.confirm
     fresh_mean = suspect_sum / jnp.maximum(jnp.abs(suspect), 1)
@@ -212,8 +242,9 @@ def _fold(
     ewma_weight = jnp.where(restart, fresh_weight, ewma_weight)
     suspect = jnp.where(restart, 0, suspect)
     suspect_sum = jnp.where(restart, 0.0, suspect_sum)
+    suspect_time = jnp.where(restart, 0.0, suspect_time)
     noisy = noise.restart(noisy, restart, s.smoothing, s.confirm)
-    return ewma_sum, ewma_weight, suspect, suspect_sum, noisy
+    return ewma_sum, ewma_weight, suspect, suspect_sum, suspect_time, noisy
 
 
 def _estimate(tr: Tracker) -> jax.Array:

@@ -86,7 +86,9 @@ def _excursion(name, spikes, at, noise=0.0, seed=0):
 @pytest.mark.parametrize("name", POLICIES)
 def test_one_spike_inside_the_guard_moves_nothing_on_a_quiet_plant(name):
     clean = _run(name)
-    assert clean[3:].tolist() == [96] * (STEPS - 3)  # settled at the bound by step 3
+    # Settled at the bound by step 4: the first decision waits until the steps span
+    # `persist` (0.1 s: four steps of 25.6 ms; by step 3 before it).
+    assert clean[:4].tolist() == [64] * 4 and clean[4:].tolist() == [96] * (STEPS - 4)
     for at in (5, 10, 20):
         assert _excursion(name, ONE, at) == (0, 0)
 
