@@ -181,3 +181,22 @@ def test_no_first_execution_is_timed_in_a_wall_clock_step(tmp_path):
     assert len(programs) == 4 * len(trainer.layout.buckets)
     assert min(p.runs for p in programs.values()) >= 1
     assert trainer.engine.steps.first_runs_in_steps == 0
+
+
+def test_devices_sharing_the_cores_of_a_process_are_timed_together(tmp_path):
+    """XLA:CPU's devices share the process's cores: without an injected wait, each busy
+    device of a wall-clock step is given the process's time (its longest device's), not its
+    own, which measures the launch order and the siblings beside it (engine/timing.py,
+    `shares_cores`). Idle devices stay at 0."""
+    config = wall_config((1.0, 1.0, 1.0, 1.0), 0.0)
+    config.hetero.name = "uniform"
+    config.controller.name = "static"
+    config.controller.sizes = (0, 8, 16, 40)
+    config.train.num_steps = config.train.eval_every = 3
+    train_and_evaluate(config, str(tmp_path))
+    records = [r for r in read_metrics(str(tmp_path)) if "loss" in r]
+    assert len(records) == 3
+    for r in records:
+        times = np.array(r["worker_times"])
+        assert times[0] == 0.0 and times[1] > 0, times
+        assert (times[1:] == times[1]).all(), times

@@ -120,6 +120,8 @@ class WallTimer(Timer):
         jax.block_until_ready([(b.x, b.y, b.mask) for b in batch])
         start = time.perf_counter()
         stacked, device_times = steps.run_local(params_of(state), batch, timed=True)
+        if self.inject <= 0 and shares_cores(steps.devices):
+            device_times = np.where(device_times > 0, np.max(device_times), 0.0)
         if jax.process_count() > 1:  # every process must see every worker's time, and
             # process 0's split rules the step: both travel in the step's one all-reduce
             state, metrics, every = steps.finish_timed(state, stacked, device_times, sizes)
@@ -135,6 +137,22 @@ class WallTimer(Timer):
         comm = max(wall - float(times.max()), 0.0)  # reduce + update + host overhead
         record = self.clock.step(times, comm, batch_sizes=sizes)
         return state, metrics, record
+
+
+def shares_cores(devices) -> bool:
+    """Whether these devices (one process's) compute on the same processor cores, so that each
+    busy one is timed at the longest one's time (`WallTimer.train_step`).
+
+    XLA:CPU's devices are the process's threads on the host's cores: a device's own time,
+    from its launch until its sums are ready, measures which siblings ran beside it (on the
+    2-core machine the first device launched of four equal ones took 0.3-0.8 ms where the
+    last took 0.1-0.2), not its rows, and a throughput controller reads that as a slow
+    device and moves the rows of identical devices (tests/test_multiprocess.py). The
+    process's time, until its last device is ready, is what its rows cost together; rows
+    move between processes, not between its devices. A GPU or TPU device is a processor of
+    its own and keeps its own time; so does a device with an injected wait (hetero.inject),
+    whose time is the wait it emulates."""
+    return len(devices) > 1 and all(d.platform == "cpu" for d in devices)
 
 
 def calibrate_per_sample_cost(steps, make_batch, state, rows: int, repeats: int = 5) -> float:
