@@ -4,6 +4,7 @@ in repeated runs, beside what the virtual clock predicts for the same cluster.
     python -m benchmarks.hetero_wall [--levels 2,4,8] [--injects 0.003,0.02]
         [--controllers proportional,pi,predictive] [--reps 3] [--steps 60] [--fresh]
         [--json docs/benchmarks/hetero_wall.json] [--md hetero_wall.md] [--dry_run]
+        [--set controller.persist=0 ...]
 
 The paper's BSP job (configs/paper_bsp.py, runlocal, CNN on digits, 4 workers on 4 devices,
 B = 128, bounds 16..96) runs on the wall clock at each heterogeneity level and injected
@@ -16,12 +17,15 @@ For each cell: the median and the worst of controller / static wall time per mod
 median reduction against the reduction the virtual clock predicts for the same profile (a
 linear cost of `inject` seconds a sample at speed 1, the same bounds and controller), the
 highest 1-minute load average seen, and the goals' verdicts (benchmarks/wall_acceptance.py).
+`--set KEY=VALUE` (repeatable) overrides a config value in every job, wall and virtual (for
+example a controller setting, to compare two values in two runs of the benchmark).
 Run it on a quiet machine: every other process's load lands in the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import subprocess
@@ -36,6 +40,7 @@ from benchmarks import wall_acceptance as wa
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARK = "hetero_wall run: "  # the line a `--one` process prints its result on
+SETTINGS: dict[str, object] = {}  # --set: flattened config keys -> values, for every job
 
 
 def job(level: int, controller: str, clock: str, steps: int, inject: float):
@@ -55,6 +60,7 @@ def job(level: int, controller: str, clock: str, steps: int, inject: float):
         c.cost.linear = True
         c.cost.per_sample_cost = inject
         c.cost.fixed_cost = 0.0
+    c.update_from_flattened_dict(SETTINGS)
     return c
 
 
@@ -132,6 +138,7 @@ def run_fresh(run: dict, steps: int, cpu_devices: int) -> dict:
     cmd += [f"--levels={run['level']}", f"--injects={run['inject']!r}"]
     cmd += [f"--controllers={run['controller']}", f"--steps={steps}"]
     cmd += [f"--cpu_devices={cpu_devices}"]
+    cmd += [f"--set={key}={value!r}" for key, value in SETTINGS.items()]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
     if proc.returncode != 0 or not lines:
@@ -195,6 +202,7 @@ def acceptance(args: argparse.Namespace) -> dict:
         "steps": args.steps,
         "reps": args.reps,
         "modes": list(modes),
+        "settings": dict(SETTINGS),
         "estimate_seconds": estimate,
         "predicted": [
             {"level": k[0], "inject": k[1], "controller": k[2], "reduction": v}
@@ -223,7 +231,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--one", action="store_true", help="one wall run; prints one line")
     parser.add_argument("--dry_run", action="store_true", help="print the estimate and stop")
     parser.add_argument("--cpu_devices", type=int, default=8)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config value for every job, e.g. controller.persist=0")  # fmt: skip
     args = parser.parse_args(argv)
+    try:
+        args.settings = {k: _value(v) for k, v in (item.split("=", 1) for item in args.set)}
+    except ValueError:
+        parser.error(f"--set takes KEY=VALUE, got {args.set!r}")
     args.levels = [int(v) for v in args.levels.split(",")]
     args.injects = [float(v) for v in args.injects.split(",")]
     args.controllers = [v for v in args.controllers.split(",") if v]
@@ -234,8 +248,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def _value(text: str):
+    """A --set value: a Python literal (0, 0.1, True, 'a') or else the text itself."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
+    SETTINGS.update(args.settings)
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)
     if args.one:
         run = {"level": args.levels[0], "inject": args.injects[0]}

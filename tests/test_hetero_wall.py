@@ -117,3 +117,26 @@ def test_seconds_the_injected_wait_does_not_explain_and_both_predictions():
     assert row["delivered"] == pytest.approx(0.6) and row["delivered_ok"] is False
     assert row["predicted_compute"] == 0.4 and row["delivered_compute"] == pytest.approx(0.75)
     assert "| 30.0% | 50.0% | 60.0% | 40.0% | 75.0% |" in wa.markdown([row])
+
+
+def test_set_overrides_every_job_and_travels_to_fresh_runs(monkeypatch):
+    from benchmarks import hetero_wall as hw
+
+    args = hw.parse_args(["--set", "controller.persist=0", "--set=controller.confirm=4"])
+    assert args.settings == {"controller.persist": 0, "controller.confirm": 4}
+    monkeypatch.setattr(hw, "SETTINGS", dict(args.settings))
+    for clock in ("wall", "virtual"):
+        c = hw.job(4, "proportional", clock, 10, 0.003)
+        assert (c.controller.persist, c.controller.confirm) == (0.0, 4)
+    seen = []
+
+    def fake_run(cmd, **kwargs):
+        seen.extend(cmd)
+        raise SystemExit  # the command is all this test wants
+
+    monkeypatch.setattr(hw.subprocess, "run", fake_run)
+    with pytest.raises(SystemExit):
+        hw.run_fresh({"level": 4, "inject": 0.003, "controller": "pi"}, 10, 8)
+    assert "--set=controller.persist=0" in seen and "--set=controller.confirm=4" in seen
+    with pytest.raises(SystemExit):
+        hw.parse_args(["--set", "controller.persist"])
