@@ -21,8 +21,8 @@ HALF_SAMPLE = 0.5
 # machine one process of two ran 3-5x slower than the other for 3-5 steps of 1-2 ms, and
 # confirmed in 3 samples that moved the split of identical devices to [13]*4 + [3]*4, where
 # it stayed (times that do not follow the rows never pull it back). A CFS quota period is
-# 100 ms. Steps of 30 ms or more confirm in `confirm` samples as before; the virtual
-# clock's steps (seconds) never wait on it.
+# 100 ms. Steps of 33 ms or more confirm in `confirm` samples as before; the first decision
+# waits until the steps span it too (one or two steps where they take 0.05-0.1 s).
 DEFAULT_PERSIST = 0.1
 
 
@@ -73,7 +73,7 @@ def validate(settings: Settings) -> Settings:
     if int(s.every) != s.every or s.every < 0:
         raise ValueError(f"every must be an int >= 0 (0 = once per epoch), got {s.every!r}")
     _require(s.jump, lambda v: v >= 0, "jump must be >= 0 (0 disables)")
-    _require(s.persist, lambda v: v >= 0, "persist must be >= 0 seconds (0: `confirm` alone)")
+    _require(s.persist, lambda v: v >= 0, "persist must be >= 0 seconds (0: confirm alone)")
     for name in ("cliff_window", "confirm", "cliff_hold"):
         value = getattr(s, name)
         if int(value) != value or value < 1:

@@ -10,6 +10,9 @@ feeds them unchanged whatever the controller decides (as the per-device runs aft
 showed: 4 and 12 rows both took 0.1-0.7 ms).
 """
 
+import functools
+
+import jax
 import numpy as np
 import pytest
 
@@ -30,17 +33,24 @@ FIRST_APART = [(1.79, 0.86)] + [(p0, p0) for p0, _ in RECORDED[1:]]
 WORKERS, BATCH = 8, 64
 
 
-def replay(name: str, pairs) -> np.ndarray:
-    """The splits a controller (the smoke config's settings) picks, step by step."""
+@functools.cache
+def policy(name: str):
+    """(init, jitted update) of a controller with the smoke config's settings."""
     config = smoke.get_config()
     config.controller.name = name
     ctrl = controllers.make_from_config(config.controller)
-    state = ctrl.init(WORKERS, BATCH)
+    return ctrl.init, jax.jit(ctrl.update)
+
+
+def replay(name: str, pairs) -> np.ndarray:
+    """The splits a controller (the smoke config's settings) picks, step by step."""
+    init, update = policy(name)
+    state = init(WORKERS, BATCH)
     sizes, splits = np.full(WORKERS, BATCH // WORKERS), []
     for step, pair in enumerate(pairs):  # (process 0, process 1) ms, or a time a worker
         times = np.repeat(np.array(pair) * 1e-3, WORKERS // len(pair))
         obs = controllers.Observation.make(step, sizes, times, global_batch=BATCH)
-        new, state = ctrl.update(state, obs)
+        new, state = update(state, obs)
         sizes = np.asarray(new)
         splits.append(sizes)
     return np.array(splits)
@@ -105,13 +115,11 @@ def test_a_repeated_first_reading_does_not_pass_for_a_quiet_worker(name):
     """Before controllers/noise.py: [4]*4 + [12]*4 from step 0. With the noise gate but no
     floor under a worker's noise (the median worker's): [6, 6, 6, 5, 11, 10, 10, 10] from
     step 4, as that live run did."""
-    config = smoke.get_config()
-    config.controller.name = name
-    ctrl = controllers.make_from_config(config.controller)
-    state, sizes = ctrl.init(WORKERS, BATCH), np.full(WORKERS, BATCH // WORKERS)
+    init, update = policy(name)
+    state, sizes = init(WORKERS, BATCH), np.full(WORKERS, BATCH // WORKERS)
     for step, times in enumerate(LIVE_START):
         obs = controllers.Observation.make(step, sizes, np.array(times) * 1e-3, global_batch=BATCH)
-        new, state = ctrl.update(state, obs)
+        new, state = update(state, obs)
         sizes = np.asarray(new)
         assert (sizes == BATCH // WORKERS).all(), (step, sizes.tolist())
 
