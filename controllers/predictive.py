@@ -177,11 +177,7 @@ def predictive(
         settled = state.settled + valid.astype(jnp.int32)
         # Nothing is decided before every busy worker's noise is known (noise.py), nor before
         # the measurements span `persist` seconds (a difference must last, as a change must).
-        seen_time = jnp.minimum(
-            state.seen_time
-            + jnp.max(jnp.where(valid & jnp.isfinite(obs.worker_times), obs.worker_times, 0.0)),
-            persist,
-        )
+        seen_time = jnp.minimum(state.seen_time + _elapsed(obs), persist)
         ready = jnp.all(noise.known(noisy) | (b == 0)) & (seen_time >= persist)
         due = (jnp.all((settled >= settle) | (b == 0)) | jnp.any(restart)) & ~pending & ready
         # The gain must also beat the noise of the estimates it rests on: one standard error of
@@ -235,7 +231,6 @@ def _measure(
     rows = jnp.arange(w)
     at = jnp.clip(b, 0, n - 1)
     valid = (b > 0) & (t > 0) & jnp.isfinite(t)
-    elapsed = jnp.max(jnp.where(valid, t, 0.0))  # how long the step took
     old, seen = state.mean[rows, at], state.count[rows, at]
     known = valid & (seen > 0)
     # A size measured lately (weight >= 1) judges a measurement against its own mean; a new (or
@@ -263,7 +258,7 @@ def _measure(
         jump,
         sigma,
         confirm,
-        elapsed,
+        _elapsed(obs),
         persist,
     )
     # Confirmed at a known size: a speed change, which rescales the worker's whole curve and
@@ -313,6 +308,12 @@ def _measure(
     suspect, _ = streak(state.suspect, jnp.zeros(w), up, down, valid, t)
     suspect = jnp.where(restart, 0, suspect)
     return mean, count, age, strikes, detector, restart, pending, suspect, noisy
+
+
+def _elapsed(obs: Observation) -> jax.Array:
+    """How long the step took: its longest measured worker's time."""
+    t = obs.worker_times
+    return jnp.max(jnp.where((obs.batch_sizes > 0) & (t > 0) & jnp.isfinite(t), t, 0.0))
 
 
 def _detect_change(
