@@ -403,7 +403,8 @@ def test_children_die_with_a_killed_launcher(tmp_path):
     "([6]*4 + [10]*4). Static runs show such a bias, either way, in every run (median "
     "process 0 / process 1 from 0.92 to 1.08 in 6 runs of 300 steps, pinned or not): it "
     "lasts the run, so no persistence test rejects it, and times that do not follow the "
-    "rows never undo the move. Replays: tests/test_identical_devices.py",
+    "rows never undo the move. Replays: tests/test_identical_devices.py; "
+    "measured: docs/results/identical_split.md",
 )
 def test_wall_clock_split_stays_uniform_on_identical_devices_in_two_processes(tmp_path):
     """Issue 26: 8 identical CPU devices, 4 a process, measured on the wall clock with the
