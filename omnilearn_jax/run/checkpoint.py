@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import jax
 import orbax.checkpoint as ocp
 
 
@@ -53,14 +54,48 @@ class Checkpointer:
         self.manager.wait_until_finished()
 
     def restore(self, step: int, like: Any) -> tuple[Any, dict[str, Any]]:
-        """Restores step `step` into the structure, dtypes and shardings of `like`."""
-        out = self.manager.restore(
-            step,
-            args=ocp.args.Composite(
-                arrays=ocp.args.StandardRestore(like), meta=ocp.args.JsonRestore()
-            ),
-        )
+        """Restores step `step` into the structure, dtypes and shardings of `like`.
+
+        A checkpoint whose arrays are not `like`'s (written by another version of the code,
+        whose controller state had other fields) is a ValueError naming the arrays that
+        differ; orbax's own report of it failed with an unrelated message."""
+        try:
+            out = self.manager.restore(
+                step,
+                args=ocp.args.Composite(
+                    arrays=ocp.args.StandardRestore(like), meta=ocp.args.JsonRestore()
+                ),
+            )
+        except Exception as err:
+            mismatch = self._mismatch(step, like)
+            if mismatch:
+                raise ValueError(mismatch) from err
+            raise
         return out["arrays"], out["meta"]
+
+    def _mismatch(self, step: int, like: Any) -> str:
+        """What differs between the arrays saved at `step` and `like` ('' if nothing does,
+        or the saved structure cannot be read)."""
+        try:
+            reader = ocp.CheckpointManager(
+                self.directory,
+                options=ocp.CheckpointManagerOptions(read_only=True),
+                item_handlers={"arrays": ocp.StandardCheckpointHandler()},
+            )
+            saved = _paths(reader.item_metadata(step)["arrays"])
+        except Exception:  # noqa: BLE001 - only a better message is at stake
+            return ""
+        expected = _paths(like)
+        if saved == expected:
+            return ""
+        extra = ", ".join(sorted(saved - expected)[:6]) or "none"
+        missing = ", ".join(sorted(expected - saved)[:6]) or "none"
+        return (
+            f"{self.directory} step {step} holds arrays this code's state does not match "
+            f"(a checkpoint of another version?): saved only there: {extra}; expected but "
+            f"not saved: {missing}. Use a new workdir, or --config.train.resume=False to "
+            "start afresh there"
+        )
 
     def restore_meta(self, step: int) -> dict[str, Any]:
         """Only the JSON part (what the arrays' structure depends on, in async runs)."""
@@ -70,3 +105,20 @@ class Checkpointer:
     def close(self) -> None:
         if self._manager is not None:
             self._manager.close()
+
+
+def _paths(tree: Any) -> set[str]:
+    """The leaves' paths of a tree of arrays (or of orbax's metadata of one), as 'a/b/c'."""
+    tree = getattr(tree, "tree", tree)  # orbax's tree metadata wraps the tree
+    flat = jax.tree_util.tree_flatten_with_path(
+        tree, is_leaf=lambda x: not isinstance(x, (dict, list, tuple))
+    )[0]
+    # An empty node (optax's EmptyState) has no leaf in `like`, a None placeholder in orbax's.
+    return {"/".join(_name(k) for k in path) for path, leaf in flat if leaf is not None}
+
+
+def _name(key: Any) -> str:
+    for attr in ("key", "name", "idx"):
+        if hasattr(key, attr):
+            return str(getattr(key, attr))
+    return str(key)
