@@ -41,7 +41,7 @@ from controllers.base import PAPER_BOUND, Controller, Observation, is_concrete, 
 from controllers.oracle import solve_min_max
 from controllers.registry import register
 from controllers.time_curve import predict
-from controllers.tracking import DEFAULT_PERSIST, run_starts, streak
+from controllers.tracking import DEFAULT_PERSIST, persisted, run_starts, step_seconds, streak
 
 # The speed-change detector's drift is at least this many noise standard deviations.
 CUSUM_NOISE = 1.5
@@ -177,8 +177,8 @@ def predictive(
         settled = state.settled + valid.astype(jnp.int32)
         # Nothing is decided before every busy worker's noise is known (noise.py), nor before
         # the measurements span `persist` seconds (a difference must last, as a change must).
-        seen_time = jnp.minimum(state.seen_time + _elapsed(obs), persist)
-        ready = jnp.all(noise.known(noisy) | (b == 0)) & (seen_time >= persist)
+        seen_time, lasted = persisted(state.seen_time, obs, persist)
+        ready = jnp.all(noise.known(noisy) | (b == 0)) & lasted
         due = (jnp.all((settled >= settle) | (b == 0)) | jnp.any(restart)) & ~pending & ready
         # The gain must also beat the noise of the estimates it rests on: one standard error of
         # the difference of two means of a busy worker's samples at its size (the largest).
@@ -223,8 +223,7 @@ def _measure(
     """Folds this step's times into the table and the noise estimate; lifts stale cliffs.
 
     Returns (mean, count, age, strikes, (drift, run_sum, run_count, run_time, run_sigma),
-    restart,
-    pending, suspect, noise).
+    restart, pending, suspect, noise).
     """
     b, t = obs.batch_sizes, obs.worker_times
     w, n = state.mean.shape
@@ -258,7 +257,7 @@ def _measure(
         jump,
         sigma,
         confirm,
-        _elapsed(obs),
+        step_seconds(obs),
         persist,
     )
     # Confirmed at a known size: a speed change, which rescales the worker's whole curve and
@@ -308,12 +307,6 @@ def _measure(
     suspect, _ = streak(state.suspect, jnp.zeros(w), up, down, valid, t)
     suspect = jnp.where(restart, 0, suspect)
     return mean, count, age, strikes, detector, restart, pending, suspect, noisy
-
-
-def _elapsed(obs: Observation) -> jax.Array:
-    """How long the step took: its longest measured worker's time."""
-    t = obs.worker_times
-    return jnp.max(jnp.where((obs.batch_sizes > 0) & (t > 0) & jnp.isfinite(t), t, 0.0))
 
 
 def _detect_change(

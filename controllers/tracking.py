@@ -91,6 +91,18 @@ def settings_from(arguments: dict[str, Any]) -> Settings:
     return validate(Settings(**{name: arguments[name] for name in Settings._fields}))
 
 
+def step_seconds(obs: Observation) -> jax.Array:
+    """How long the step took: its longest measured worker's time (0 if none was measured)."""
+    b, t = obs.batch_sizes, obs.worker_times
+    return jnp.max(jnp.where((b > 0) & (t > 0) & jnp.isfinite(t), t, 0.0))
+
+
+def persisted(seen_time: jax.Array, obs: Observation, persist: Any) -> tuple[jax.Array, jax.Array]:
+    """(seconds the measured steps have taken, capped at `persist`; whether they reach it)."""
+    seen_time = jnp.minimum(seen_time + step_seconds(obs), persist)
+    return seen_time, seen_time >= persist
+
+
 def _require(value: Any, ok: Any, message: str) -> None:
     if is_concrete(value) and not ok(float(value)):
         raise ValueError(f"{message}, got {value!r}")
@@ -130,9 +142,8 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
     # Smooth per-sample time, not t_k: it survives batch changes under a near-linear cost, so
     # no restart (and no decision on one noisy sample) after each adjustment. The weight gives
     # the bias correction, so the first measurement is taken at face value.
-    elapsed = jnp.max(jnp.where(valid, t, 0.0))  # how long the step took
     ewma_sum, ewma_weight, suspect, suspect_sum, suspect_time, noise_now = _fold(
-        tr, sample, valid, elapsed, s
+        tr, sample, valid, step_seconds(obs), s
     )
     # Memory cliff: judged on the window since the size changed (the EWMA lags), by median.
     watch = cliff.observe(
@@ -175,8 +186,8 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
     ready = jnp.all(noise.known(noise_now) | ~known | (b == 0))
     # Nor before the measurements span `persist` seconds: a first difference is a speed
     # difference only once it has lasted as long as a speed change must.
-    seen_time = jnp.minimum(tr.seen_time + elapsed, s.persist)
-    ready = ready & (seen_time >= s.persist)
+    seen_time, lasted = persisted(tr.seen_time, obs, s.persist)
+    ready = ready & lasted
     due = due & jnp.all(suspect == 0) & ~jnp.any(watch.alarm) & ready
     adjust = (due & beyond & jnp.any(known)) | jnp.any(watch.found)
     tracker = tr._replace(
