@@ -4,10 +4,12 @@
     python -m benchmarks.report --only collective_cost   # the same, as a BENCHMARKS.md section
 
 Two processes of one CPU device each (jax.distributed on this machine, XLA's Gloo
-collectives over loopback TCP) run one jitted `psum` of `size` float32 over and over, as a
-multi-process BSP step's finish does once a step (engine/step.py, `finish_timed`). Printed per
-placement and size: the wall time of a call and the CPU time each process spends on it, both
-in ms, and the ratio to the same size unpinned, side by side in one run. Placements:
+collectives over loopback TCP) run one jitted `psum` of `size` float32 over and over, and then
+the engine's own cross-device sum (engine/step.py, `_all_summed`: an all-gather added up in
+device order up to `GATHER_BYTES`, a psum above), as a multi-process BSP step's finish does
+once a step (`finish_timed`). Printed per placement and size: the wall time of a call of each
+and the CPU time each process spends in the psum, both in ms, the engine's sum over the psum,
+and the psum's ratio to the same size unpinned, side by side in one run. Placements:
 
 - `unpinned`: the kernel places the processes' threads on any core;
 - `pinned`: each process on a core of its own (`launch --cpus=0,1`, as experiments/real_hetero.py
@@ -36,16 +38,19 @@ _WORKER = """
 import json, os, resource, sys, time
 pid, port, size, calls = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 late = float(sys.argv[5]) if pid == 0 else 0.0  # process 0 arrives this late to each call
+engine = sys.argv[6] == "engine"  # the engine's sum (engine/step.py) rather than a psum
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 jax.config.update("jax_num_cpu_devices", 1)
 jax.distributed.initialize(f"127.0.0.1:{port}", 2, pid)
-mesh = Mesh(np.array(jax.devices()), ("d",))
-psum = jax.jit(jax.shard_map(lambda x: jax.lax.psum(x, "d"), mesh=mesh, in_specs=P("d"),
-                             out_specs=P()))
+from omnilearn_jax.engine import step
+mesh = Mesh(np.array(jax.devices()), (step.AXIS,))
+body = (lambda x: step._all_summed(x, 2)) if engine else (lambda x: jax.lax.psum(x, step.AXIS))
+psum = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(step.AXIS), out_specs=P(),
+                             check_vma=not engine))
 local = jax.device_put(np.ones((1, size), np.float32), jax.local_devices()[0])
-x = jax.make_array_from_single_device_arrays((2, size), NamedSharding(mesh, P("d")), [local])
+x = jax.make_array_from_single_device_arrays((2, size), NamedSharding(mesh, P(step.AXIS)), [local])
 for _ in range(20):
     psum(x).block_until_ready()
 def cpu():
@@ -57,10 +62,11 @@ for _ in range(calls):
         time.sleep(late)
     psum(x).block_until_ready()
 wall, used = time.perf_counter() - t0, cpu() - c0
-assert float(np.asarray(psum(x))[0, 0]) == 2.0
+assert float(np.asarray(psum(x).addressable_shards[0].data).ravel()[0]) == 2.0
 print(json.dumps({"wall_ms": 1e3 * wall / calls, "cpu_ms": 1e3 * used / calls}))
 """
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUOTAS = (1.0, 0.25)
 LATE = 0.02  # seconds process 0 arrives late to each call in the waiting row
 
@@ -72,10 +78,12 @@ def _free_port() -> int:
 
 
 def pair(
-    size: int, calls: int, cores=(None, None), groups=(None, None), late: float = 0.0
-) -> list[dict]:
-    """One run of the two processes, process 0 sleeping `late` seconds before each call
-    (process 1 then waits in it); each one's {wall_ms, cpu_ms} a call."""
+    size: int, calls: int, cores=(None, None), groups=(None, None), late: float = 0.0,
+    op: str = "psum",
+) -> list[dict]:  # fmt: skip
+    """One run of the two processes calling `op` ("psum", or "engine": the engine's sum),
+    process 0 sleeping `late` seconds before each call (process 1 then waits in it); each
+    one's {wall_ms, cpu_ms} a call."""
     port = str(_free_port())
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     procs = []
@@ -89,7 +97,9 @@ def pair(
 
         cmd = [sys.executable, "-c", _WORKER, str(pid), port, str(size), str(calls), str(late)]
         procs.append(
-            subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True, preexec_fn=enter)
+            subprocess.Popen(
+                [*cmd, op], env=env, stdout=subprocess.PIPE, text=True, preexec_fn=enter, cwd=ROOT
+            )
         )
     out = [p.communicate(timeout=600)[0] for p in procs]
     if any(p.returncode for p in procs):
@@ -108,8 +118,9 @@ def placements(quota: bool) -> list[tuple[str, tuple, bool]]:
 
 
 def measure(sizes=(1, 64, 4096, 65536), calls: int = 200) -> dict:
-    """Every placement and size, then the waiting row: {quotas (None where cgroups are not
-    writable), rows: [{placement, size, load, wall_ms, cpu_ms: [p0, p1]}]}."""
+    """Every placement and size, a psum then the engine's sum, then the waiting row: {quotas
+    (None where cgroups are not writable), rows: [{placement, size, load, wall_ms, cpu_ms:
+    [p0, p1] (the psum's), engine_ms}]}."""
     try:
         groups = cgroups.create(QUOTAS)
     except cgroups.CgroupError as e:
@@ -119,13 +130,17 @@ def measure(sizes=(1, 64, 4096, 65536), calls: int = 200) -> dict:
     try:
         for name, cores, quota in placements(groups is not None):
             for size in sizes:
-                each = pair(size, calls, cores, tuple(groups) if quota else (None, None))
+                placed = (cores, tuple(groups) if quota else (None, None))
+                each = pair(size, calls, *placed)
+                engine = pair(size, calls, *placed, op="engine")[0]["wall_ms"]
                 cpu = [e["cpu_ms"] for e in each]
                 rows.append({"placement": name, "size": size, "load": os.getloadavg()[0],
-                             "wall_ms": each[0]["wall_ms"], "cpu_ms": cpu})  # fmt: skip
+                             "wall_ms": each[0]["wall_ms"], "cpu_ms": cpu,
+                             "engine_ms": engine})  # fmt: skip
                 print(f"[collective_cost] {name:14s} size {size:6d}: {each[0]['wall_ms']:.2f} ms "
-                      f"a call, CPU {each[0]['cpu_ms']:.2f} / {each[1]['cpu_ms']:.2f} ms "
-                      f"(load {rows[-1]['load']:.2f})", flush=True)  # fmt: skip
+                      f"a call, CPU {each[0]['cpu_ms']:.2f} / {each[1]['cpu_ms']:.2f} ms; the "
+                      f"engine's sum {engine:.2f} ms (load {rows[-1]['load']:.2f})",
+                      flush=True)  # fmt: skip
     finally:
         if groups:
             cgroups.release(groups)
@@ -140,15 +155,19 @@ def measure(sizes=(1, 64, 4096, 65536), calls: int = 200) -> dict:
 
 
 def table(result: dict) -> str:
-    """The rows as markdown, each wall time also as a ratio to the same size unpinned."""
+    """The rows as markdown: the psum's wall time, the engine's sum's and their ratio, the
+    psum's CPU time, and its wall time as a ratio to the same size unpinned."""
     rows = result["rows"]
     base = {r["size"]: r["wall_ms"] for r in rows if r["placement"] == "unpinned"}
     lines = [
-        "| placement | floats | wall a call (ms) | CPU p0 / p1 (ms) | wall / unpinned |",
-        "|---|---|---|---|---|",
+        "| placement | floats | psum a call (ms) | engine's sum (ms) | engine / psum "
+        "| psum CPU p0 / p1 (ms) | psum / unpinned |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['placement']} | {r['size']} | {r['wall_ms']:.2f} | "
+        engine = r.get("engine_ms")
+        mine = "- | -" if engine is None else f"{engine:.2f} | {engine / r['wall_ms']:.2f}x"
+        lines.append(f"| {r['placement']} | {r['size']} | {r['wall_ms']:.2f} | {mine} | "
                      f"{r['cpu_ms'][0]:.2f} / {r['cpu_ms'][1]:.2f} | "
                      f"{r['wall_ms'] / base.get(r['size'], float('nan')):.2f}x |")  # fmt: skip
     return "\n".join(lines)

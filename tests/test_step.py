@@ -300,7 +300,7 @@ def test_a_flat_state_takes_the_same_steps_as_the_tree_bit_for_bit(digits, backe
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_finish_timed_gathers_every_devices_time_and_split_in_the_same_update(digits, backend):
     """The multi-process finish: the same update as `finish`, bit for bit, and each
-    device's time, in its own slot, on every device (one all-reduce, no all-gather). Where
+    device's time, in its own slot, on every device (one collective). Where
     one device computed another split, the state comes back not updated and the error
     names process 0's split (the mesh's first device's)."""
     from omnilearn_jax.engine.step import SplitDisagreement
@@ -328,6 +328,47 @@ def test_finish_timed_gathers_every_devices_time_and_split_in_the_same_update(di
     assert caught.value.split.tolist() == sizes.tolist()
     assert _max_diff(caught.value.state.params, params) == 0.0  # not updated
     assert int(caught.value.state.step) == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_small_sum_is_gathered_and_added_in_device_order_a_large_one_all_reduced(backend):
+    """`_all_summed`, the multi-process finish's one collective: up to GATHER_BYTES it is an
+    all-gather then adds in device order, so it equals numpy's sum in that order bit for bit
+    (float32, values that rounding tells apart); above, it is one psum."""
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from omnilearn_jax.engine import step as step_mod
+
+    devices = jax.devices()
+    d = len(devices)
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal((d, 257)) * 10.0 ** rng.integers(-6, 6, (d, 257))
+    values = values.astype(np.float32)
+    ordered = values[0].copy()
+    for row in values[1:]:
+        ordered = ordered + row
+    assert not np.array_equal(ordered, values[::-1].sum(axis=0, dtype=np.float32))
+    placement = Placement(backend, devices)
+
+    def run(x):
+        if backend == "pmap":
+            fn = jax.pmap(lambda v: step_mod._all_summed(v, d), step_mod.AXIS, devices=devices)
+            return np.asarray(fn(x))[0], jax.make_jaxpr(fn)(x)
+        fn = jax.jit(jax.shard_map(
+            lambda v: step_mod._all_summed(v[0], d), mesh=placement.mesh,
+            in_specs=P(step_mod.AXIS), out_specs=P(), check_vma=False,
+        ))  # fmt: skip
+        x = jax.device_put(x, NamedSharding(placement.mesh, P(step_mod.AXIS)))
+        return np.asarray(fn(x)), jax.make_jaxpr(fn)(x)
+
+    small, jaxpr = run(values)
+    assert "all_gather" in str(jaxpr) and "psum" not in str(jaxpr)
+    np.testing.assert_array_equal(small, ordered)
+    big = np.tile(values, (1, step_mod.GATHER_BYTES // (4 * 257 * d) + 1))
+    summed, jaxpr = run(big)
+    assert "psum" in str(jaxpr) and "all_gather" not in str(jaxpr)
+    np.testing.assert_allclose(summed[:257], ordered, rtol=1e-5, atol=1e-5)
 
 
 class _Result:

@@ -256,9 +256,11 @@ def _collective_cost(r: dict) -> str:
 
     quotas = "/".join(map(str, r["quotas"])) if r.get("quotas") else None
     return (
-        "Two processes of one CPU device each run one jitted `psum` over and over, as a "
-        "multi-process step's finish does once a step; wall time a call and each process's "
-        "CPU time a call (`getrusage`), measured (benchmarks/collective_cost.py; what it shows: "
+        "Two processes of one CPU device each run one jitted `psum` over and over, then the "
+        "engine's own sum (an all-gather added up in device order, `engine/step.py` "
+        "`_all_summed`), as a multi-process step's finish does once a step; wall time a call "
+        "and each process's CPU time a call in the psum (`getrusage`), measured "
+        "(benchmarks/collective_cost.py; what it shows: "
         "docs/cluster_quotas.md). `pinned`: a core each; `quota`: CPU quotas "
         + (f"{quotas} (`launch --cpu_quota`)" if quotas else "(not measured: no writable cgroups)")
         + "; the last row has process 0 arrive 20 ms late to each call, so process 1's CPU "
