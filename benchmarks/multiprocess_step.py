@@ -1,6 +1,7 @@
 """The same wall-clock job as one process of 2 devices and as 2 processes of 1 device each:
-each pinned to a core of its own (`--cpus=auto`), unpinned (the launcher's default), and
-unpinned under a CFS quota of one core each (needs a writable cgroup cpu controller).
+each pinned to a core of its own (the launcher's default, `--cpus=fit`) and unpinned
+(`--cpus=none`), each also under a CFS quota of one core each (needs a writable cgroup cpu
+controller).
 
     python -m benchmarks.multiprocess_step [--steps 100] [--reps 2] [--json PATH]
 
@@ -35,9 +36,13 @@ JOB = [
 ]
 VARIANTS = {
     "1 process x 2 devices": ("main", []),
-    "2 processes x 1 device, one core each (--cpus=auto)": ("launch", ["--cpus=auto"]),
-    "2 processes x 1 device, unpinned (the launcher's default)": ("launch", ["--cpus=none"]),
-    "2 processes x 1 device, a quota of one core each": (
+    "2 processes x 1 device, one core each (the launcher's default, --cpus=fit)": ("launch", []),
+    "2 processes x 1 device, unpinned (--cpus=none)": ("launch", ["--cpus=none"]),
+    "2 processes x 1 device, a quota of one core each, one core each (default)": (
+        "launch",
+        ["--cpu_quota=1,1"],
+    ),
+    "2 processes x 1 device, a quota of one core each, unpinned": (
         "launch",
         ["--cpus=none", "--cpu_quota=1,1"],
     ),

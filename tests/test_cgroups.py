@@ -227,17 +227,22 @@ def test_parse_cpus():
         cgroups.parse_cpus("0,a", 2, allowed={0, 1})
 
 
-def test_auto_deals_the_cores_out_and_none_pins_nothing():
+def test_auto_deals_the_cores_out_fit_only_a_core_a_process_and_none_pins_nothing():
     one = lambda *c: frozenset(c)  # noqa: E731
     assert cgroups.parse_cpus("auto", 2, allowed={0, 1}) == (one(0), one(1))
     assert cgroups.parse_cpus("auto", 2, allowed={2, 3, 5, 7, 8}) == (one(2, 3, 5), one(7, 8))
     assert cgroups.parse_cpus("auto", 4, allowed={0, 1}) == (one(0), one(1), one(0), one(1))
     assert cgroups.parse_cpus("auto", 1, allowed={0, 1}) == (one(0, 1),)
     assert cgroups.parse_cpus("none", 3, allowed={0, 1}) == ()
-    # auto is over the cores the launcher may use itself; the default pins nothing.
+    assert cgroups.parse_cpus("fit", 2, allowed={0, 1}) == (one(0), one(1))
+    assert cgroups.parse_cpus("fit", 2, allowed={2, 3, 5}) == (one(2, 3), one(5))
+    assert cgroups.parse_cpus("fit", 3, allowed={0, 1}) == ()  # fewer cores than processes
+    # auto and fit are over the cores the launcher may use itself; fit is the default.
     args, _ = launch.parse(["--num_processes=2", "--cpus=auto", "--", "--x"])
     assert args.cpus == cgroups.spread_cpus(2, os.sched_getaffinity(0))
-    assert launch.parse(["--num_processes=2", "--", "--x"])[0].cpus == ()
+    default = launch.parse(["--num_processes=2", "--", "--x"])[0].cpus
+    assert default == cgroups.parse_cpus("fit", 2)
+    assert launch.parse(["--num_processes=2", "--cpus=none", "--", "--x"])[0].cpus == ()
 
 
 # The launcher's wiring, with a stand-in for main.py: each child prints its pid, what its

@@ -241,7 +241,7 @@ def _multiprocess_step(r: dict) -> str:
         "`clock=wall`; each variant a fresh command, interleaved (benchmarks/"
         "multiprocess_step.py). Step = the median step from the run store (collectives "
         "included); loop = the loop's wall time a step (decisions and batches; "
-        "the split travels in the step's all-reduce). Ratios to one process (goal: step at "
+        "the split travels in the step's one collective). Ratios to one process (goal: step at "
         "most 1.5x, pinned or not).\n\n"
         + md_table(
             ["variant", "step (ms)", "step ratio", "loop (ms/step)", "loop ratio", "runs"], rows

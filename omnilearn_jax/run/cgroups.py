@@ -158,11 +158,13 @@ def parse_cpus(
 ) -> tuple[frozenset[int], ...]:
     """`--cpus=0,1` or `--cpus=0-1,2-3`: the cores of each process (an entry a core or a
     range), each among the cores this process may use; `auto` deals them out
-    (`spread_cpus`), `none` leaves every process free to run on any of them."""
+    (`spread_cpus`), `fit` (the launcher's default) deals them out where there is at least
+    one a process and pins nothing otherwise, `none` leaves every process free to run on
+    any of them."""
     allowed = os.sched_getaffinity(0) if allowed is None else allowed
-    if text.strip() == "none":
+    if text.strip() == "none" or (text.strip() == "fit" and num_processes > len(allowed)):
         return ()
-    if text.strip() == "auto":
+    if text.strip() in ("auto", "fit"):
         return spread_cpus(num_processes, allowed)
     entries = text.split(",")
     if len(entries) != num_processes:

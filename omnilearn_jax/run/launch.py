@@ -13,10 +13,13 @@ does.
 
 `--cpu_quota=1.0,0.25` puts each process in a cgroup with that share of a core (a real
 heterogeneous cluster on one Linux machine) and `--cpus=0,1` pins them to cores; see
-docs/cluster_quotas.md and `omnilearn_jax.run.cgroups`. `--cpus=auto` deals the usable
-cores out, each process its own where there are enough, as mpirun and SLURM bind ranks; by
-default (`--cpus=none`) the processes are not pinned, which measured faster on a 2-core
-machine (docs/multihost.md). By default a process is in its quota group before it execs;
+docs/cluster_quotas.md and `omnilearn_jax.run.cgroups`. By default (`--cpus=fit`) the
+usable cores are dealt out, each process a slice of its own, as mpirun and SLURM bind ranks,
+where there is at least one core a process (XLA sizes a process's threads from its cores, so
+two processes then never run more threads than the machine has cores; a 2-process step
+measured 1.2x one process's pinned against 2.8x unpinned, docs/multihost.md), and nothing is
+pinned where there are fewer; `--cpus=auto` deals them out in turn even then, and
+`--cpus=none` pins nothing. By default a process is in its quota group before it execs;
 `--quota_from=steps` lets it compile and warm up at full speed and join its group just
 before the first step (`cgroups.enter_deferred`), so a tight quota no longer times out
 Gloo's rendezvous and every step still runs under it.
@@ -339,9 +342,10 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument(
         "--cpus",
-        default="none",
+        default="fit",
         help="the cores of each process, e.g. 0,1 or 0-1,2; auto: the usable cores dealt "
-        "out, each process its own where there are enough; none (default): not pinned",
+        "out, each process its own where there are enough; fit (default): as auto where "
+        "there is a core a process, else not pinned; none: not pinned",
     )
     parser.add_argument(
         "--quota_from",
