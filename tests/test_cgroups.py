@@ -245,6 +245,17 @@ def test_auto_deals_the_cores_out_fit_only_a_core_a_process_and_none_pins_nothin
     assert launch.parse(["--num_processes=2", "--cpus=none", "--", "--x"])[0].cpus == ()
 
 
+def test_without_an_affinity_call_fit_pins_nothing_and_cores_asked_for_are_a_user_error(
+    monkeypatch,
+):
+    """Where the OS has no sched_getaffinity (macOS), the launcher's default still runs."""
+    monkeypatch.delattr(os, "sched_getaffinity")
+    assert cgroups.parse_cpus("fit", 2) == cgroups.parse_cpus("none", 2) == ()
+    for text in ("auto", "0,1"):
+        with pytest.raises(ValueError, match="give --cpus=none"):
+            cgroups.parse_cpus(text, 2)
+
+
 # The launcher's wiring, with a stand-in for main.py: each child prints its pid, what its
 # group's cgroup.procs holds when it runs, and its cores.
 _CHILD = """

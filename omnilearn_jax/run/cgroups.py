@@ -161,10 +161,20 @@ def parse_cpus(
     (`spread_cpus`), `fit` (the launcher's default) deals them out where there is at least
     one a process and pins nothing otherwise, `none` leaves every process free to run on
     any of them."""
-    allowed = os.sched_getaffinity(0) if allowed is None else allowed
-    if text.strip() == "none" or (text.strip() == "fit" and num_processes > len(allowed)):
+    text = text.strip()
+    if text == "none":
         return ()
-    if text.strip() in ("auto", "fit"):
+    if allowed is None:
+        getter = getattr(os, "sched_getaffinity", None)  # Linux only
+        if getter is None:
+            if text == "fit":
+                return ()
+            raise ValueError("--cpus pins processes to cores, which this OS cannot do here "
+                             "(no sched_getaffinity): give --cpus=none")  # fmt: skip
+        allowed = getter(0)
+    if text == "fit" and num_processes > len(allowed):
+        return ()
+    if text in ("auto", "fit"):
         return spread_cpus(num_processes, allowed)
     entries = text.split(",")
     if len(entries) != num_processes:
