@@ -514,7 +514,7 @@ class Steps:
         return self.run_local(params, blocks)[0]
 
     def finish_timed(self, state: TrainState, stacked, times: np.ndarray, split: np.ndarray):
-        """`finish` of a multi-process step, with the step's one all-reduce carrying, beside
+        """`finish` of a multi-process step, with the step's one collective carrying, beside
         the gradient sums, every device's time [D] and every device's split [D, W]: `times`
         are this process's devices' (in the order of its blocks), `split` the W sizes this
         process computed the step with (its own controller's decision). The update is
@@ -627,7 +627,8 @@ def _summed(mesh, stacked):
 def _with_rows(packed, row, num_devices: int):
     """Inside a collective program, one device's packed sums [n + 3] followed by its row
     [1 + W] (its compute time, then the split it computed) in its own slot of a [D, 1 + W]
-    block: one all-reduce then sums the gradients and gathers every device's row."""
+    block: one cross-device sum (`_all_summed`) then adds up the gradients and gathers every
+    device's row."""
     slot = jax.lax.axis_index(AXIS)
     rows = jnp.zeros((num_devices, row.shape[-1]), packed.dtype).at[slot].set(row)
     return jnp.concatenate([packed, rows.reshape(-1)])

@@ -123,7 +123,7 @@ class WallTimer(Timer):
         if self.inject <= 0 and shares_cores(steps.devices):
             device_times = np.where(device_times > 0, np.max(device_times), 0.0)
         if jax.process_count() > 1:  # every process must see every worker's time, and
-            # process 0's split rules the step: both travel in the step's one all-reduce
+            # process 0's split rules the step: both travel in the step's one collective
             state, metrics, every = steps.finish_timed(state, stacked, device_times, sizes)
             device_times = np.asarray(every, np.float64)
         else:
