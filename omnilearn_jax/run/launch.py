@@ -17,7 +17,7 @@ docs/cluster_quotas.md and `omnilearn_jax.run.cgroups`. By default (`--cpus=fit`
 usable cores are dealt out, each process a slice of its own, as mpirun and SLURM bind ranks,
 where there is at least one core a process (XLA sizes a process's threads from its cores, so
 two processes then never run more threads than the machine has cores; a 2-process step
-measured 1.2x one process's pinned against 2.8x unpinned, docs/multihost.md), and nothing is
+measured 0.97x one process's pinned against 2.1x unpinned, docs/multihost.md), and nothing is
 pinned where there are fewer; `--cpus=auto` deals them out in turn even then, and
 `--cpus=none` pins nothing. By default a process is in its quota group before it execs;
 `--quota_from=steps` lets it compile and warm up at full speed and join its group just
