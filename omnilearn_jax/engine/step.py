@@ -651,9 +651,9 @@ def _all_summed(x, num_devices: int):
 
 
 def _agreed_update(tx, state: TrainState, summed, width: int, num_devices: int):
-    """The update from an all-reduce of `_with_rows` (rows `width` wide), applied only where
-    every device computed the same split, else the state unchanged: (state, metrics, times
-    [D], splits [D, W])."""
+    """The update from the cross-device sum of `_with_rows` (rows `width` wide; `_all_summed`),
+    applied only where every device computed the same split, else the state unchanged:
+    (state, metrics, times [D], splits [D, W])."""
     cut = summed.shape[0] - num_devices * width
     rows = summed[cut:].reshape(num_devices, width)
     splits = rows[:, 1:]
