@@ -31,7 +31,7 @@ import optax
 from jax.sharding import NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
-from omnilearn_jax.engine import cpus, sharing
+from omnilearn_jax.engine import sharing
 from omnilearn_jax.engine.buckets import Block
 from omnilearn_jax.engine.flat import Flat, flattenable
 from omnilearn_jax.engine.state import FlatState, StateShape, TrainState, flatten, params_of
@@ -266,14 +266,9 @@ class Steps:
         self._finish_ready = False
         self._zeros: dict[int, Sums] = {}
         self._label_shape: tuple[int, ...] = ()  # labels past the row axis (see compile)
-        # One launching thread a device, except where devices share the host's cores (XLA:CPU
-        # runs a single-device program in the launching thread): there, as many devices
-        # compute at once as there are cores, so a device's time is its own compute and not
-        # its share of a crowd. Injected slowness is a wait, not compute: with it, every
-        # device waits at once. Blocks are launched largest first.
+        # Programs that sleep in a host callback (injected slowness without host waits) run
+        # in their launching thread: one thread a device, so every device waits at once.
         workers = len(self.devices)
-        if self.devices[0].platform == "cpu" and not inject:
-            workers = min(workers, cpus.usable_cpus())
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="device")
         self._stacked = NamedSharding(placement.mesh, P(AXIS))
         self.finish, self.eval, self._reduce, self._finish_timed = _backend(placement, apply, tx)
@@ -403,32 +398,36 @@ class Steps:
 
     def run_local(self, params, blocks: Blocks, timed: bool = False):
         """Every device's sums, stacked over the data axis [D, ...], and with `timed` each
-        device's compute seconds (from its own launch until its sums are ready; 0 for a
-        device with no rows), else None.
+        device's compute seconds (from its own launch until its sums are ready; with host
+        waits, from the step's start, the wait included; 0 for a device with no rows), else
+        None.
 
         A step whose devices all compute the shared bucket is one launch over the mesh.
-        Otherwise each device's program is launched from a thread of its own: a backend that
-        runs a single-device program in the calling thread (XLA:CPU does) would otherwise run
-        the devices one after the other, and every device's time would include the others'.
+        Otherwise every device's program is launched from this thread, largest block first:
+        a program free of host callbacks is dispatched asynchronously, so each launch
+        returns while its device computes (`_launched`). A program that sleeps in a host
+        callback (`hetero.inject` without host waits) is run by XLA:CPU in its launching
+        thread, so each such device is launched from a thread of its own, or the devices
+        would run one after another.
         """
         params = self._local_params(params)
         if self.host_wait and blocks.waits is not None:
-            return self._run_waiting(params, blocks, timed)
+            return self._launched(params, blocks, timed, blocks.waits)
         if self._is_shared(blocks):
             start = time.perf_counter()
             stacked = self._launch_mesh(params, blocks)
             times = launch_ready_times(shards_of(stacked, self.devices), start) if timed else None
             return stacked, times
+        if not self.inject:
+            return self._launched(params, blocks, timed)
         mine = shards_of(params, [self.placement.devices[b.position] for b in blocks])
 
         def run(block: DeviceBlock, p) -> tuple[jax.Array | None, float]:
             if block.rows == 0:
                 return None, 0.0
-            args = (p, block.x, block.y, block.mask)
-            args += (block.delay,) if self.inject else ()
             program = self._program(block)
             start = time.perf_counter()
-            sums = program(*args)
+            sums = program(p, block.x, block.y, block.mask, block.delay)
             if timed:
                 sums.block_until_ready()
             return sums, time.perf_counter() - start
@@ -439,29 +438,33 @@ class Steps:
         stacked = self.stack(blocks, [r for r, _ in done])
         return stacked, np.array([t for _, t in done]) if timed else None
 
-    def _run_waiting(self, params, blocks: Blocks, timed: bool, poll: float = _POLL_SECONDS):
-        """`run_local` with each device's injected seconds (`blocks.waits`) waited out on the
-        host: from one thread, each device's program is launched once its wait has passed,
-        and each device's time runs from the step's start, its wait included, until its sums
-        are ready (polled every `poll` seconds while later devices still wait or several
-        compute; the last one is waited for directly). A
-        program without host callbacks is dispatched asynchronously (also by XLA:CPU), so
-        every device computes as soon as its wait is over and no launch waits behind another
-        device's compute: a program that sleeps in a callback is run by XLA:CPU in its
-        launching thread, and launches from threads of their own started up to 2.5 ms late
-        on 2 cores (docs/trainer.md)."""
+    def _launched(self, params, blocks: Blocks, timed: bool, waits=None, poll=_POLL_SECONDS):
+        """`run_local` of callback-free programs, every device launched from this thread:
+        largest block first, or with `waits` (each device's injected seconds, waited out on
+        the host) each device once its wait has passed. A dispatch returns while its device
+        computes (also on XLA:CPU), so no launch waits behind another device's compute.
+        Readiness is polled every `poll` seconds while later devices still wait or several
+        compute; the last one is waited for directly. A device's time runs from its own
+        launch until its sums are ready, or with `waits` from the step's start, its wait
+        included. On 2 cores, launches from threads of their own started up to 2.5 ms late,
+        and with four devices cost 0.1 ms a step more than launches from one thread
+        (docs/trainer.md)."""
         mine = shards_of(params, [self.placement.devices[b.position] for b in blocks])
-        waits = np.array([float(blocks.waits[b.position]) for b in blocks])
-        todo = sorted((i for i, b in enumerate(blocks) if b.rows), key=lambda i: waits[i])
+        rows = [b.rows for b in blocks]
+        due = np.zeros(len(blocks)) if waits is None else np.array(
+            [float(waits[b.position]) for b in blocks]
+        )  # fmt: skip
+        todo = sorted((i for i in range(len(blocks)) if rows[i]), key=lambda i: (due[i], -rows[i]))
         results: list = [None] * len(blocks)
-        ready = np.zeros(len(blocks))
+        ready, launched = np.zeros(len(blocks)), np.zeros(len(blocks))
         running: list[int] = []
         start = time.perf_counter()
         while todo or running:
             now = time.perf_counter() - start
-            while todo and waits[todo[0]] <= now:
+            while todo and due[todo[0]] <= now:
                 i = todo.pop(0)
                 block = blocks[i]
+                launched[i] = time.perf_counter() - start
                 results[i] = self._program(block)(mine[i], block.x, block.y, block.mask)
                 running.append(i)
             if not timed:
@@ -472,9 +475,11 @@ class Steps:
                 ready[i] = time.perf_counter() - start
                 running.remove(i)
             if todo or running:
-                gap = waits[todo[0]] - (time.perf_counter() - start) if todo else poll
+                gap = due[todo[0]] - (time.perf_counter() - start) if todo else poll
                 time.sleep(max(min(gap, poll) if running else gap, 0.0))
-        return self.stack(blocks, results), ready if timed else None
+        if not timed:
+            return self.stack(blocks, results), None
+        return self.stack(blocks, results), ready - (launched if waits is None else 0.0)
 
     def _program(self, block: DeviceBlock) -> Program:
         """The block's (device, bucket) program, counting a first execution inside a step
