@@ -347,7 +347,7 @@ def step_overhead(small: bool) -> dict:
     clock (benchmarks/step_overhead.py)."""
     from benchmarks import step_overhead as so
 
-    return so.measure((16, 16, 16, 80), 12 if small else 60, 1 if small else 3)
+    return so.measure((16, 16, 16, 80), 12 if small else 200, 1 if small else 3)
 
 
 def multiprocess_step(small: bool) -> dict:

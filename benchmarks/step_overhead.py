@@ -1,6 +1,6 @@
 """What an uneven step costs beyond its busiest device's compute, on the wall clock.
 
-    python -m benchmarks.step_overhead [--steps 60] [--sizes 16,16,16,80] [--reps 3]
+    python -m benchmarks.step_overhead [--steps 200] [--sizes 16,16,16,80] [--reps 3]
 
 Runs the paper's BSP job (configs/paper_bsp.py, runlocal, CNN on digits, 4 workers on 4
 devices, B = 128) with `clock=wall` and a static split, and reads from the run store each
@@ -82,7 +82,7 @@ def measure(uneven: tuple[int, ...], steps: int, reps: int, echo=print) -> dict:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--steps", type=int, default=200)
     p.add_argument("--sizes", default="16,16,16,80")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--json", default="")

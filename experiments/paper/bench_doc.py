@@ -220,7 +220,9 @@ def _step_overhead(r: dict) -> str:
         "interleaved (benchmarks/step_overhead.py). Step = from the first launch until the "
         "updated state is ready; busiest = the largest of the devices' own compute times "
         "(launch to sums ready); medians over each run's steps, the first five left out. "
-        "Overhead = step / busiest - 1 (goal: at most 15% for the uneven split).\n\n"
+        "Every device's program is launched from one thread and computes at once with the "
+        "others, so on this machine's cores the busiest device's time includes its share of "
+        "them. Overhead = step / busiest - 1 (goal: at most 15% for the uneven split).\n\n"
         + md_table(
             ["split", "step (ms)", "busiest device (ms)", "overhead median", "overhead worst"],
             rows,
