@@ -81,9 +81,12 @@ def pi(
         error = p.target - b_f
         # A P move re-anchors on fresh throughput, which already holds what the integral knew.
         anchor = jnp.where(p.adjust, b_f + kp * error, state.anchor)
+        anchor = jnp.where(p.undo, p.before.astype(jnp.float32), anchor)  # response.py
         # Only errors beyond the noise of the estimates (and half a sample) are integrated.
         integrate = p.due & ~p.adjust & p.significant
-        integral = jnp.where(p.adjust, 0.0, state.integral + jnp.where(integrate, error, 0.0))
+        integral = jnp.where(
+            p.adjust | p.undo, 0.0, state.integral + jnp.where(integrate, error, 0.0)
+        )
         # Anti-windup: no integral beyond what the bounds let the allocation use.
         safe_ki = jnp.where(ki > 0, ki, 1.0)
         integral = jnp.where(
@@ -92,11 +95,11 @@ def pi(
         wanted = anchor + ki * integral
         # Hysteresis of one whole sample: without it, noise flips a near-.5 share back and forth
         # across the rounding boundary every few steps.
-        shift = p.adjust | jnp.any(jnp.abs(wanted - b_f) >= 1.0)
+        shift = p.adjust | p.undo | jnp.any(jnp.abs(wanted - b_f) >= 1.0)
         sizes = allocate(jnp.where(shift, wanted, b_f), total_batch, lo, hi)
         new_state = PIState(
             sizes=sizes,
-            tracker=tracking.commit(p.tracker, b, sizes, p.rates),
+            tracker=tracking.commit(p, b, sizes),
             anchor=anchor,
             integral=integral,
             num_adjustments=state.num_adjustments + jnp.any(sizes != b).astype(jnp.int32),

@@ -69,11 +69,13 @@ def proportional(
         lo, hi_limit = resolve_bounds(b.shape[0], total_batch, b_min, b_max)
         p = tracking.p_step(state.tracker, obs, settings, lo, hi_limit)
         # Without an adjustment the current sizes stand (re-clipped in case a cliff lowered hi).
+        # An unanswered move is undone (response.py).
         shares = jnp.where(p.adjust, p.target, b.astype(jnp.float32))
+        shares = jnp.where(p.undo, p.before.astype(jnp.float32), shares)
         sizes = allocate(shares, total_batch, lo, p.hi)
         new_state = ProportionalState(
             sizes=sizes,
-            tracker=tracking.commit(p.tracker, b, sizes, p.rates),
+            tracker=tracking.commit(p, b, sizes),
             num_adjustments=state.num_adjustments + jnp.any(sizes != b).astype(jnp.int32),
         )
         return sizes, new_state

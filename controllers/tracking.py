@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from controllers import cliff, noise
+from controllers import cliff, noise, response
 from controllers.base import Observation, is_concrete
 
 # Moves smaller than half a sample cannot change a rounded allocation; treating them as zero
@@ -52,6 +52,7 @@ class Tracker(NamedTuple):
     tick: jax.Array  # int32 scalar: steps since the last decision
     seen_time: jax.Array  # float scalar: seconds the measured steps took (up to `persist`)
     noise: noise.Noise  # timing noise of each worker's estimate
+    trial: response.Trial  # the last move, until the times answered it (response.py)
 
 
 class PStep(NamedTuple):
@@ -62,6 +63,9 @@ class PStep(NamedTuple):
     significant: jax.Array  # bool [W]: the move toward `target` is beyond the noise
     rates: jax.Array  # float [W]: throughput estimates (samples per second)
     hi: jax.Array  # int32 [W]: upper bounds for this decision (lowered at memory cliffs)
+    undo: jax.Array  # bool: the last move went unanswered; go back to `before`
+    before: jax.Array  # int32 [W]: the sizes before that move
+    trial_ok: jax.Array  # bool: a move made now is a trial (not an undo, not a cliff's cap)
 
 
 def validate(settings: Settings) -> Settings:
@@ -122,6 +126,7 @@ def init_tracker(hi: jax.Array, s: Settings) -> Tracker:
         tick=jnp.zeros((), jnp.int32),
         seen_time=jnp.zeros((), jnp.float32),
         noise=noise.init(w),
+        trial=response.init(w, s.cliff_hold),
     )
 
 
@@ -142,8 +147,12 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
     # Smooth per-sample time, not t_k: it survives batch changes under a near-linear cost, so
     # no restart (and no decision on one noisy sample) after each adjustment. The weight gives
     # the bias correction, so the first measurement is taken at face value.
-    ewma_sum, ewma_weight, suspect, suspect_sum, suspect_time, noise_now = _fold(
+    ewma_sum, ewma_weight, suspect, suspect_sum, suspect_time, noise_now, restart, inlier = _fold(
         tr, sample, valid, step_seconds(obs), s
+    )
+    # Whether the times answered the last move; none is made until they have (response.py).
+    verdict = response.observe(
+        tr.trial, t, valid, inlier, step_seconds(obs), restart, s.confirm, s.persist
     )
     # Memory cliff: judged on the window since the size changed (the EWMA lags), by median.
     watch = cliff.observe(
@@ -188,8 +197,8 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
     # difference only once it has lasted as long as a speed change must.
     seen_time, lasted = persisted(tr.seen_time, obs, s.persist)
     ready = ready & lasted
-    due = due & jnp.all(suspect == 0) & ~jnp.any(watch.alarm) & ready
-    adjust = (due & beyond & jnp.any(known)) | jnp.any(watch.found)
+    due = due & jnp.all(suspect == 0) & ~jnp.any(watch.alarm) & ready & ~verdict.blocked
+    adjust = ((due & beyond & jnp.any(known)) | jnp.any(watch.found)) & ~verdict.undo
     tracker = tr._replace(
         ewma_sum=ewma_sum,
         ewma_weight=ewma_weight,
@@ -200,14 +209,21 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
         tick=tick,
         seen_time=seen_time,
         noise=noise_now,
+        trial=verdict.trial,
     )
-    return PStep(tracker, target, due, adjust, significant, rates, watch.watch.hi)
+    trial_ok = ~verdict.undo & ~jnp.any(watch.found)
+    return PStep(
+        tracker, target, due, adjust, significant, rates, watch.watch.hi, verdict.undo,
+        verdict.trial.before, trial_ok,
+    )  # fmt: skip
 
 
 def _fold(
     tr: Tracker, sample: jax.Array, valid: jax.Array, elapsed: jax.Array, s: Settings
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, noise.Noise]:
-    """Folds the samples into the EWMA, holding back outliers, and detects speed changes.
+) -> tuple[jax.Array, ...]:
+    """Folds the samples into the EWMA, holding back outliers, and detects speed changes
+    (the last two values returned: whether each worker's estimate restarted at one, and
+    whether its sample was folded in, not held back).
 
     A sample more than `jump` (relative; wider for a noisy worker, see noise.py) from the
     estimate is held back (a first execution, a spike) unless `confirm` in a row lie on the
@@ -255,7 +271,7 @@ def _fold(
     suspect_sum = jnp.where(restart, 0.0, suspect_sum)
     suspect_time = jnp.where(restart, 0.0, suspect_time)
     noisy = noise.restart(noisy, restart, s.smoothing, s.confirm)
-    return ewma_sum, ewma_weight, suspect, suspect_sum, suspect_time, noisy
+    return ewma_sum, ewma_weight, suspect, suspect_sum, suspect_time, noisy, restart, fold
 
 
 def _estimate(tr: Tracker) -> jax.Array:
@@ -292,6 +308,9 @@ def streak(
     return count, jnp.where(valid, total, suspect_sum)
 
 
-def commit(tr: Tracker, old: jax.Array, new: jax.Array, rates: jax.Array) -> Tracker:
-    """Records a size change (if any) so the cliff watch of each moved worker starts from it."""
-    return tr._replace(cliff=cliff.record_move(tr.cliff, old, new, rates))
+def commit(p: PStep, old: jax.Array, new: jax.Array) -> Tracker:
+    """Records a size change (if any): the cliff watch of each moved worker starts from it,
+    and the move is on trial until the times answer it (unless `p.trial_ok` is false)."""
+    tr = p.tracker
+    trial = response.start(tr.trial, old, new, p.trial_ok)
+    return tr._replace(cliff=cliff.record_move(tr.cliff, old, new, p.rates), trial=trial)

@@ -1,0 +1,160 @@
+"""Whether the times answered a move: a throughput policy's check that rows drive time.
+
+A throughput policy moves rows from a slow worker to a fast one and expects each worker's
+time to follow its rows. Where they do not (a step made of launches and host overhead, as on
+identical CPU devices in two processes, whose times differ by a bias of either sign that lasts
+the run; docs/results/identical_split.md), the slow worker still looks slow after the move,
+and now slower per sample, so the next decision moves more rows the same way, and nothing
+ever brings them back.
+
+So every move a policy makes is a trial. Until it is judged, no further move is made (a memory
+cliff still acts). Each worker's time relative to the step's median, in logs, is compared
+before the move (the mean over the steps since the move before) and after it (the mean over
+the steps since), against
+the change the move planned (the log of each worker's new over old rows, also relative to the
+median). The answer R = sum(change * plan) / sum(plan^2) is 1 where time is proportional to
+the rows and 0 where rows do not matter. The trial is judged once it has `confirm` samples
+and its steps span `persist` seconds (as a speed change must), or after `SETTLE` times that
+many samples at most. A move is undone only on evidence: when R is below `ANSWERED` by more
+than `SIGNIFICANCE` standard errors of its own measurement. The split then goes back to where
+it was, and the policy makes no move for `hold` decisions (doubled each time a move is undone
+again), or until a speed change is confirmed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+# R above this: the times answered (a fixed cost per step makes R fall below 1: on the
+# affine plant of tests/test_controllers_robust.py, with a fixed cost of 8 samples against
+# 10-12 rows a slow worker, a move's answer is about 0.6).
+ANSWERED = 0.25
+# Standard errors by which R must fall short of ANSWERED before a move is undone.
+SIGNIFICANCE = 1.0
+# A move's steps are judged by `confirm` samples spanning `persist` seconds, or by at most
+# this many times `confirm` samples where the steps are too short to span it sooner.
+SETTLE = 30
+
+
+class Trial(NamedTuple):
+    """A move under test (arrays [W] unless noted)."""
+
+    before: jax.Array  # int32: the sizes before the move
+    plan: jax.Array  # float: the relative log time change the move planned (0: none)
+    pre: jax.Array  # float: each worker's mean relative log time before the move
+    total: jax.Array  # float: sum of relative log times since the last move (or the start)
+    squares: jax.Array  # float: sum of their squares
+    samples: jax.Array  # int32: steps each worker was measured since then
+    seconds: jax.Array  # float scalar: seconds the steps since the move took
+    open: jax.Array  # bool scalar: a move is under test
+    frozen: jax.Array  # int32 scalar: decisions left without a move after an undone one
+    hold: jax.Array  # int32 scalar: the next freeze's length
+
+
+class Verdict(NamedTuple):
+    trial: Trial
+    undo: jax.Array  # bool scalar: go back to `trial.before`
+    blocked: jax.Array  # bool scalar: no move now (a trial open, or frozen)
+
+
+def init(num_workers: int, hold: Any) -> Trial:
+    zeros = jnp.zeros(num_workers, jnp.float32)
+    return Trial(
+        before=jnp.zeros(num_workers, jnp.int32),
+        plan=zeros,
+        pre=zeros,
+        total=zeros,
+        squares=zeros,
+        samples=jnp.zeros(num_workers, jnp.int32),
+        seconds=jnp.zeros((), jnp.float32),
+        open=jnp.zeros((), jnp.bool_),
+        frozen=jnp.zeros((), jnp.int32),
+        hold=jnp.asarray(hold, jnp.int32),
+    )
+
+
+def _relative(log_values: jax.Array, valid: jax.Array) -> jax.Array:
+    """`log_values` less their median over `valid` workers (0 where not valid)."""
+    count = valid.sum()
+    ordered = jnp.sort(jnp.where(valid, log_values, jnp.inf))
+    lower = ordered[jnp.maximum(count - 1, 0) // 2]
+    upper = ordered[jnp.maximum(count, 1) // 2]
+    median = jnp.where(count > 0, 0.5 * (lower + upper), 0.0)
+    return jnp.where(valid, log_values - median, 0.0)
+
+
+def observe(
+    trial: Trial,
+    times: jax.Array,
+    valid: jax.Array,
+    inlier: jax.Array,
+    seconds: jax.Array,
+    restarted: jax.Array,
+    confirm: int,
+    persist: Any,
+) -> Verdict:
+    """Folds one step's `times` [W] (`valid` where measured) into the times since the last
+    move, judges an open trial when due, and counts a freeze down. Only `inlier` times count
+    (those the policy's estimate took in: a spike held back as an outlier says nothing about
+    the rows). A confirmed speed change (`restarted`, any worker) ends a freeze and closes
+    the trial unjudged: the times before it no longer describe the sizes, so they start
+    again from this step."""
+    rel = _relative(jnp.log(jnp.where(valid, times, 1.0)), valid)
+    counted = valid & inlier  # since the last move, open or judged: the next move's `pre`
+    changed = jnp.any(restarted)
+    keep = jnp.where(changed, 0.0, 1.0)
+    total = keep * trial.total + jnp.where(counted, rel, 0.0)
+    squares = keep * trial.squares + jnp.where(counted, rel**2, 0.0)
+    samples = jnp.where(changed, 0, trial.samples) + counted.astype(jnp.int32)
+    elapsed = trial.seconds + jnp.where(trial.open, seconds, 0.0)
+    moved = trial.plan != 0
+    fewest = jnp.min(jnp.where(moved, samples, jnp.iinfo(jnp.int32).max))
+    due = trial.open & ~changed
+    due = due & (((fewest >= confirm) & (elapsed >= persist)) | (fewest >= SETTLE * confirm))
+    n = jnp.maximum(samples, 1).astype(jnp.float32)
+    mean = total / n
+    spread = jnp.maximum(squares / n - mean**2, 0.0) / jnp.maximum(n - 1.0, 1.0)
+    weight = jnp.where(moved, trial.plan, 0.0)
+    norm = jnp.maximum(jnp.sum(weight**2), 1e-12)
+    answer = jnp.sum((mean - trial.pre) * weight) / norm
+    error = jnp.sqrt(jnp.sum(weight**2 * spread)) / norm
+    undo = due & jnp.any(moved) & (answer + SIGNIFICANCE * error < ANSWERED)
+    frozen = jnp.where(undo, trial.hold, jnp.maximum(trial.frozen - 1, 0))
+    frozen = jnp.where(changed, 0, frozen)
+    trial = trial._replace(
+        total=total,
+        squares=squares,
+        samples=samples,
+        seconds=elapsed,
+        open=trial.open & ~due & ~changed,
+        frozen=frozen,
+        hold=jnp.where(undo, trial.hold * 2, trial.hold),
+    )
+    return Verdict(trial, undo, trial.open | (trial.frozen > 0))
+
+
+def start(trial: Trial, old: jax.Array, new: jax.Array, ok: jax.Array) -> Trial:
+    """After a step that changed the sizes `old` -> `new` ([W]): the times since start again,
+    and where `ok` (not an undo, not a memory cliff's cap) the move goes on trial."""
+    changed = jnp.any(old != new)
+    busy = (old > 0) & (new > 0) & (trial.samples > 0)
+    old_f, new_f = old.astype(jnp.float32), new.astype(jnp.float32)
+    plan = _relative(jnp.log(jnp.where(busy, new_f / jnp.maximum(old_f, 1.0), 1.0)), busy)
+    # Before: each worker's mean relative log time at the old sizes (since the move before).
+    pre = trial.total / jnp.maximum(trial.samples, 1).astype(jnp.float32)
+    tested = ok & jnp.any(busy & (plan != 0))
+    zeros = jnp.zeros_like(trial.total)
+    moved = trial._replace(
+        before=jnp.where(tested, old.astype(jnp.int32), trial.before),
+        plan=jnp.where(tested & busy, plan, 0.0),
+        pre=jnp.where(tested, pre, trial.pre),
+        total=zeros,
+        squares=zeros,
+        samples=jnp.zeros_like(trial.samples),
+        seconds=jnp.zeros_like(trial.seconds),
+        open=tested,
+    )
+    return jax.tree.map(lambda a, b: jnp.where(changed, a, b), moved, trial)

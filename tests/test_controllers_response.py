@@ -1,0 +1,66 @@
+"""controllers/response.py: a move is undone only when the times did not answer it."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from controllers import response
+
+W = 4
+OLD = jnp.array([32, 32, 32, 32])
+NEW = jnp.array([24, 24, 24, 56])
+
+
+def _trial_after(times_of, steps=6, restart_at=None, hold=10):
+    """Three steps at OLD, a move to NEW, then `steps` steps at NEW with times_of(sizes);
+    returns every step's verdict."""
+    trial, verdicts = response.init(W, hold), []
+    sizes = OLD
+    for step in range(3 + steps):
+        if step == 3:
+            trial = response.start(trial, OLD, NEW, jnp.bool_(True))
+            sizes = NEW
+        times = jnp.asarray(times_of(np.asarray(sizes)), jnp.float32)
+        restarted = jnp.full(W, step == restart_at)
+        v = response.observe(trial, times, jnp.ones(W, bool), jnp.ones(W, bool), jnp.float32(1.0),
+                             restarted, 3, 0.1)  # fmt: skip
+        trial = v.trial
+        verdicts.append(v)
+    return verdicts
+
+
+SPEEDS = np.array([1.0, 1.0, 1.0, 2.0])
+
+
+def test_times_proportional_to_rows_answer_the_move():
+    verdicts = _trial_after(lambda b: b / SPEEDS)
+    assert not any(bool(v.undo) for v in verdicts)
+    # Blocked while the trial is open (3 samples after the move), free after.
+    assert [bool(v.blocked) for v in verdicts] == [False] * 3 + [True] * 2 + [False] * 4
+
+
+def test_an_affine_cost_still_answers():
+    """A fixed cost worth 8 rows a step: the answer is below 1 but above ANSWERED."""
+    verdicts = _trial_after(lambda b: (8 + b) / SPEEDS)
+    assert not any(bool(v.undo) for v in verdicts)
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.05])
+def test_times_that_ignore_the_rows_undo_the_move_and_freeze(noise):
+    rng = np.random.default_rng(0)
+    verdicts = _trial_after(lambda b: np.array([1.0, 1.0, 1.0, 1.1]) * rng.lognormal(0, noise, W))
+    undone = [i for i, v in enumerate(verdicts) if bool(v.undo)]
+    assert undone == [5]  # judged on the third sample after the move (step 3 is the first)
+    after = verdicts[5].trial
+    assert int(after.frozen) == 10 and int(after.hold) == 20  # the next undo holds twice as long
+    np.testing.assert_array_equal(after.before, OLD)
+    assert all(bool(v.blocked) for v in verdicts[5:])
+
+
+def test_a_speed_change_closes_the_trial_unjudged_and_ends_a_freeze():
+    verdicts = _trial_after(lambda b: np.ones(W), restart_at=4)
+    assert not any(bool(v.undo) for v in verdicts)
+    assert not bool(verdicts[4].trial.open) and not bool(verdicts[4].blocked)
+    frozen = _trial_after(lambda b: np.ones(W), steps=8, restart_at=7)
+    assert bool(frozen[5].undo) and bool(frozen[6].blocked)
+    assert int(frozen[7].trial.frozen) == 0 and not bool(frozen[7].blocked)
