@@ -1,7 +1,7 @@
 """Does a wall-clock controller keep identical devices uniform? Issue 26, point 3, measured.
 
     python -m benchmarks.identical_split [--runs 4] [--steps 300]
-        [--controllers static,proportional] [--json PATH]
+        [--controllers static,proportional] [--cpus fit|none] [--json PATH]
 
 The job: configs/smoke.py (an MLP on digits, 8 identical CPU devices, B = 64) as 2 processes of
 4 devices (`omnilearn_jax.launch --num_processes=2`), `clock=wall`, uniform heterogeneity, each
@@ -11,7 +11,8 @@ dead-band plus one row, 0.225), the steps on which the split changed, and the pr
 (every device of a process reports the process's time): the median of process 0's over process
 1's, and the share of steps on which process 0 was slower. A static run shows the bias between
 the two processes that a controller sees; tests/test_multiprocess.py holds the same job as a
-test (`test_wall_clock_split_stays_uniform_on_identical_devices_in_two_processes`).
+test (`test_wall_clock_split_stays_uniform_on_identical_devices_in_two_processes`, unpinned).
+`--cpus` is the launcher's placement (default `fit`: a core each; `none`: unpinned).
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKERS, BATCH = 8, 64
 
 
-def command(controller: str, steps: int, workdir: str) -> list[str]:
+def command(controller: str, steps: int, workdir: str, cpus: str = "fit") -> list[str]:
     return [
-        sys.executable, "-m", "omnilearn_jax.launch", "--num_processes=2", "--",
+        sys.executable, "-m", "omnilearn_jax.launch", "--num_processes=2", f"--cpus={cpus}", "--",
         "--config=configs/smoke.py", f"--workdir={workdir}", "--config.clock=wall",
         f"--config.controller.name={controller}", "--config.hetero.name=uniform",
         f"--config.train.num_steps={steps}", f"--config.train.eval_every={steps}",
@@ -56,10 +57,10 @@ def summarise(records: list[dict]) -> dict:
     }
 
 
-def run(controller: str, steps: int) -> dict:
+def run(controller: str, steps: int, cpus: str = "fit") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run(
-            command(controller, steps, tmp), cwd=ROOT, capture_output=True, text=True
+            command(controller, steps, tmp, cpus), cwd=ROOT, capture_output=True, text=True
         )
         if proc.returncode != 0:
             raise RuntimeError(f"{controller} run failed:\n{proc.stdout[-2000:]}{proc.stderr}")
@@ -73,6 +74,7 @@ def main(argv=None) -> None:
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--controllers", default="static,proportional")
+    parser.add_argument("--cpus", default="fit", help="the launcher's --cpus: fit or none")
     parser.add_argument("--json", default="", help="write the runs here")
     args = parser.parse_args(argv)
     if args.runs < 1 or args.steps < 2:
@@ -81,7 +83,7 @@ def main(argv=None) -> None:
     runs = []
     for i in range(args.runs):
         for name in names:
-            r = {"run": i, **run(name, args.steps), "load": os.getloadavg()[0]}
+            r = {"run": i, **run(name, args.steps, args.cpus), "load": os.getloadavg()[0]}
             runs.append(r)
             print(
                 f"[identical_split] {i} {name:12s} max skew {r['max_skew']:.3f} moves "
@@ -100,7 +102,7 @@ def main(argv=None) -> None:
         )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"steps": args.steps, "runs": runs}, f, indent=1)
+            json.dump({"steps": args.steps, "cpus": args.cpus, "runs": runs}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -145,7 +145,8 @@ def start(trial: Trial, old: jax.Array, new: jax.Array, ok: jax.Array) -> Trial:
     plan = _relative(jnp.log(jnp.where(busy, new_f / jnp.maximum(old_f, 1.0), 1.0)), busy)
     # Before: each worker's mean relative log time at the old sizes (since the move before).
     pre = trial.total / jnp.maximum(trial.samples, 1).astype(jnp.float32)
-    tested = ok & jnp.any(busy & (plan != 0))
+    # A worker coming or going (no rows before or after) is availability, not balance.
+    tested = ok & jnp.all((old > 0) == (new > 0)) & jnp.any(busy & (plan != 0))
     zeros = jnp.zeros_like(trial.total)
     moved = trial._replace(
         before=jnp.where(tested, old.astype(jnp.int32), trial.before),

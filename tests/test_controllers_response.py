@@ -64,3 +64,15 @@ def test_a_speed_change_closes_the_trial_unjudged_and_ends_a_freeze():
     frozen = _trial_after(lambda b: np.ones(W), steps=8, restart_at=7)
     assert bool(frozen[5].undo) and bool(frozen[6].blocked)
     assert int(frozen[7].trial.frozen) == 0 and not bool(frozen[7].blocked)
+
+
+def test_a_worker_coming_back_is_no_trial():
+    """A worker given rows again after it was away (0 rows) is availability, not balance:
+    undoing that move would take its rows away while it is back (tests/test_resume.py)."""
+    trial = response.init(W, 10)
+    for _ in range(3):
+        trial = response.observe(trial, jnp.ones(W), jnp.ones(W, bool), jnp.ones(W, bool),
+                                 jnp.float32(1.0), jnp.zeros(W, bool), 3, 0.1).trial  # fmt: skip
+    away, back = jnp.array([43, 43, 0, 42]), jnp.array([32, 32, 32, 32])
+    assert not bool(response.start(trial, away, back, jnp.bool_(True)).open)
+    assert bool(response.start(trial, OLD, NEW, jnp.bool_(True)).open)
