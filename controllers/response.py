@@ -34,8 +34,10 @@ import jax.numpy as jnp
 ANSWERED = 0.25
 # Standard errors by which R must fall short of ANSWERED before a move is undone.
 SIGNIFICANCE = 1.0
-# A move's steps are judged by `confirm` samples spanning `persist` seconds, or by at most
-# this many times `confirm` samples where the steps are too short to span it sooner.
+# A move is undone on at least UNDO x `confirm` samples spanning `persist` seconds, or on
+# SETTLE x `confirm` samples where the steps are too short to span it sooner; a clear answer
+# ends the trial after `confirm` samples.
+UNDO = 2
 SETTLE = 30
 
 
@@ -93,13 +95,16 @@ def observe(
     inlier: jax.Array,
     seconds: jax.Array,
     restarted: jax.Array,
+    sigma: jax.Array,
     confirm: int,
     persist: Any,
 ) -> Verdict:
     """Folds one step's `times` [W] (`valid` where measured) into the times since the last
     move, judges an open trial when due, and counts a freeze down. Only `inlier` times count
     (those the policy's estimate took in: a spike held back as an outlier says nothing about
-    the rows). A confirmed speed change (`restarted`, any worker) ends a freeze and closes
+    the rows). `sigma` [W]: each worker's timing noise as the policy measures it over many
+    steps (controllers/noise.py; a few samples' own spread can be near zero by chance). A
+    confirmed speed change (`restarted`, any worker) ends a freeze and closes
     the trial unjudged: the times before it no longer describe the sizes, so they start
     again from this step."""
     rel = _relative(jnp.log(jnp.where(valid, times, 1.0)), valid)
@@ -113,15 +118,19 @@ def observe(
     moved = trial.plan != 0
     fewest = jnp.min(jnp.where(moved, samples, jnp.iinfo(jnp.int32).max))
     due = trial.open & ~changed
-    due = due & (((fewest >= confirm) & (elapsed >= persist)) | (fewest >= SETTLE * confirm))
+    due = due & (((fewest >= UNDO * confirm) & (elapsed >= persist)) | (fewest >= SETTLE * confirm))
     n = jnp.maximum(samples, 1).astype(jnp.float32)
     mean = total / n
-    spread = jnp.maximum(squares / n - mean**2, 0.0) / jnp.maximum(n - 1.0, 1.0)
+    own = jnp.maximum(squares / n - mean**2, 0.0) * n / jnp.maximum(n - 1.0, 1.0)
+    spread = jnp.maximum(own, sigma**2) / n  # the squared standard error of each mean
     weight = jnp.where(moved, trial.plan, 0.0)
     norm = jnp.maximum(jnp.sum(weight**2), 1e-12)
     answer = jnp.sum((mean - trial.pre) * weight) / norm
     error = jnp.sqrt(jnp.sum(weight**2 * spread)) / norm
     undo = due & jnp.any(moved) & (answer + SIGNIFICANCE * error < ANSWERED)
+    # A clear answer ends the trial after `confirm` samples: going on needs no more evidence.
+    answered = trial.open & ~changed & (fewest >= confirm)
+    due = due | (answered & (answer - SIGNIFICANCE * error >= ANSWERED))
     frozen = jnp.where(undo, trial.hold, jnp.maximum(trial.frozen - 1, 0))
     frozen = jnp.where(changed, 0, frozen)
     trial = trial._replace(

@@ -65,7 +65,7 @@ class PStep(NamedTuple):
     hi: jax.Array  # int32 [W]: upper bounds for this decision (lowered at memory cliffs)
     undo: jax.Array  # bool: the last move went unanswered; go back to `before`
     before: jax.Array  # int32 [W]: the sizes before that move
-    trial_ok: jax.Array  # bool: a move made now is a trial (not an undo, not a cliff's cap)
+    trial_ok: jax.Array  # bool: a move made now is a trial (a P move; not an undo or a cap)
 
 
 def validate(settings: Settings) -> Settings:
@@ -152,7 +152,15 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
     )
     # Whether the times answered the last move; none is made until they have (response.py).
     verdict = response.observe(
-        tr.trial, t, valid, inlier, step_seconds(obs), restart, s.confirm, s.persist
+        tr.trial,
+        t,
+        valid,
+        inlier,
+        step_seconds(obs),
+        restart,
+        noise.sigma(noise_now),
+        s.confirm,
+        s.persist,
     )
     # Memory cliff: judged on the window since the size changed (the EWMA lags), by median.
     watch = cliff.observe(
@@ -211,7 +219,8 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
         noise=noise_now,
         trial=verdict.trial,
     )
-    trial_ok = ~verdict.undo & ~jnp.any(watch.found)
+    # A move beyond the dead-band is tried; an integral's creep (pi) and an undo are not.
+    trial_ok = adjust & ~verdict.undo & ~jnp.any(watch.found)
     return PStep(
         tracker, target, due, adjust, significant, rates, watch.watch.hi, verdict.undo,
         verdict.trial.before, trial_ok,

@@ -11,9 +11,9 @@ OLD = jnp.array([32, 32, 32, 32])
 NEW = jnp.array([24, 24, 24, 56])
 
 
-def _trial_after(times_of, steps=6, restart_at=None, hold=10):
-    """Three steps at OLD, a move to NEW, then `steps` steps at NEW with times_of(sizes);
-    returns every step's verdict."""
+def _trial_after(times_of, steps=8, restart_at=None, hold=10, sigma=0.0):
+    """Three steps at OLD, a move to NEW, then `steps` steps at NEW with times_of(sizes)
+    (each worker's measured noise `sigma`); returns every step's verdict."""
     trial, verdicts = response.init(W, hold), []
     sizes = OLD
     for step in range(3 + steps):
@@ -23,7 +23,7 @@ def _trial_after(times_of, steps=6, restart_at=None, hold=10):
         times = jnp.asarray(times_of(np.asarray(sizes)), jnp.float32)
         restarted = jnp.full(W, step == restart_at)
         v = response.observe(trial, times, jnp.ones(W, bool), jnp.ones(W, bool), jnp.float32(1.0),
-                             restarted, 3, 0.1)  # fmt: skip
+                             restarted, jnp.full(W, sigma), 3, 0.1)  # fmt: skip
         trial = v.trial
         verdicts.append(v)
     return verdicts
@@ -35,8 +35,9 @@ SPEEDS = np.array([1.0, 1.0, 1.0, 2.0])
 def test_times_proportional_to_rows_answer_the_move():
     verdicts = _trial_after(lambda b: b / SPEEDS)
     assert not any(bool(v.undo) for v in verdicts)
-    # Blocked while the trial is open (3 samples after the move), free after.
-    assert [bool(v.blocked) for v in verdicts] == [False] * 3 + [True] * 2 + [False] * 4
+    # Blocked while the trial is open: a clear answer ends it on the third sample after the
+    # move (step 3 is the first).
+    assert [bool(v.blocked) for v in verdicts] == [False] * 3 + [True] * 2 + [False] * 6
 
 
 def test_an_affine_cost_still_answers():
@@ -50,20 +51,32 @@ def test_times_that_ignore_the_rows_undo_the_move_and_freeze(noise):
     rng = np.random.default_rng(0)
     verdicts = _trial_after(lambda b: np.array([1.0, 1.0, 1.0, 1.1]) * rng.lognormal(0, noise, W))
     undone = [i for i, v in enumerate(verdicts) if bool(v.undo)]
-    assert undone == [5]  # judged on the third sample after the move (step 3 is the first)
-    after = verdicts[5].trial
+    assert undone == [8]  # judged on the sixth sample after the move (UNDO x confirm)
+    after = verdicts[8].trial
     assert int(after.frozen) == 10 and int(after.hold) == 20  # the next undo holds twice as long
     np.testing.assert_array_equal(after.before, OLD)
-    assert all(bool(v.blocked) for v in verdicts[5:])
+    assert all(bool(v.blocked) for v in verdicts[3:])
+
+
+def test_a_worker_s_measured_noise_keeps_a_move_it_drowns():
+    """The same unanswered move, but the policy has measured noise of 0.7 in logs on every
+    worker: six samples cannot show that the rows did not matter (R = 0, one standard error
+    0.34 > 0.25), so the move stays; at 0.5 (0.24) it is undone."""
+    verdicts = _trial_after(lambda b: np.array([1.0, 1.0, 1.0, 1.1]), sigma=0.7)
+    assert any(
+        bool(v.undo) for v in _trial_after(lambda b: np.array([1.0, 1.0, 1.0, 1.1]), sigma=0.5)
+    )
+    assert not any(bool(v.undo) for v in verdicts)
+    assert not bool(verdicts[-1].blocked)
 
 
 def test_a_speed_change_closes_the_trial_unjudged_and_ends_a_freeze():
     verdicts = _trial_after(lambda b: np.ones(W), restart_at=4)
     assert not any(bool(v.undo) for v in verdicts)
     assert not bool(verdicts[4].trial.open) and not bool(verdicts[4].blocked)
-    frozen = _trial_after(lambda b: np.ones(W), steps=8, restart_at=7)
-    assert bool(frozen[5].undo) and bool(frozen[6].blocked)
-    assert int(frozen[7].trial.frozen) == 0 and not bool(frozen[7].blocked)
+    frozen = _trial_after(lambda b: np.ones(W), steps=10, restart_at=10)
+    assert bool(frozen[8].undo) and bool(frozen[9].blocked)
+    assert int(frozen[10].trial.frozen) == 0 and not bool(frozen[10].blocked)
 
 
 def test_a_worker_coming_back_is_no_trial():
@@ -72,7 +85,8 @@ def test_a_worker_coming_back_is_no_trial():
     trial = response.init(W, 10)
     for _ in range(3):
         trial = response.observe(trial, jnp.ones(W), jnp.ones(W, bool), jnp.ones(W, bool),
-                                 jnp.float32(1.0), jnp.zeros(W, bool), 3, 0.1).trial  # fmt: skip
+                                 jnp.float32(1.0), jnp.zeros(W, bool), jnp.zeros(W), 3,
+                                 0.1).trial  # fmt: skip
     away, back = jnp.array([43, 43, 0, 42]), jnp.array([32, 32, 32, 32])
     assert not bool(response.start(trial, away, back, jnp.bool_(True)).open)
     assert bool(response.start(trial, OLD, NEW, jnp.bool_(True)).open)
