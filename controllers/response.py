@@ -7,18 +7,20 @@ the run; docs/results/identical_split.md), the slow worker still looks slow afte
 and now slower per sample, so the next decision moves more rows the same way, and nothing
 ever brings them back.
 
-So every move a policy makes is a trial. Until it is judged, no further move is made (a memory
+So every move a policy makes beyond its dead-band is a trial (tracking.py: not PI's
+integral steps, an undo or a memory cliff's cap). Until it ends, no further move is made (a
 cliff still acts). Each worker's time relative to the step's median, in logs, is compared
 before the move (the mean over the steps since the move before) and after it (the mean over
-the steps since), against
-the change the move planned (the log of each worker's new over old rows, also relative to the
-median). The answer R = sum(change * plan) / sum(plan^2) is 1 where time is proportional to
-the rows and 0 where rows do not matter. The trial is judged once it has `confirm` samples
-and its steps span `persist` seconds (as a speed change must), or after `SETTLE` times that
-many samples at most. A move is undone only on evidence: when R is below `ANSWERED` by more
-than `SIGNIFICANCE` standard errors of its own measurement. The split then goes back to where
-it was, and the policy makes no move for `hold` decisions (doubled each time a move is undone
-again), or until a speed change is confirmed.
+the steps since), against the change the move planned (the log of each worker's new over old
+rows, also relative to the median). The answer R = sum(change * plan) / sum(plan^2) is 1
+where time is proportional to the rows and 0 where rows do not matter. A clear answer (R
+above `ANSWERED` by `SIGNIFICANCE` standard errors) ends the trial after `confirm` samples.
+A move is undone only on evidence: after `UNDO` x `confirm` samples whose steps span
+`persist` seconds (as a speed change must; at most `SETTLE` x `confirm` samples), when R is
+below `ANSWERED` by more than `SIGNIFICANCE` standard errors (from each worker's noise as the
+policy measures it, or the samples' own spread where that is wider). The split then goes
+back to where it was, and the policy makes no move for `hold` decisions (doubled each time a
+move is undone again), or until a speed change is confirmed.
 """
 
 from __future__ import annotations
@@ -28,9 +30,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-# R above this: the times answered (a fixed cost per step makes R fall below 1: on the
-# affine plant of tests/test_controllers_robust.py, with a fixed cost of 8 samples against
-# 10-12 rows a slow worker, a move's answer is about 0.6).
+# R above this: the times answered (a fixed cost per step makes R fall below 1: 0.82 for a
+# fixed cost of 8 rows against 24-56 rows, tests/test_controllers_response.py).
 ANSWERED = 0.25
 # Standard errors by which R must fall short of ANSWERED before a move is undone.
 SIGNIFICANCE = 1.0
