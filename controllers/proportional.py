@@ -50,9 +50,9 @@ def proportional(
       disables); cliff_hold: steps such a cap lasts before the worker may grow again (doubled
       each time the same cliff is found again), and decisions without a move after a move
       the times did not answer was undone (controllers/response.py). jump, confirm: a
-      per-sample time beyond `jump` of the estimate is held back, unless `confirm` in a row on one side (a speed change)
-      over steps that took `persist` seconds in all (host noise comes in bursts shorter than
-      that; tracking.DEFAULT_PERSIST).
+      per-sample time beyond `jump` of the estimate is held back, unless `confirm` in a row on
+      one side (a speed change) over steps that took `persist` seconds in all (host noise
+      comes in bursts shorter than that; tracking.DEFAULT_PERSIST).
     """
     settings = tracking.settings_from(locals())
 
