@@ -116,6 +116,14 @@ def restart(n: Noise, restarted: jax.Array, smoothing: Any, confirm: int) -> Noi
     )
 
 
+def middles(values: jax.Array, valid: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The two middle `values` of the `valid` workers (the same one for an odd count; inf
+    when none is valid) and how many are valid."""
+    count = valid.sum()
+    ordered = jnp.sort(jnp.where(valid, values, jnp.inf))
+    return ordered[jnp.maximum(count - 1, 0) // 2], ordered[jnp.maximum(count, 1) // 2], count
+
+
 def common_factor(ratio: jax.Array, measured: jax.Array) -> jax.Array:
     """The median over `measured` workers of each sample's ratio to its estimate (1 when
     fewer than two are measured): what the step's conditions did to every worker alike.
@@ -124,10 +132,7 @@ def common_factor(ratio: jax.Array, measured: jax.Array) -> jax.Array:
     (one of two processes slowed), the other half is taken as unchanged, so that half's
     change is seen whole rather than split between the two halves.
     """
-    count = measured.sum()
-    ordered = jnp.sort(jnp.where(measured, ratio, jnp.inf))
-    low = ordered[jnp.maximum(count - 1, 0) // 2]
-    high = ordered[jnp.maximum(count, 1) // 2]
+    low, high, count = middles(ratio, measured)
     middle = jnp.where(jnp.abs(jnp.log(low)) <= jnp.abs(jnp.log(high)), low, high)
     return jnp.where(count >= 2, middle, 1.0)
 

@@ -81,7 +81,9 @@ def pi(
         error = p.target - b_f
         # A P move re-anchors on fresh throughput, which already holds what the integral knew.
         anchor = jnp.where(p.adjust, b_f + kp * error, state.anchor)
-        anchor = jnp.where(p.undo, p.before.astype(jnp.float32), anchor)  # response.py
+        anchor = jnp.where(
+            p.undo, p.tracker.trial.before.astype(jnp.float32), anchor
+        )  # response.py
         # Only errors beyond the noise of the estimates (and half a sample) are integrated.
         integrate = p.due & ~p.adjust & p.significant
         integral = jnp.where(

@@ -72,7 +72,7 @@ def proportional(
         # Without an adjustment the current sizes stand (re-clipped in case a cliff lowered hi).
         # An unanswered move is undone (response.py).
         shares = jnp.where(p.adjust, p.target, b.astype(jnp.float32))
-        shares = jnp.where(p.undo, p.before.astype(jnp.float32), shares)
+        shares = jnp.where(p.undo, p.tracker.trial.before.astype(jnp.float32), shares)
         sizes = allocate(shares, total_batch, lo, p.hi)
         new_state = ProportionalState(
             sizes=sizes,

@@ -30,6 +30,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from controllers import noise
+
 # R above this: the times answered (a fixed cost per step makes R fall below 1: 0.82 for a
 # fixed cost of 8 rows against 24-56 rows, tests/test_controllers_response.py).
 ANSWERED = 0.25
@@ -81,10 +83,7 @@ def init(num_workers: int, hold: Any) -> Trial:
 
 def _relative(log_values: jax.Array, valid: jax.Array) -> jax.Array:
     """`log_values` less their median over `valid` workers (0 where not valid)."""
-    count = valid.sum()
-    ordered = jnp.sort(jnp.where(valid, log_values, jnp.inf))
-    lower = ordered[jnp.maximum(count - 1, 0) // 2]
-    upper = ordered[jnp.maximum(count, 1) // 2]
+    lower, upper, count = noise.middles(log_values, valid)
     median = jnp.where(count > 0, 0.5 * (lower + upper), 0.0)
     return jnp.where(valid, log_values - median, 0.0)
 
@@ -148,7 +147,8 @@ def observe(
 
 def start(trial: Trial, old: jax.Array, new: jax.Array, ok: jax.Array) -> Trial:
     """After a step that changed the sizes `old` -> `new` ([W]): the times since start again,
-    and where `ok` (not an undo, not a memory cliff's cap) the move goes on trial."""
+    and where `ok` (a P move: not an undo, PI's integral step or a memory cliff's cap) the
+    move goes on trial."""
     changed = jnp.any(old != new)
     busy = (old > 0) & (new > 0) & (trial.samples > 0)
     old_f, new_f = old.astype(jnp.float32), new.astype(jnp.float32)

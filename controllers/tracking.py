@@ -63,8 +63,7 @@ class PStep(NamedTuple):
     significant: jax.Array  # bool [W]: the move toward `target` is beyond the noise
     rates: jax.Array  # float [W]: throughput estimates (samples per second)
     hi: jax.Array  # int32 [W]: upper bounds for this decision (lowered at memory cliffs)
-    undo: jax.Array  # bool: the last move went unanswered; go back to `before`
-    before: jax.Array  # int32 [W]: the sizes before that move
+    undo: jax.Array  # bool: the last move went unanswered; go back to `tracker.trial.before`
     trial_ok: jax.Array  # bool: a move made now is a trial (a P move; not an undo or a cap)
 
 
@@ -222,8 +221,7 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
     # A move beyond the dead-band is tried; an integral's creep (pi) and an undo are not.
     trial_ok = adjust & ~verdict.undo & ~jnp.any(watch.found)
     return PStep(
-        tracker, target, due, adjust, significant, rates, watch.watch.hi, verdict.undo,
-        verdict.trial.before, trial_ok,
+        tracker, target, due, adjust, significant, rates, watch.watch.hi, verdict.undo, trial_ok,
     )  # fmt: skip
 
 
