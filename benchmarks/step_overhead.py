@@ -7,7 +7,10 @@ devices, B = 128) with `clock=wall` and a static split, and reads from the run s
 step's wall time (from the first launch until the updated state is ready) and each worker's
 compute time (from its device's own launch until its sums are ready). Prints the median step,
 the median busiest device, and the overhead = step / busiest - 1 (goal: at most 15%), for the
-given uneven split and for the uniform one, with the load average beside each figure.
+given uneven split and for the uniform one, with the load average beside each figure. Each run
+is paired with one whose reduction and update are dispatched only after every device's time
+is read (`WallTimer.finish_early = False`, the step before they were dispatched at the last
+launch): the ratio of the two median steps is measured side by side.
 """
 
 from __future__ import annotations
@@ -35,48 +38,64 @@ def config(sizes: tuple[int, ...], steps: int):
     return c
 
 
-def overhead(sizes: tuple[int, ...], steps: int) -> dict:
+def overhead(sizes: tuple[int, ...], steps: int, early: bool = True) -> dict:
     """Median step and busiest-device times (seconds) over the run's steps, the first
-    five left out (the controller's and the allocator's first decisions)."""
+    five left out (the controller's and the allocator's first decisions). `early`: the
+    reduction and update dispatched at the last launch (else after the times are read)."""
+    from omnilearn_jax.engine.timing import WallTimer
     from omnilearn_jax.run.job import train_and_evaluate
     from omnilearn_jax.run.runstore import read_metrics
 
     with tempfile.TemporaryDirectory() as tmp:
-        train_and_evaluate(config(sizes, steps), tmp)
+        WallTimer.finish_early = early
+        try:
+            train_and_evaluate(config(sizes, steps), tmp)
+        finally:
+            WallTimer.finish_early = True
         train = [r for r in read_metrics(tmp) if "worker_times" in r][5:]
     step = float(np.median([r["step_time"] for r in train]))
     busiest = float(np.median([max(r["worker_times"]) for r in train]))
-    return {"sizes": list(sizes), "step_ms": 1e3 * step, "busiest_ms": 1e3 * busiest,
-            "overhead": step / busiest - 1, "load": os.getloadavg()[0]}  # fmt: skip
+    return {"sizes": list(sizes), "early": early, "step_ms": 1e3 * step,
+            "busiest_ms": 1e3 * busiest, "overhead": step / busiest - 1,
+            "load": os.getloadavg()[0]}  # fmt: skip
 
 
 def measure(uneven: tuple[int, ...], steps: int, reps: int, echo=print) -> dict:
-    """The uneven split and the uniform one, `reps` runs each, interleaved (a change in
-    machine load hits both): every run, and per split the median and worst overhead."""
+    """The uneven split and the uniform one, `reps` runs each with the reduction and
+    update dispatched early and late, interleaved (a change in machine load hits all): every
+    run, and per split the median and worst overhead and the early / late step ratio."""
     uniform = (sum(uneven) // len(uneven),) * len(uneven)
     rows = []
     for rep in range(reps):
         for sizes in (uneven, uniform):
-            r = overhead(sizes, steps) | {"rep": rep}
-            rows.append(r)
-            echo(
-                f"sizes {r['sizes']}  step {r['step_ms']:.2f} ms  busiest device "
-                f"{r['busiest_ms']:.2f} ms  overhead {100 * r['overhead']:.0f}%  "
-                f"(load {r['load']:.2f})"
-            )
+            for early in (True, False):
+                r = overhead(sizes, steps, early) | {"rep": rep}
+                rows.append(r)
+                echo(
+                    f"sizes {r['sizes']} {'early' if early else 'late '}  step "
+                    f"{r['step_ms']:.2f} ms  busiest device {r['busiest_ms']:.2f} ms  "
+                    f"overhead {100 * r['overhead']:.0f}%  (load {r['load']:.2f})"
+                )
     splits = {}
     for name, sizes in (("uneven", uneven), ("uniform", uniform)):
-        mine = [r for r in rows if tuple(r["sizes"]) == sizes]
+        mine = [r for r in rows if tuple(r["sizes"]) == sizes and r["early"]]
+        late = [r for r in rows if tuple(r["sizes"]) == sizes and not r["early"]]
         over = [r["overhead"] for r in mine]
+        ratios = [a["step_ms"] / b["step_ms"] for a, b in zip(mine, late, strict=True)]
         splits[name] = {
             "sizes": list(sizes),
             "step_ms": float(np.median([r["step_ms"] for r in mine])),
             "busiest_ms": float(np.median([r["busiest_ms"] for r in mine])),
             "overhead_median": float(np.median(over)),
             "overhead_worst": float(max(over)),
+            "late_step_ms": float(np.median([r["step_ms"] for r in late])),
+            "late_overhead_median": float(np.median([r["overhead"] for r in late])),
+            "early_over_late": float(np.median(ratios)),
+            "early_over_late_worst": float(max(ratios)),
         }
         echo(f"{list(sizes)}: overhead median {100 * np.median(over):.0f}%, "
-             f"worst {100 * max(over):.0f}% over {len(over)} runs (goal <= 15%)")  # fmt: skip
+             f"worst {100 * max(over):.0f}% over {len(over)} runs (goal <= 15%); step "
+             f"early / late {np.median(ratios):.3f} (worst {max(ratios):.3f})")  # fmt: skip
     return {"steps": steps, "reps": reps, "runs": rows, "splits": splits}
 
 

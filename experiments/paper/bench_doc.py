@@ -211,6 +211,15 @@ def _step_overhead(r: dict) -> str:
             fmt(v["busiest_ms"], 3),
             f"{v['overhead_median']:.0%}",
             f"{v['overhead_worst']:.0%}",
+            *(
+                [
+                    fmt(v["late_step_ms"], 3),
+                    f"{v['late_overhead_median']:.0%}",
+                    f"{fmt(v['early_over_late'], 3)} ({fmt(v['early_over_late_worst'], 3)})",
+                ]
+                if "late_step_ms" in v
+                else ["", "", ""]
+            ),
         ]
         for v in r["splits"].values()
     ]
@@ -222,9 +231,22 @@ def _step_overhead(r: dict) -> str:
         "(launch to sums ready); medians over each run's steps, the first five left out. "
         "Every device's program is launched from one thread and computes at once with the "
         "others, so on this machine's cores the busiest device's time includes its share of "
-        "them. Overhead = step / busiest - 1 (goal: at most 15% for the uneven split).\n\n"
+        "them. Overhead = step / busiest - 1 (goal: at most 15% for the uneven split). "
+        "Late: the same runs with the reduction and update dispatched only after every "
+        "device's time is read (`WallTimer.finish_early = False`), each paired with an early "
+        "one; early / late = the ratio of their median steps, median (worst) over the pairs."
+        "\n\n"
         + md_table(
-            ["split", "step (ms)", "busiest device (ms)", "overhead median", "overhead worst"],
+            [
+                "split",
+                "step (ms)",
+                "busiest device (ms)",
+                "overhead median",
+                "overhead worst",
+                "late: step (ms)",
+                "late: overhead",
+                "step early / late",
+            ],
             rows,
         )
     )

@@ -396,11 +396,15 @@ class Steps:
             self._zeros[position] = jax.device_put(host, self.placement.devices[position])
         return self._zeros[position]
 
-    def run_local(self, params, blocks: Blocks, timed: bool = False):
+    def run_local(self, params, blocks: Blocks, timed: bool = False, then=None):
         """Every device's sums, stacked over the data axis [D, ...], and with `timed` each
         device's compute seconds (from its own launch until its sums are ready; with host
         waits, from the step's start, the wait included; 0 for a device with no rows), else
-        None.
+        None. With `then`, `then(stacked)` is returned in place of the sums: it is called
+        as soon as every device has been launched, before the times are waited for, so a
+        reduction and update it dispatches start when the last sums are ready, with no
+        host round trip in between (a finish dispatched after the waits made the paper
+        job's uneven step 3.5 ms against 3.1 ms, docs/trainer.md).
 
         A step whose devices all compute the shared bucket is one launch over the mesh.
         Otherwise every device's program is launched from this thread, largest block first:
@@ -411,15 +415,17 @@ class Steps:
         would run one after another.
         """
         params = self._local_params(params)
+        then = then or (lambda stacked: stacked)
         if self.host_wait and blocks.waits is not None:
-            return self._launched(params, blocks, timed, blocks.waits)
+            return self._launched(params, blocks, timed, then, blocks.waits)
         if self._is_shared(blocks):
             start = time.perf_counter()
             stacked = self._launch_mesh(params, blocks)
+            out = then(stacked)
             times = launch_ready_times(shards_of(stacked, self.devices), start) if timed else None
-            return stacked, times
+            return out, times
         if not self.inject:
-            return self._launched(params, blocks, timed)
+            return self._launched(params, blocks, timed, then)
         mine = shards_of(params, [self.placement.devices[b.position] for b in blocks])
 
         def run(block: DeviceBlock, p) -> tuple[jax.Array | None, float]:
@@ -436,9 +442,9 @@ class Steps:
         futures = {i: self._pool.submit(run, blocks[i], mine[i]) for i in order}
         done = [futures[i].result() for i in range(len(blocks))]
         stacked = self.stack(blocks, [r for r, _ in done])
-        return stacked, np.array([t for _, t in done]) if timed else None
+        return then(stacked), np.array([t for _, t in done]) if timed else None
 
-    def _launched(self, params, blocks: Blocks, timed: bool, waits=None, poll=_POLL_SECONDS):
+    def _launched(self, params, blocks: Blocks, timed: bool, then, waits=None, poll=_POLL_SECONDS):
         """`run_local` of callback-free programs, every device launched from this thread:
         largest block first, or with `waits` (each device's injected seconds, waited out on
         the host) each device once its wait has passed. A dispatch returns while its device
@@ -446,9 +452,10 @@ class Steps:
         Readiness is polled every `poll` seconds while later devices still wait or several
         compute; the last one is waited for directly. A device's time runs from its own
         launch until its sums are ready, or with `waits` from the step's start, its wait
-        included. On 2 cores, launches from threads of their own started up to 2.5 ms late
-        with injected waits, and without them made the paper job's uneven step 3.5-3.8 ms
-        against 3.1 ms from one thread (docs/trainer.md)."""
+        included. `then(stacked)` is called (and returned) right after the last launch. On 2
+        cores, launches from threads of their own started up to 2.5 ms late with injected
+        waits, and without them made the paper job's uneven step 3.5-3.8 ms against 3.1 ms
+        from one thread (docs/trainer.md)."""
         mine = shards_of(params, [self.placement.devices[b.position] for b in blocks])
         rows = [b.rows for b in blocks]
         due = np.zeros(len(blocks)) if waits is None else np.array(
@@ -458,6 +465,7 @@ class Steps:
         results: list = [None] * len(blocks)
         ready, launched = np.zeros(len(blocks)), np.zeros(len(blocks))
         running: list[int] = []
+        out = None
         start = time.perf_counter()
         while todo or running:
             now = time.perf_counter() - start
@@ -467,6 +475,8 @@ class Steps:
                 launched[i] = time.perf_counter() - start
                 results[i] = self._program(block)(mine[i], block.x, block.y, block.mask)
                 running.append(i)
+                if not todo:
+                    out = then(self.stack(blocks, results))
             if not timed:
                 running = []
             if not todo and len(running) == 1:  # the last device: no polling interval
@@ -478,8 +488,8 @@ class Steps:
                 gap = due[todo[0]] - (time.perf_counter() - start) if todo else poll
                 time.sleep(max(min(gap, poll) if running else gap, 0.0))
         if not timed:
-            return self.stack(blocks, results), None
-        return self.stack(blocks, results), ready - (launched if waits is None else 0.0)
+            return out, None
+        return out, ready - (launched if waits is None else 0.0)
 
     def _program(self, block: DeviceBlock) -> Program:
         """The block's (device, bucket) program, counting a first execution inside a step

@@ -101,6 +101,11 @@ class VirtualTimer(Timer):
 
 
 class WallTimer(Timer):
+    # A one-process step dispatches its reduction and update right after the last device's
+    # launch (`Steps.run_local`'s `then`); False: only once every device's time is read, as
+    # before (benchmarks/step_overhead.py measures both side by side).
+    finish_early = True
+
     def __init__(self, config, **kwargs):
         super().__init__(config, **kwargs)
         self.inject = float(config.hetero.get("inject", 0.0))
@@ -119,14 +124,21 @@ class WallTimer(Timer):
         # so neither the transfer nor the launch order of the devices is in it.
         jax.block_until_ready([(b.x, b.y, b.mask) for b in batch])
         start = time.perf_counter()
-        stacked, device_times = steps.run_local(params_of(state), batch, timed=True)
+        # Every process must see every worker's time, and process 0's split rules the step:
+        # both travel in a multi-process step's one collective, after the times are read.
+        multi = jax.process_count() > 1
+        if multi or not self.finish_early:
+            stacked, device_times = steps.run_local(params_of(state), batch, timed=True)
+        else:  # the reduction and update are dispatched before the times are waited for
+            (state, metrics), device_times = steps.run_local(
+                params_of(state), batch, timed=True, then=lambda s: steps.finish(state, s)
+            )
         if self.inject <= 0 and shares_cores(steps.devices):
             device_times = np.where(device_times > 0, np.max(device_times), 0.0)
-        if jax.process_count() > 1:  # every process must see every worker's time, and
-            # process 0's split rules the step: both travel in the step's one collective
+        if multi:
             state, metrics, every = steps.finish_timed(state, stacked, device_times, sizes)
             device_times = np.asarray(every, np.float64)
-        else:
+        elif not self.finish_early:
             state, metrics = steps.finish(state, stacked)
         jax.block_until_ready(state.step)
         wall = time.perf_counter() - start
