@@ -410,3 +410,25 @@ def test_an_ablation_passes_quota_from_to_the_launcher(tmp_path):
         _ablation(num_processes=2, cpu_quota=(1, 0.25), quota_from="later")
     with pytest.raises(ValueError, match="give cpu_quota too"):
         _ablation(num_processes=2, quota_from="steps")
+
+
+def test_launch_from_python_pins_by_default_as_the_command_line_does(monkeypatch):
+    """`launch.launch` called from Python deals the cores out (`fit`) as `--cpus` does by
+    default; `cpus="none"` pins nothing."""
+
+    class Started(Exception):
+        pass
+
+    seen = []
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(launch, "_enter", lambda group, cpus: seen.append(cpus))
+
+    def popen(*args, **kwargs):
+        raise Started
+
+    monkeypatch.setattr(launch.subprocess, "Popen", popen)
+    for cpus, first in (("fit", frozenset({0})), ("none", frozenset())):
+        kwargs = {} if cpus == "fit" else {"cpus": cpus}
+        with pytest.raises(Started):
+            launch.launch(["--x"], num_processes=2, **kwargs)
+        assert seen.pop() == first

@@ -241,18 +241,21 @@ def launch(
     grace: float = 10.0,
     show_gloo: bool = False,
     cpu_quota: Sequence[float] = (),
-    cpus: Sequence[frozenset[int]] = (),
+    cpus: Sequence[frozenset[int]] | str = "fit",
     quota_from: str = "start",
 ) -> int:
     """Runs the job; returns 0 if every process succeeded, else a non-zero exit code.
-    `cpu_quota` (a share of a core for each process) and `cpus` (the cores of each) confine
-    the processes; a machine where that is impossible raises `cgroups.CgroupError`.
+    `cpu_quota` (a share of a core for each process) and `cpus` (the cores of each, or a
+    `--cpus` word or list, by default `fit` as on the command line: `cgroups.parse_cpus`)
+    confine the processes; a machine where that is impossible raises `cgroups.CgroupError`.
     `quota_from`: `start` (each process is in its group before it execs) or `steps` (it
     joins once warm-up is done, before the first step)."""
     if num_processes < 1:
         raise ValueError(f"num_processes must be at least 1, got {num_processes}")
     if quota_from not in cgroups.QUOTA_FROM:
         raise ValueError(f"quota_from is one of {cgroups.QUOTA_FROM}, got {quota_from!r}")
+    if isinstance(cpus, str):
+        cpus = cgroups.parse_cpus(cpus, num_processes)
     devices = devices_per_process or max(8 // num_processes, 1)
     port = port or free_port()
     lock = threading.Lock()
