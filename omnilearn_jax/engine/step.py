@@ -404,7 +404,8 @@ class Steps:
         as soon as every device has been launched, before the times are waited for, so a
         reduction and update it dispatches start when the last sums are ready, with no
         host round trip in between (a finish dispatched after the waits made the paper
-        job's uneven step 3.5 ms against 3.1 ms, docs/trainer.md).
+        job's uneven step 3.5 ms against 3.1 ms, docs/trainer.md). With `timed` it is called
+        in a thread of its own (`_dispatched`).
 
         A step whose devices all compute the shared bucket is one launch over the mesh.
         Otherwise every device's program is launched from this thread, largest block first:
@@ -415,15 +416,14 @@ class Steps:
         would run one after another.
         """
         params = self._local_params(params)
-        then = then or (lambda stacked: stacked)
         if self.host_wait and blocks.waits is not None:
             return self._launched(params, blocks, timed, then, blocks.waits)
         if self._is_shared(blocks):
             start = time.perf_counter()
             stacked = self._launch_mesh(params, blocks)
-            out = then(stacked)
+            out = self._dispatched(then, stacked, timed)
             times = launch_ready_times(shards_of(stacked, self.devices), start) if timed else None
-            return out, times
+            return out(), times
         if not self.inject:
             return self._launched(params, blocks, timed, then)
         mine = shards_of(params, [self.placement.devices[b.position] for b in blocks])
@@ -442,7 +442,22 @@ class Steps:
         futures = {i: self._pool.submit(run, blocks[i], mine[i]) for i in order}
         done = [futures[i].result() for i in range(len(blocks))]
         stacked = self.stack(blocks, [r for r, _ in done])
-        return then(stacked), np.array([t for _, t in done]) if timed else None
+        return self._dispatched(then, stacked, False)(), (
+            np.array([t for _, t in done]) if timed else None
+        )
+
+    def _dispatched(self, then, stacked, timed: bool) -> Callable[[], Any]:
+        """`then(stacked)` (`stacked` itself without `then`) as a call that gives it: with
+        `timed` dispatched from a pool thread at once, since dispatching a program over
+        several devices can hold its thread until devices still computing are done
+        (XLA:CPU: 0.6-2.8 ms of a 3-6 ms step in a probe), and the launching thread
+        must go on reading each device's time meanwhile; else called here."""
+        if then is None:
+            return lambda: stacked
+        if not timed:
+            out = then(stacked)
+            return lambda: out
+        return self._pool.submit(then, stacked).result
 
     def _launched(self, params, blocks: Blocks, timed: bool, then, waits=None, poll=_POLL_SECONDS):
         """`run_local` of callback-free programs, every device launched from this thread:
@@ -452,10 +467,10 @@ class Steps:
         Readiness is polled every `poll` seconds while later devices still wait or several
         compute; the last one is waited for directly. A device's time runs from its own
         launch until its sums are ready, or with `waits` from the step's start, its wait
-        included. `then(stacked)` is called (and returned) right after the last launch. On 2
-        cores, launches from threads of their own started up to 2.5 ms late with injected
-        waits, and without them made the paper job's uneven step 3.5-3.8 ms against 3.1 ms
-        from one thread (docs/trainer.md)."""
+        included. `then(stacked)` is dispatched right after the last launch (`_dispatched`)
+        and returned. On 2 cores, launches from threads of their own started up to 2.5 ms
+        late with injected waits, and without them made the paper job's uneven step
+        3.5-3.8 ms against 3.1 ms from one thread (docs/trainer.md)."""
         mine = shards_of(params, [self.placement.devices[b.position] for b in blocks])
         rows = [b.rows for b in blocks]
         due = np.zeros(len(blocks)) if waits is None else np.array(
@@ -476,7 +491,7 @@ class Steps:
                 results[i] = self._program(block)(mine[i], block.x, block.y, block.mask)
                 running.append(i)
                 if not todo:
-                    out = then(self.stack(blocks, results))
+                    out = self._dispatched(then, self.stack(blocks, results), timed)
             if not timed:
                 running = []
             if not todo and len(running) == 1:  # the last device: no polling interval
@@ -488,8 +503,8 @@ class Steps:
                 gap = due[todo[0]] - (time.perf_counter() - start) if todo else poll
                 time.sleep(max(min(gap, poll) if running else gap, 0.0))
         if not timed:
-            return out, None
-        return out, ready - (launched if waits is None else 0.0)
+            return out(), None
+        return out(), ready - (launched if waits is None else 0.0)
 
     def _program(self, block: DeviceBlock) -> Program:
         """The block's (device, bucket) program, counting a first execution inside a step
