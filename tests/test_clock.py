@@ -152,6 +152,28 @@ def test_the_heap_left_by_warm_up_is_frozen_for_the_steps(tmp_path, monkeypatch)
     assert gc.get_freeze_count() == 0
 
 
+def test_the_decision_is_warmed_before_the_step(tmp_path, monkeypatch):
+    """The controller's decision runs once before the step's warm-up, not after it: the
+    devices' first steps after the decision's first run were 20-30 ms slower on one of
+    them (HL4 on the wall clock), and the step's warm-up, not the first timed step, must
+    take that."""
+    calls = []
+    for name in ("warm_decisions", "warm_up"):
+        original = getattr(Trainer, name)
+
+        def recorded(self, *args, _name=name, _original=original):
+            calls.append(_name)
+            return _original(self, *args)
+
+        monkeypatch.setattr(Trainer, name, recorded)
+    config = smoke_config()
+    config.controller.name = "proportional"
+    config.train.num_steps = 2
+    config.train.eval_every = 2
+    train_and_evaluate(config, str(tmp_path))
+    assert calls == ["warm_decisions", "warm_up"]
+
+
 def test_calibration_is_the_median_step_time_per_sample(monkeypatch):
     """calibrate_per_sample_cost times the real step: with a clock that advances 0.64 s
     between a step's start and end, the cost of 64 rows is exactly 0.01 s a sample."""

@@ -251,8 +251,11 @@ class Runner:
         first = self.done
         try:
             log.say(f"compiling the {cfg.model.name} train and eval steps ({cfg.backend})...")
-            self.warm_up(sizes)
+            # The decision first: the first steps on the devices after its first run took
+            # 20-30 ms more on one of them (HL4 on the wall clock, one run in two or more),
+            # which the step's warm-up now absorbs instead of the first timed step.
             t.warm_decisions(cstate, sizes)
+            self.warm_up(sizes)
             settle_heap()
             # `launch --quota_from=steps`: the CPU quota applies from here, not to compiling.
             if (group := cgroups.enter_deferred()) is not None:
