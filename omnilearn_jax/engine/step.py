@@ -403,9 +403,10 @@ class Steps:
         None. With `then`, `then(stacked)` is returned in place of the sums: it is called
         as soon as every device has been launched, before the times are waited for, so a
         reduction and update it dispatches start when the last sums are ready, with no
-        host round trip in between (a finish dispatched after the waits made the paper
-        job's uneven step 3.5 ms against 3.1 ms, docs/trainer.md). With `timed` it is called
-        in a thread of its own (`_dispatched`).
+        host round trip in between (against a finish dispatched after the waits, the paper
+        job's uneven step took 0.81x the time and its uniform one 0.92x, BENCHMARKS.md
+        section 8). With `timed` it is called in a thread of its own (`_dispatched`). With
+        host waits it is called only once every device's sums are ready.
 
         A step whose devices all compute the shared bucket is one launch over the mesh.
         Otherwise every device's program is launched from this thread, largest block first:
@@ -416,8 +417,11 @@ class Steps:
         would run one after another.
         """
         params = self._local_params(params)
-        if self.host_wait and blocks.waits is not None:
-            return self._launched(params, blocks, timed, then, blocks.waits)
+        if self.host_wait and blocks.waits is not None:  # `then` once the times are read:
+            # dispatched at the last launch it made the balanced HL4 step (inject 0.003)
+            # 12.1-12.3 ms against 11.6-11.7 ms (fresh processes, alternated)
+            stacked, times = self._launched(params, blocks, timed, None, blocks.waits)
+            return self._dispatched(then, stacked, False)(), times
         if self._is_shared(blocks):
             start = time.perf_counter()
             stacked = self._launch_mesh(params, blocks)
