@@ -101,15 +101,14 @@ def test_a_bsp_step_waits_out_injected_slowness_on_the_host(tmp_path, monkeypatc
     assert (times >= batch.waits).all()
 
 
-@pytest.mark.parametrize("inject", [0.0, 0.002])
-def test_a_wall_clock_step_updates_as_the_plain_step_bit_for_bit(tmp_path, inject):
-    """The wall clock's step dispatches the reduction and update right after the last
-    launch, before it waits for the devices' times (and, with injection, before the last
-    device's wait is over): its state is the plain step's bit for bit, on an uneven split
-    (a launch a device) and on the uniform one (one launch over the mesh)."""
+def test_a_wall_clock_step_updates_as_the_plain_step_bit_for_bit(tmp_path):
+    """The wall clock's step (no injection) dispatches the reduction and update right after
+    the last launch, before it waits for the devices' times: its state is the plain step's
+    bit for bit, on an uneven split (a launch a device) and on the uniform one (one launch
+    over the mesh). (With injected waits the update follows the times, as the plain step.)"""
     import jax
 
-    config = wall_config((1.0, 1.0, 0.5, 1.0), inject)
+    config = wall_config((1.0, 1.0, 0.5, 1.0), 0.0)
     trainer = Trainer(config, str(tmp_path))
     trainer.compile_variants()
     speeds = np.array(config.hetero.cores)
@@ -124,9 +123,7 @@ def test_a_wall_clock_step_updates_as_the_plain_step_bit_for_bit(tmp_path, injec
         for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(walled), strict=True):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
         assert int(walled.step) == int(trainer.state.step) + 1
-        waits = inject * sizes / speeds
-        assert (np.array(record["worker_times"]) >= waits - 1e-4).all()
-        assert record["step_time"] >= waits.max()
+        assert record["step_time"] >= max(record["worker_times"]) > 0
 
 
 def test_the_heap_left_by_warm_up_is_frozen_for_the_steps(tmp_path, monkeypatch):
