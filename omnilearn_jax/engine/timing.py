@@ -101,9 +101,10 @@ class VirtualTimer(Timer):
 
 
 class WallTimer(Timer):
-    # A one-process step dispatches its reduction and update right after the last device's
-    # launch (`Steps.run_local`'s `then`); False: only once every device's time is read, as
-    # before (benchmarks/step_overhead.py measures both side by side).
+    # A one-process step without host waits dispatches its reduction and update right after
+    # the last device's launch (`Steps.run_local`'s `then`; with host waits, once the times
+    # are read); False: only once every device's time is read, as before
+    # (benchmarks/step_overhead.py measures both side by side).
     finish_early = True
 
     def __init__(self, config, **kwargs):
