@@ -77,7 +77,6 @@ class PredictiveState(NamedTuple):
     strikes: jax.Array  # int32 [W]: caps lifted so far; each doubles the next hold
     suspect: jax.Array  # int32 [W]: consecutive outliers (+ above, - below)
     noise: noise.Noise  # timing noise of each worker's measurements (controllers/noise.py)
-    scale: jax.Array  # float: the last common factor measured (the table's time unit)
     seen_time: jax.Array  # float: seconds the measured steps took (up to `persist`)
     decisions: jax.Array  # int32: steps on which a decision was due
     num_adjustments: jax.Array  # int32: steps on which the sizes changed
@@ -149,7 +148,6 @@ def predictive(
             strikes=zeros,
             suspect=zeros,
             noise=noise.init(num_workers),
-            scale=jnp.ones((), jnp.float32),
             seen_time=jnp.zeros((), jnp.float32),
             decisions=jnp.zeros((), jnp.int32),
             num_adjustments=jnp.zeros((), jnp.int32),
@@ -159,7 +157,7 @@ def predictive(
         b = obs.batch_sizes
         w, n = state.mean.shape
         lo, hi = resolve_bounds(w, n - 1, b_min, b_max)
-        mean, count, age, strikes, detector, restart, pending, suspect, noisy, scale = _measure(
+        mean, count, age, strikes, detector, restart, pending, suspect, noisy = _measure(
             state, obs, smoothing, jump, confirm, cliff_hold, persist
         )
         sigma = noise.sigma(noisy)
@@ -204,7 +202,6 @@ def predictive(
             strikes=strikes,
             suspect=suspect,
             noise=noisy,
-            scale=scale,
             seen_time=seen_time,
             decisions=state.decisions + due.astype(jnp.int32),
             num_adjustments=state.num_adjustments + moved.astype(jnp.int32),
@@ -226,7 +223,7 @@ def _measure(
     """Folds this step's times into the table and the noise estimate; lifts stale cliffs.
 
     Returns (mean, count, age, strikes, (drift, run_sum, run_count, run_time, run_sigma),
-    restart, pending, suspect, noise, scale).
+    restart, pending, suspect, noise).
     """
     b, t = obs.batch_sizes, obs.worker_times
     w, n = state.mean.shape
@@ -243,9 +240,9 @@ def _measure(
     guess = valid & ~own & (state.expected > 0)
     against = t / jnp.where(own, old, jnp.where(guess, state.expected, 1.0))
     # A change every worker sees at once (the host's load) is not heterogeneity: times are
-    # divided by a common factor (`_common_factor`), so the table holds relative times (only
-    # their ratios set the split) and none moves. The factor is the table's unit and persists.
-    factor = _common_factor(against, own, state.scale, noise.band(state.noise, jump))
+    # divided by the step's median ratio to the workers' own means (noise.common_factor), so
+    # the table holds relative times (only their ratios set the split) and none moves.
+    factor = noise.common_factor(against, own)
     t, against = t / factor, against / factor
     # The band widens with each worker's measured noise (noise.band), so noise is not taken
     # for spikes or speed changes, while a quiet worker's change is seen at `jump`.
@@ -309,33 +306,7 @@ def _measure(
     noisy = noise.restart(noisy, restart, smoothing, confirm)
     suspect, _ = streak(state.suspect, jnp.zeros(w), up, down, valid, t)
     suspect = jnp.where(restart, 0, suspect)
-    return mean, count, age, strikes, detector, restart, pending, suspect, noisy, factor
-
-
-def _common_factor(
-    against: jax.Array, own: jax.Array, last: jax.Array, band: jax.Array
-) -> jax.Array:
-    """The step's common factor: the last step's (`last`, the table's unit), replaced by the
-    median ratio of the workers at their own sizes (noise.common_factor) only where the two
-    middle ratios agree within the widest outlier `band` and the median lies beyond it from
-    `last` (a load every worker sees, or a change of the middle workers' speed).
-
-    Before, every step divided by its median ratio, and by 1 where fewer than two workers
-    were at their own sizes. Three faults followed (benchmarks/controller_heldout.py, the
-    tuning-side families): the median adds its own noise to every sample; after a change of
-    every worker's speed, half faster and half slower, the middle ratio nearer 1 flips
-    between the halves with the noise, so each worker's change looks larger or smaller from
-    step to step; and the step after a move of every worker (no own sizes) divided by 1
-    while the table was in the unit of the last median, so every sample read as an outlier
-    by that factor and new sizes were recorded in another unit than their rows' old points
-    (a flat curve: one worker was given 122 rows).
-    """
-    low, high, count = noise.middles(against, own)
-    widest = 1.0 + jnp.max(jnp.where(own, band, 0.0))
-    agree = (count >= 2) & (high <= widest * low)
-    factor = noise.common_factor(against, own)
-    moved = (factor > widest * last) | (last > widest * factor)
-    return jnp.where(agree & moved, factor, last)
+    return mean, count, age, strikes, detector, restart, pending, suspect, noisy
 
 
 def _detect_change(
