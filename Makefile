@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run train analyse test mutate lint format report report-small
+.PHONY: run train analyse test test-live mutate lint format report report-small
 
 # uv installs the requirements (parallel downloads: 37 s from empty caches where pip took
 # 74 s on the 2-core machine); plain pip is the fallback where uv cannot be installed or run.
@@ -36,7 +36,12 @@ analyse: $(STAMP)
 # at a time each, longest first (tests/conftest.py).
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not live"
+
+# The tests that read the machine's real timing (marker `live`): one process, nothing else
+# running beside them.
+test-live: $(STAMP)
+	$(PY) -m pytest -q -m live
 
 # Mutation testing of controllers/ and omnilearn_jax/cluster/ (mutmut; pyproject.toml
 # [tool.mutmut] names the tests); not part of `make test`. Results: docs/robustness.md.

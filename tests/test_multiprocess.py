@@ -393,18 +393,15 @@ def test_children_die_with_a_killed_launcher(tmp_path):
     assert not any(alive(pid) for pid in pids)
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,  # the machine's load decides it
-    reason="issue 26: on a quiet machine 6 runs of 6 passed, pinned and unpinned, since a "
-    "move is undone when the times do not answer it (controllers/response.py; 2026-12-03). "
-    "With a second pytest process computing beside it (the CI's 2 workers), 6 runs of 9 "
-    "failed, those read on a first move of 2-3 rows a worker (two probes of the job made it "
-    "on process times 0.83-0.88x apart over the 20 steps before): a competing process makes "
-    "the processes really differ in speed, "
-    "which no test on the times can tell from identical devices. Replays: "
-    "tests/test_identical_devices.py; measured: docs/results/identical_split.md",
-)
+# Live (`make test-live`, not `make test`): on a quiet machine 6 runs of 6 passed, pinned and
+# unpinned, since a move is undone when the times do not answer it (controllers/response.py;
+# 2026-12-03). With a second pytest process computing beside it (`make test`'s 2 workers on 2
+# cores), 6 runs of 9 failed, those read on a first move of 2-3 rows a worker (two probes of the
+# job made it on process times 0.83-0.88x apart over the 20 steps before): a competing process
+# makes the processes really differ in speed, which no test on the times can tell from
+# identical devices. Replays in `make test`: tests/test_identical_devices.py; measured:
+# docs/results/identical_split.md (benchmarks/identical_split.py).
+@pytest.mark.live
 def test_wall_clock_split_stays_uniform_on_identical_devices_in_two_processes(tmp_path):
     """Issue 26: 8 identical CPU devices, 4 a process, measured on the wall clock with the
     proportional controller: no worker's batch leaves uniform by more than the dead-band
