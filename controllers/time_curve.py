@@ -1,8 +1,9 @@
 """A worker's time curve t(b) predicted from the sizes it was measured at (for `predictive`).
 
-An affine fit through the measured points, refitted with cliff points weighed down, plus each
-point's residual from it (shrunk by its standard error), interpolated between measured sizes,
-floored below the smallest measured size by that size's time per sample, and made
+An affine fit through the measured points below any memory cliff (its intercept pulled
+towards 0 the more, the noisier the points), refitted with outlying points weighed down, plus
+each point's residual from it (shrunk by its standard error), interpolated between measured
+sizes, floored below the smallest measured size by that size's time per sample, and made
 nondecreasing.
 """
 
@@ -16,6 +17,16 @@ import jax.numpy as jnp
 # Ridge weight on the intercept, relative to the data weight: small enough that two distinct
 # sizes give the affine curve to 0.1 %, large enough that one size gives t / b.
 RIDGE = 1e-3
+# With noise, the ridge is (noise / NOISY_RIDGE)^2 if larger (0.01 at 5 % noise, 0.16 at 20 %;
+# the intercept shrinks by 1 / (1 + ridge)): a few noisy points over a narrow range of sizes
+# leave the slope to chance, and a flat fit through them (a high intercept) predicted that a
+# worker shrunk far below them would barely speed up. A prior set once, not tuned.
+NOISY_RIDGE = 0.5
+# A measured size costs more per sample than a smaller measured size by this fraction (or by 3
+# noise standard deviations, if more) only past a memory cliff: time per sample falls with the
+# batch on an affine curve with a fixed cost and on a flat stretch. Such a size, and every
+# larger one, stays out of the line (their residuals keep the cliff in the prediction).
+CLIFF = 0.5
 # Slope floor for extrapolation, as a fraction of the mean time per sample: a flat stretch
 # (a saturating curve below its knee) must not promise free samples beyond what was seen.
 MIN_SLOPE = 0.05
@@ -43,8 +54,10 @@ def predict(mean: jax.Array, count: jax.Array, noise: Any = 0.0) -> jax.Array:
     w, n = mean.shape
     b = jnp.arange(n, dtype=jnp.float32)
     seen = count > 0
-    weight = jnp.minimum(count, MAX_WEIGHT)
-    intercept, slope = _fit(mean, weight, b)
+    sigma = jnp.broadcast_to(jnp.asarray(noise, jnp.float32), (w, 1))[:, 0]
+    ridge = jnp.maximum(RIDGE, (sigma / NOISY_RIDGE) ** 2)
+    weight = jnp.where(_past_cliff(mean, seen, b, sigma), 0.0, jnp.minimum(count, MAX_WEIGHT))
+    intercept, slope = _fit(mean, weight, b, ridge)
     # Reweighted passes: points far off the previous fit (a cliff) weigh less in the line, by
     # the square of how far beyond the noise they lie, so a 3x cliff point cannot tilt it.
     for _ in range(REFITS):
@@ -52,7 +65,7 @@ def predict(mean: jax.Array, count: jax.Array, noise: Any = 0.0) -> jax.Array:
         scale = jnp.abs(line) * noise / jnp.sqrt(jnp.maximum(count, 1.0))
         limit = SHRINK * scale + HUBER * jnp.abs(line)
         trust = jnp.minimum(1.0, limit / jnp.maximum(jnp.abs(mean - line), 1e-30)) ** 2
-        intercept, slope = _fit(mean, weight * trust, b)
+        intercept, slope = _fit(mean, weight * trust, b, ridge)
     line = intercept[:, None] + slope[:, None] * b
     scale = jnp.abs(line) * noise / jnp.sqrt(jnp.maximum(count, 1.0))
     residual = mean - line
@@ -88,18 +101,33 @@ def predict(mean: jax.Array, count: jax.Array, noise: Any = 0.0) -> jax.Array:
     return jnp.where(b > 0, table, 0.0)
 
 
-def _fit(mean: jax.Array, weight: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Weighted affine fit a_k + c_k b over each worker's measured sizes (weight > 0)."""
+def _past_cliff(mean: jax.Array, seen: jax.Array, b: jax.Array, sigma: jax.Array) -> jax.Array:
+    """[W, B + 1]: the measured sizes from the first one that costs more per sample than a
+    smaller measured size by `CLIFF` (or 3 noise standard deviations) upwards."""
+    n = mean.shape[1]
+    per_sample = jnp.where(seen, mean / jnp.maximum(b, 1.0), jnp.inf)
+    cheapest = jax.lax.cummin(per_sample, axis=1)
+    below = jnp.concatenate([jnp.full_like(cheapest[:, :1], jnp.inf), cheapest[:, :-1]], axis=1)
+    margin = 1.0 + jnp.maximum(CLIFF, 3.0 * sigma)[:, None]
+    dear = seen & (per_sample > margin * below)
+    first = jnp.where(dear.any(axis=1), jnp.argmax(dear, axis=1), n)
+    return seen & (jnp.arange(n)[None, :] >= first[:, None])
+
+
+def _fit(
+    mean: jax.Array, weight: jax.Array, b: jax.Array, r: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """Weighted affine fit a_k + c_k b over each worker's measured sizes (weight > 0), with
+    a ridge r [W] (relative to the data's weight) on the intercept."""
     wt = jnp.where(weight > 0, weight, 0.0)
     s0, s1, s2 = wt.sum(1), (wt * b).sum(1), (wt * b * b).sum(1)
     sy, sby = (wt * mean).sum(1), (wt * b * mean).sum(1)
-    # Normal equations with a ridge RIDGE * s0 on the intercept, written around the mean size
+    # Normal equations with a ridge r * s0 on the intercept, written around the mean size
     # mb so the float32 sums stay accurate:
     # c = (cov + r mb sy / (1 + r)) / (var + r mb^2 s0 / (1 + r)), a = (sy - c s1) / (s0 (1 + r)).
     mb = s1 / jnp.maximum(s0, 1e-30)
     var = s2 - s1 * mb  # sum w (b - mb)^2
     cov = sby - sy * mb
-    r = RIDGE
     c = (cov + r * mb * sy / (1.0 + r)) / jnp.maximum(var + r * mb * mb * s0 / (1.0 + r), 1e-30)
     c = jnp.maximum(c, MIN_SLOPE * sy / jnp.maximum(s1, 1e-30))
     a = (sy - c * s1) / jnp.maximum(s0 * (1.0 + r), 1e-30)

@@ -23,3 +23,28 @@ def test_a_steep_line_through_cliff_points_never_predicts_a_small_batch_for_free
     assert table[10] >= 10 / 24 * table[24] - 1e-4
     assert table[20] >= 20 / 24 * table[24] - 1e-4
     assert 11.0 < table[24] < 13.0
+
+
+def test_noisy_points_over_a_narrow_range_do_not_predict_a_flat_curve():
+    # A worker's points after a speed change (a tuning-side plant of
+    # benchmarks/controller_heldout.py, seed 100, worker 2): four sizes 32-38, each measured
+    # 0.5-3.7 times at 13 % noise, that happen to fall with the size. The least-squares line
+    # through them is nearly flat (time at 1 row: 5.75, 88 % of the time at 32), so shrinking
+    # the worker looked useless and its rows went to another worker (3.4x the optimum). The
+    # noise-scaled ridge on the intercept (time_curve.NOISY_RIDGE) pulls the line towards the
+    # proportional guess. With no noise, two sizes still give the exact affine curve.
+    mean = np.zeros((1, 129), np.float32)
+    count = np.zeros((1, 129), np.float32)
+    for size, seconds, weight in (
+        (32, 6.52, 0.5),
+        (33, 6.094, 0.5),
+        (36, 6.551, 0.86),
+        (38, 5.866, 3.71),
+    ):
+        mean[0, size], count[0, size] = seconds, weight
+    table = np.asarray(predict(jnp.asarray(mean), jnp.asarray(count), jnp.full((1, 1), 0.128)))[0]
+    assert table[1] < 0.15 * table[32]
+    assert table[16] < 0.6 * table[32]
+    exact = jnp.zeros((1, 129)).at[0, 20].set(1.2).at[0, 40].set(2.2)
+    affine = np.asarray(predict(exact, (exact > 0).astype(jnp.float32), 0.0))[0]
+    np.testing.assert_allclose(affine[[10, 60, 100]], [0.7, 3.2, 5.2], rtol=2e-3)
