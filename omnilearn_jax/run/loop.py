@@ -39,12 +39,17 @@ def format_duration(seconds: float) -> str:
 
 
 def settle_heap() -> None:
-    """Collects once and freezes every object left when warm-up ends (compiling leaves
-    hundreds of thousands): Python's collector then never scans them again during the run.
-    Otherwise its full collections, 66-180 ms each in a fresh process (measured 2026-12-02
-    in the HL2 job of benchmarks/hetero_wall.py), land inside timed steps: one added 185 ms to
-    a 12 ms step and so 25% to a 60-step run. The run unfreezes at its end."""
-    gc.collect()
+    """Freezes every object left when warm-up ends (compiling leaves hundreds of thousands):
+    Python's collector then never scans them again during the run. Otherwise its full
+    collections, 66-180 ms each in a fresh process (measured 2026-12-02 in the HL2 job of
+    benchmarks/hetero_wall.py), land inside timed steps: one added 185 ms to a 12 ms step and
+    so 25% to a 60-step run. The run unfreezes at its end.
+
+    Only the young generations are collected first (under a millisecond): a full collection
+    scans every object of the process, 0.16-0.56 s a run in a long-lived process that trains
+    many times (a test session holding 230,000-330,000 objects, 2026-12-03). Older cyclic
+    garbage is frozen with the rest and collectable again once the run unfreezes."""
+    gc.collect(1)
     gc.freeze()
 
 
