@@ -80,6 +80,7 @@ def rng(request):
 # with a long file at the end (measured CPU seconds, most first; the rest keep their order).
 LONGEST_FIRST = (
     "test_step.py",
+    "test_async_remote.py",
     "test_multiprocess.py",
     "test_paper_pipeline.py",
     "test_resume.py",
