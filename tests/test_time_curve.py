@@ -6,19 +6,22 @@ import numpy as np
 from controllers.time_curve import predict
 
 
+def one_worker(points) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """(mean, count) tables [1, 129] of one worker measured at (size, seconds, weight)."""
+    mean = np.zeros((1, 129), np.float32)
+    count = np.zeros((1, 129), np.float32)
+    for size, seconds, weight in points:
+        mean[0, size], count[0, size] = seconds, weight
+    return jnp.asarray(mean), jnp.asarray(count)
+
+
 def test_a_steep_line_through_cliff_points_never_predicts_a_small_batch_for_free():
     # One worker measured at 24 rows (12 s) and past a cliff at 33-40 rows (230-2,000 s): the
     # fitted line is steep enough to cross zero well above 20 rows.
-    mean = np.zeros((1, 129), np.float32)
-    count = np.zeros((1, 129), np.float32)
-    for size, seconds, weight in (
-        (24, 12.0, 3.0),
-        (33, 230.0, 0.5),
-        (37, 1540.0, 0.6),
-        (40, 2020.0, 0.5),
-    ):
-        mean[0, size], count[0, size] = seconds, weight
-    table = np.asarray(predict(jnp.asarray(mean), jnp.asarray(count), 0.18))[0]
+    mean, count = one_worker(
+        ((24, 12.0, 3.0), (33, 230.0, 0.5), (37, 1540.0, 0.6), (40, 2020.0, 0.5))
+    )
+    table = np.asarray(predict(mean, count, 0.18))[0]
     # At most the smallest measured size's time per sample, and so at least 10 / 24 * 12 s.
     assert table[10] >= 10 / 24 * table[24] - 1e-4
     assert table[20] >= 20 / 24 * table[24] - 1e-4
@@ -33,16 +36,10 @@ def test_noisy_points_over_a_narrow_range_do_not_predict_a_flat_curve():
     # the worker looked useless and its rows went to another worker (3.4x the optimum). The
     # noise-scaled ridge on the intercept (time_curve.NOISY_RIDGE) pulls the line towards the
     # proportional guess. With no noise, two sizes still give the exact affine curve.
-    mean = np.zeros((1, 129), np.float32)
-    count = np.zeros((1, 129), np.float32)
-    for size, seconds, weight in (
-        (32, 6.52, 0.5),
-        (33, 6.094, 0.5),
-        (36, 6.551, 0.86),
-        (38, 5.866, 3.71),
-    ):
-        mean[0, size], count[0, size] = seconds, weight
-    table = np.asarray(predict(jnp.asarray(mean), jnp.asarray(count), jnp.full((1, 1), 0.128)))[0]
+    mean, count = one_worker(
+        ((32, 6.52, 0.5), (33, 6.094, 0.5), (36, 6.551, 0.86), (38, 5.866, 3.71))
+    )
+    table = np.asarray(predict(mean, count, jnp.full((1, 1), 0.128)))[0]
     assert table[1] < 0.15 * table[32]
     assert table[16] < 0.6 * table[32]
     exact = jnp.zeros((1, 129)).at[0, 20].set(1.2).at[0, 40].set(2.2)
