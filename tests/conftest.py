@@ -35,24 +35,25 @@ def _cache_dir() -> str:
 
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
-# XLA's backend (LLVM) optimises compiled CPU code at level 0 in tests: compiling is most of
-# a cold test run's CPU and takes about half as long at level 0 (test_text.py: 61 CPU-s cold
-# at the default level, 35 at 0), while the programs, and so every asserted number, are the
-# same maths. Subprocesses inherit it (they drop only the device-count flag). Set
-# OMNILEARN_TEST_XLA_OPT to another level to test with it.
-_OPT = "--xla_backend_optimization_level"
-if _OPT not in os.environ["XLA_FLAGS"]:
-    level = os.environ.get("OMNILEARN_TEST_XLA_OPT", "0")
-    os.environ["XLA_FLAGS"] += f" {_OPT}={level}"
-# XLA's CPU fusion emitters (its newer code generator for fused loops) are off in tests: the
-# older emitters compile the same fusions in about a third of the time (a cold
-# tests/test_text.py::test_a_run_reports_perplexity_of_its_final_params: 14.9 s of backend
-# compiling with them, 4.7 s without; 24.8 s against 12.1 s in all, 2026-12-03), and every
-# test compares programs compiled alike. OMNILEARN_TEST_XLA_FUSION_EMITTERS=true keeps them.
-_EMITTERS = "--xla_cpu_use_fusion_emitters"
-if _EMITTERS not in os.environ["XLA_FLAGS"]:
-    emitters = os.environ.get("OMNILEARN_TEST_XLA_FUSION_EMITTERS", "false")
-    os.environ["XLA_FLAGS"] += f" {_EMITTERS}={emitters}"
+# Two XLA flags make compiling cheaper in tests, each unless XLA_FLAGS already sets it or its
+# environment variable gives another value; subprocesses inherit them (they drop only the
+# device-count flag).
+# - The backend (LLVM) optimises compiled CPU code at level 0: compiling is most of a cold test
+#   run's CPU and takes about half as long at level 0 (test_text.py: 61 CPU-s cold at the
+#   default level, 35 at 0), while the programs, and so every asserted number, are the same
+#   maths (OMNILEARN_TEST_XLA_OPT).
+# - The CPU fusion emitters (XLA's newer code generator for fused loops) are off: the older
+#   emitters compile the same fusions in about a third of the time (a cold
+#   tests/test_text.py::test_a_run_reports_perplexity_of_its_final_params: 14.9 s of backend
+#   compiling with them, 4.7 s without; 24.8 s against 12.1 s in all, 2026-12-03), and every
+#   test compares programs compiled alike (OMNILEARN_TEST_XLA_FUSION_EMITTERS=true keeps them).
+TEST_XLA_FLAGS = (
+    ("--xla_backend_optimization_level", "OMNILEARN_TEST_XLA_OPT", "0"),
+    ("--xla_cpu_use_fusion_emitters", "OMNILEARN_TEST_XLA_FUSION_EMITTERS", "false"),
+)
+for _flag, _variable, _default in TEST_XLA_FLAGS:
+    if _flag not in os.environ["XLA_FLAGS"]:
+        os.environ["XLA_FLAGS"] += f" {_flag}={os.environ.get(_variable, _default)}"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("WANDB_MODE", "disabled")
 JAX_CACHE = os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _cache_dir())
