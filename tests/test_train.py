@@ -11,22 +11,17 @@ from omnilearn_jax.run import launch
 from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics
 from omnilearn_jax.run.train import Trainer
+from tests import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_main(workdir, *overrides, config="configs/smoke.py"):
-    """Runs the real command line in a fresh process (it sets up its own 8 CPU devices)."""
+def run_main(workdir, *overrides, config="configs/smoke.py", fresh=False):
+    """Runs the real command line (it sets up its own 8 CPU devices) in a child forked from
+    one process that imported it (tests/cli.py); `fresh`: in a new interpreter."""
     env = launch.child_env()  # main.py makes its devices; other XLA flags stay
-    cmd = [
-        sys.executable,
-        "-m",
-        "omnilearn_jax.main",
-        f"--config={config}",
-        f"--workdir={workdir}",
-        *overrides,
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    argv = [f"--config={config}", f"--workdir={workdir}", *overrides]
+    proc = cli.main(argv, env, fresh=fresh)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -39,7 +34,7 @@ def smoke_config():
 
 
 def test_uniform_and_skewed_split_give_the_same_loss_curve(tmp_path):
-    uniform = run_main(tmp_path / "uniform")
+    uniform = run_main(tmp_path / "uniform", fresh=True)  # the README's command, as typed
     skewed_sizes = "(0,1,2,3,4,5,6,43)"
     run_main(
         tmp_path / "skewed",
@@ -108,9 +103,8 @@ def test_a_user_controller_runs_through_the_command_line_by_config_override(tmp_
 
 
 def test_an_unimportable_controller_plugin_is_named_before_anything_runs(tmp_path):
-    cmd = [sys.executable, "-m", "omnilearn_jax.main", "--config=configs/smoke.py"]
-    cmd += [f"--workdir={tmp_path}", "--config.controller.plugin=experiments.no_such_policy"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    argv = ["--config=configs/smoke.py", f"--workdir={tmp_path}"]
+    proc = cli.main([*argv, "--config.controller.plugin=experiments.no_such_policy"], os.environ)
     assert proc.returncode != 0
     assert "controller.plugin=experiments.no_such_policy: cannot import it" in (proc.stderr)
     assert not (tmp_path / "metrics.jsonl").exists()

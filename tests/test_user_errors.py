@@ -1,24 +1,20 @@
 """User errors on the command line: exit status 2, one line on stderr, a "did you mean"."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from omnilearn_jax.config import errors
 from omnilearn_jax.run import launch
+from tests import cli
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-
-def main(workdir, *args, env_extra=None):
+def main(workdir, *args, env_extra=None, fresh=False):
+    """The command line (forked from one imported process; `fresh`: a new interpreter)."""
     env = launch.child_env()  # main.py makes its devices; other XLA flags stay
     env.pop(errors.VERBOSE_ENV, None)
     env.update(env_extra or {})
-    cmd = [sys.executable, "-m", "omnilearn_jax.main", f"--workdir={workdir}", *args]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return cli.main([f"--workdir={workdir}", *args], env, fresh=fresh, timeout=120)
 
 
 # (arguments, the one stderr line must contain this); each is a name given wrong one way.
@@ -61,7 +57,7 @@ CASES = [
 
 @pytest.mark.parametrize("args,message", CASES, ids=[str(i) for i in range(len(CASES))])
 def test_a_user_error_is_one_line_on_stderr_with_status_2(tmp_path, args, message):
-    proc = main(tmp_path / "run", *args)
+    proc = main(tmp_path / "run", *args, fresh=args == CASES[0][0])  # one in a new interpreter
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr[-2000:]
