@@ -143,8 +143,8 @@ CASES = [
     ({**PREDICTIVE, "controller.settle": 0}, "predictive: settle must be an int >= 1, got 0"),
     ({**PREDICTIVE, "controller.smoothing": 0.0}, "predictive: smoothing must be in (0, 1], got"),
     ({**PREDICTIVE, "controller.jump": -0.5}, "predictive: jump must be >= 0, got -0.5"),
-    ({**PREDICTIVE, "controller.persist": -1.0}, "predictive: persist must be >= 0 seconds, got"),
-    ({"controller.name": "proportional", "controller.persist": -1.0}, "persist must be >= 0 s"),
+    ({**PREDICTIVE, "controller.persist": -0.5}, "predictive: persist must be >= 0 seconds, got"),
+    ({"controller.name": "proportional", "controller.persist": -0.5}, "persist must be >= 0 s"),
     (
         {"cost.curve": lambda p: str(p / "none.json")},
         lambda p: f"cost curve {p / 'none.json'}: [Errno 2] No such file or directory",

@@ -18,6 +18,7 @@ import pytest
 
 import controllers
 from configs import smoke
+from omnilearn_jax.config import schema
 
 # (process 0, process 1) milliseconds a step.
 RECORDED = [
@@ -35,10 +36,11 @@ WORKERS, BATCH = 8, 64
 
 @functools.cache
 def policy(name: str):
-    """(init, jitted update) of a controller with the smoke config's settings."""
+    """(init, jitted update) of a controller with the smoke config's settings, on the wall
+    clock the times were recorded on (its `persist` is DEFAULT_PERSIST)."""
     config = smoke.get_config()
-    config.controller.name = name
-    ctrl = controllers.make_from_config(config.controller)
+    config.controller.name, config.clock = name, "wall"
+    ctrl = schema.make_controller(config)
     return ctrl.init, jax.jit(ctrl.update)
 
 

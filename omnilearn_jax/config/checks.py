@@ -120,6 +120,7 @@ def check_config(config: Any) -> None:
     check_config_types(config)
     import controllers
     from omnilearn_jax import cluster
+    from omnilearn_jax.config import schema
 
     check_choice("controller", config.controller.name, controllers.available())
     check_choice("hetero profile", config.hetero.name, cluster.available_profiles())
@@ -128,7 +129,7 @@ def check_config(config: Any) -> None:
     w, b = config.num_workers, config.global_batch_size
     controllers.check_bounds(w, b, config.controller.b_min, config.controller.b_max)
     try:
-        controllers.make_from_config(config.controller)
+        schema.make_controller(config)
     except TypeError as e:  # unknown keyword argument of the policy
         raise ValueError(str(e)) from None
 

@@ -20,7 +20,7 @@ import controllers
 from omnilearn_jax import models
 from omnilearn_jax.cluster.curve import RUN_FILE, curve_from_dict
 from omnilearn_jax.cluster.measure import run_curve
-from omnilearn_jax.config import checks
+from omnilearn_jax.config import checks, schema
 from omnilearn_jax.data import datasets
 from omnilearn_jax.engine import buckets, optim, step
 from omnilearn_jax.engine.engine import Engine
@@ -40,7 +40,7 @@ class Trainer:
         checks.check_config_types(config)  # unknown keys and wrong types first
         checks.check_for_devices(config, len(jax.devices()), jax.process_count())
         controllers.load_plugin(config.controller.plugin)  # registers user controllers
-        self.controller = controllers.make_from_config(config.controller)
+        self.controller = schema.make_controller(config)  # persist by the clock
         self.config, self.workdir = config, workdir
         self.agreement = distributed.Agreement()  # of the decisions, across processes
         # Per-step host work that only depends on the split or on the speeds, which change
