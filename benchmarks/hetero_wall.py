@@ -37,6 +37,7 @@ import jax
 import numpy as np
 
 from benchmarks import wall_acceptance as wa
+from controllers import tracking
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARK = "hetero_wall run: "  # the line a `--one` process prints its result on
@@ -56,7 +57,9 @@ def job(level: int, controller: str, clock: str, steps: int, inject: float):
     c.train.checkpoint_every = 0
     if clock == "wall":
         c.hetero.inject = inject
-    else:  # the same cluster as the virtual clock models it
+    else:  # the same cluster as the virtual clock models it, and the same controller: the
+        # wall clock's persist (the virtual clock's own default is 0, schema.controller_section)
+        c.controller.persist = tracking.DEFAULT_PERSIST
         c.cost.linear = True
         c.cost.per_sample_cost = inject
         c.cost.fixed_cost = 0.0

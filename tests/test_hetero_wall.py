@@ -140,3 +140,13 @@ def test_set_overrides_every_job_and_travels_to_fresh_runs(monkeypatch):
     assert "--set=controller.persist=0" in seen and "--set=controller.confirm=4" in seen
     with pytest.raises(SystemExit):
         hw.parse_args(["--set", "controller.persist"])
+
+
+def test_the_prediction_runs_the_controller_the_wall_clock_runs():
+    """The virtual clock's own persist is 0 (schema.controller_section); the prediction of a
+    wall-clock run holds the wall clock's, or it would predict a faster controller."""
+    from benchmarks import hetero_wall as hw
+    from omnilearn_jax.config.schema import controller_section
+
+    wall, virtual = (hw.job(4, "pi", clock, 10, 0.003) for clock in ("wall", "virtual"))
+    assert controller_section(wall)["persist"] == controller_section(virtual)["persist"] == 0.1
