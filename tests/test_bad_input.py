@@ -1,8 +1,6 @@
 """Bad input everywhere gives a clear error before anything compiles or is overwritten."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -10,6 +8,7 @@ import pytest
 from omnilearn_jax.engine.compiles import CompileCounter
 from omnilearn_jax.run import launch
 from omnilearn_jax.run.job import train_and_evaluate
+from tests import cli
 from tests.test_train import ROOT, smoke_config
 
 SENTINEL = b'{"step": 1, "loss": 1.0}\n'
@@ -226,14 +225,7 @@ def test_bad_command_line_fails_clearly(tmp_path, args, message):
     workdir.mkdir()
     (workdir / "metrics.jsonl").write_bytes(SENTINEL)
     env = launch.child_env()  # main.py makes its devices; other XLA flags stay
-    proc = subprocess.run(
-        [sys.executable, "-m", "omnilearn_jax.main", f"--workdir={workdir}", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = cli.main([f"--workdir={workdir}", *args], env, timeout=120)  # forked: tests/cli.py
     assert proc.returncode != 0
     assert message in proc.stderr, proc.stderr[-2000:]
     assert (workdir / "metrics.jsonl").read_bytes() == SENTINEL
@@ -241,12 +233,5 @@ def test_bad_command_line_fails_clearly(tmp_path, args, message):
 
 def test_missing_workdir_flag_is_reported(tmp_path):
     env = launch.child_env()  # main.py makes its devices; other XLA flags stay
-    proc = subprocess.run(
-        [sys.executable, "-m", "omnilearn_jax.main", "--config=configs/smoke.py"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = cli.main(["--config=configs/smoke.py"], env, fresh=True, timeout=120)
     assert proc.returncode != 0 and "--workdir" in proc.stderr
