@@ -15,7 +15,7 @@ from omnilearn_jax.run.runstore import read_metrics, start_measured, write_measu
 from omnilearn_jax.run.train import Trainer
 from tests.test_train import ROOT, run_main, smoke_config
 
-STEPS = 30
+STEPS = 20
 ARGS = (
     f"--config.train.num_steps={STEPS}",
     "--config.train.eval_every=10",
