@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from controllers import tracking
+from controllers import response, tracking
 from controllers.allocate import allocate
 from controllers.base import PAPER_BOUND, Controller, Observation, is_concrete, resolve_bounds
 from controllers.proportional import DEFAULT_DEADBAND, DEFAULT_SMOOTHING
@@ -81,9 +81,7 @@ def pi(
         error = p.target - b_f
         # A P move re-anchors on fresh throughput, which already holds what the integral knew.
         anchor = jnp.where(p.adjust, b_f + kp * error, state.anchor)
-        anchor = jnp.where(
-            p.undo, p.tracker.trial.before.astype(jnp.float32), anchor
-        )  # response.py
+        anchor = response.revert(p.tracker.trial, p.undo, anchor)
         # Only errors beyond the noise of the estimates (and half a sample) are integrated.
         integrate = p.due & ~p.adjust & p.significant
         integral = jnp.where(

@@ -24,6 +24,12 @@ decision waits until every busy worker has `settle` measurements at its current 
 noise is each worker's own, measured as `proportional` measures it (controllers/noise.py):
 times are divided by a common factor first (the table's unit), the outlier band widens with
 a worker's noise, and nothing is decided before every busy worker's noise is known.
+Like `proportional` and `pi`, every new split is a response trial (controllers/response.py):
+no further split until the times answered it, and one they did not answer (times that ignore
+the rows, as on identical devices in two processes whose times differ by a lasting bias) is
+undone, after which the policy holds for `cliff_hold` steps (doubled at each further undo).
+Without it, such a bias emptied the slower process a row a worker at a time (1.14x over the
+recorded times of tests/test_identical_devices.py: [16]*4 + [0]*4 by step 167).
 Cannikin (Middleware'23) and OptPerf fit per-worker time models similarly; the formulas here
 are our own.
 """
@@ -35,7 +41,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from controllers import noise
+from controllers import noise, response
 from controllers.allocate import allocate
 from controllers.base import PAPER_BOUND, Controller, Observation, is_concrete, resolve_bounds
 from controllers.oracle import solve_min_max
@@ -91,6 +97,24 @@ class PredictiveState(NamedTuple):
     seen_time: jax.Array  # float: seconds the measured steps took (up to `persist`)
     decisions: jax.Array  # int32: steps on which a decision was due
     num_adjustments: jax.Array  # int32: steps on which the sizes changed
+    trial: response.Trial  # the last move, until the times answered it (response.py)
+
+
+class Measurement(NamedTuple):
+    """One step's times folded in (`_measure`); arrays [W] unless noted."""
+
+    mean: jax.Array  # float [W, B + 1]
+    count: jax.Array  # float [W, B + 1]
+    age: jax.Array  # int32 [W, B + 1]
+    strikes: jax.Array
+    detector: tuple[jax.Array, ...]  # (drift, run_sum, run_count, run_time, run_sigma)
+    restart: jax.Array  # bool: the CUSUM alarmed (a speed change, or a new size's own time)
+    rescaled: jax.Array  # bool: the alarm was a speed change (the whole curve rescaled)
+    taken: jax.Array  # bool: the time went into the table (measured, not held back)
+    pending: jax.Array  # bool scalar: some worker is half-way to an alarm
+    suspect: jax.Array
+    noise: noise.Noise
+    scale: jax.Array  # float scalar: the common factor (the table's time unit)
 
 
 @register("predictive")
@@ -164,17 +188,31 @@ def predictive(
             seen_time=jnp.zeros((), jnp.float32),
             decisions=jnp.zeros((), jnp.int32),
             num_adjustments=jnp.zeros((), jnp.int32),
+            trial=response.init(num_workers, cliff_hold),
         )
 
     def update(state: PredictiveState, obs: Observation) -> tuple[jax.Array, PredictiveState]:
         b = obs.batch_sizes
         w, n = state.mean.shape
         lo, hi = resolve_bounds(w, n - 1, b_min, b_max)
-        mean, count, age, strikes, detector, restart, pending, suspect, noisy, scale = _measure(
-            state, obs, smoothing, jump, confirm, cliff_hold, persist
+        m = _measure(state, obs, smoothing, jump, confirm, cliff_hold, persist)
+        count, sigma = m.count, noise.sigma(m.noise)
+        # Whether the times answered the last split; none is made until they have, and one
+        # they did not answer is undone (response.py). A new size's own time (a cliff found)
+        # is the answer itself; only a speed change makes the times before it moot.
+        measured = (b > 0) & (obs.worker_times > 0) & jnp.isfinite(obs.worker_times)
+        verdict = response.observe(
+            state.trial,
+            obs.worker_times,
+            measured,
+            m.taken,
+            step_seconds(obs),
+            m.rescaled,
+            sigma,
+            confirm,
+            persist,
         )
-        sigma = noise.sigma(noisy)
-        table = predict(mean, count, sigma[:, None])
+        table = predict(m.mean, count, sigma[:, None])
         # Trust region: a worker may at most triple the largest size it was measured at, so a
         # flat stretch (which extrapolates to nearly free samples) is probed, not bet on.
         largest = jnp.max(jnp.where(count > 0, jnp.arange(n), 0), axis=1)
@@ -191,19 +229,21 @@ def predictive(
         # Nothing is decided before every busy worker's noise is known (noise.py), nor before
         # the measurements span `persist` seconds (a difference must last, as a change must).
         seen_time, lasted = persisted(state.seen_time, obs, persist)
-        ready = jnp.all(noise.known(noisy) | (b == 0)) & lasted
-        due = (jnp.all((settled >= settle) | (b == 0)) | jnp.any(restart)) & ~pending & ready
+        ready = jnp.all(noise.known(m.noise) | (b == 0)) & lasted & ~verdict.blocked
+        due = (jnp.all((settled >= settle) | (b == 0)) | jnp.any(m.restart)) & ~m.pending & ready
         # The gain must also beat the noise of the estimates it rests on: GAIN_ERRORS standard
         # errors of the difference of two means of a busy worker's samples at its size (the
         # largest).
         error = GAIN_ERRORS * sigma * jnp.sqrt(2.0 / jnp.maximum(count[rows, current], 1.0))
         threshold = jnp.maximum(min_gain, jnp.max(jnp.where(b > 0, error, 0.0)))
-        adopt = due & (then < (1.0 - threshold) * now)
-        sizes = allocate(jnp.where(adopt, wanted, b), n - 1, lo, hi)
+        adopt = due & (then < (1.0 - threshold) * now) & ~verdict.undo
+        shares = response.revert(verdict.trial, verdict.undo, jnp.where(adopt, wanted, b))
+        sizes = allocate(shares, n - 1, lo, hi)
         moved = jnp.any(sizes != b)
+        detector = m.detector
         new_state = PredictiveState(
             sizes=sizes,
-            mean=mean,
+            mean=m.mean,
             count=count,
             drift=detector[0],
             run_sum=detector[1],
@@ -212,14 +252,16 @@ def predictive(
             run_sigma=detector[4],
             settled=jnp.where(sizes != b, 0, settled),
             expected=jnp.where(sizes > 0, table[rows, jnp.clip(sizes, 0, n - 1)], 0.0),
-            age=age,
-            strikes=strikes,
-            suspect=suspect,
-            noise=noisy,
-            scale=scale,
+            age=m.age,
+            strikes=m.strikes,
+            suspect=m.suspect,
+            noise=m.noise,
+            scale=m.scale,
             seen_time=seen_time,
             decisions=state.decisions + due.astype(jnp.int32),
             num_adjustments=state.num_adjustments + moved.astype(jnp.int32),
+            # A new split is on trial; an undo (or a re-clipped split) is not.
+            trial=response.start(verdict.trial, b, sizes, adopt),
         )
         return sizes, new_state
 
@@ -234,12 +276,8 @@ def _measure(
     confirm: int,
     hold: int,
     persist: Any,
-) -> tuple[jax.Array, ...]:
-    """Folds this step's times into the table and the noise estimate; lifts stale cliffs.
-
-    Returns (mean, count, age, strikes, (drift, run_sum, run_count, run_time, run_sigma),
-    restart, pending, suspect, noise, scale).
-    """
+) -> Measurement:
+    """Folds this step's times into the table and the noise estimate; lifts stale cliffs."""
     b, t = obs.batch_sizes, obs.worker_times
     w, n = state.mean.shape
     rows = jnp.arange(w)
@@ -321,7 +359,20 @@ def _measure(
     noisy = noise.restart(noisy, restart, smoothing, confirm)
     suspect, _ = streak(state.suspect, jnp.zeros(w), up, down, valid, t)
     suspect = jnp.where(restart, 0, suspect)
-    return mean, count, age, strikes, detector, restart, pending, suspect, noisy, factor
+    return Measurement(
+        mean=mean,
+        count=count,
+        age=age,
+        strikes=strikes,
+        detector=detector,
+        restart=restart,
+        rescaled=rescale,
+        taken=use | found,
+        pending=pending,
+        suspect=suspect,
+        noise=noisy,
+        scale=factor,
+    )
 
 
 def _common_factor(

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from controllers import tracking
+from controllers import response, tracking
 from controllers.allocate import allocate
 from controllers.base import PAPER_BOUND, Controller, Observation, resolve_bounds
 from controllers.registry import register
@@ -72,7 +72,7 @@ def proportional(
         # Without an adjustment the current sizes stand (re-clipped in case a cliff lowered hi).
         # An unanswered move is undone (response.py).
         shares = jnp.where(p.adjust, p.target, b.astype(jnp.float32))
-        shares = jnp.where(p.undo, p.tracker.trial.before.astype(jnp.float32), shares)
+        shares = response.revert(p.tracker.trial, p.undo, shares)
         sizes = allocate(shares, total_batch, lo, p.hi)
         new_state = ProportionalState(
             sizes=sizes,

@@ -90,3 +90,19 @@ def test_a_worker_coming_back_is_no_trial():
     away, back = jnp.array([43, 43, 0, 42]), jnp.array([32, 32, 32, 32])
     assert not bool(response.start(trial, away, back, jnp.bool_(True)).open)
     assert bool(response.start(trial, OLD, NEW, jnp.bool_(True)).open)
+
+
+def test_a_move_of_a_worker_not_measured_since_a_restart_is_no_trial():
+    """A move made on the step a speed change restarted the times (the restarted worker has no
+    sample since) is not tried: judging the other workers' part alone undid predictive's
+    right move after two workers swapped speeds (tests/test_predictive.py, change_noise)."""
+    trial = response.init(W, 10)
+    for restarted in (False, False, False, True):
+        trial = response.observe(trial, jnp.ones(W), jnp.ones(W, bool),
+                                 jnp.array([True] * 3 + [not restarted]), jnp.float32(1.0),
+                                 jnp.array([False] * 3 + [restarted]), jnp.zeros(W), 3,
+                                 0.1).trial  # fmt: skip
+    assert int(trial.samples[3]) == 0
+    assert not bool(response.start(trial, OLD, NEW, jnp.bool_(True)).open)
+    still = jnp.array([24, 24, 48, 32])  # the restarted worker keeps its size
+    assert bool(response.start(trial, OLD, still, jnp.bool_(True)).open)
