@@ -148,15 +148,44 @@ def test_the_heap_left_by_warm_up_is_frozen_for_the_steps(tmp_path, monkeypatch)
         return collect(generation)
 
     monkeypatch.setattr(gc, "collect", recorded)
+    monkeypatch.setattr(loop, "_ended", [0])  # as in a fresh process
     config = smoke_config()
     config.train.num_steps = 3
     config.train.eval_every = 3
     train_and_evaluate(config, str(tmp_path))
     assert len(frozen) == 3 and min(frozen) > 10_000  # warm-up's objects, frozen
     assert gc.get_freeze_count() == 0
-    # The young generations only: a full collection scans the whole process (0.16-0.56 s in
-    # a test session), where a young one takes under a millisecond.
-    assert collected == [1]
+    # The first run of a process: the young generations only (a full collection scans the
+    # whole process, 0.16-0.56 s in a test session; a young one takes under a millisecond).
+    assert collected == [1] and loop._ended == [1]
+
+
+def test_a_later_run_frees_the_programs_of_an_ended_one(tmp_path, monkeypatch):
+    """An ended run's trainer is cyclic garbage holding its compiled programs (memory maps:
+    ten runs of the step_overhead job in one process crashed LLVM). With the collector's own
+    passes off, only settle_heap collects: the next run's warm-up frees the ended trainer."""
+    import gc
+    import weakref
+
+    from omnilearn_jax.run import loop
+    from omnilearn_jax.run.job import run
+
+    monkeypatch.setattr(loop, "_ended", [0])
+    config = smoke_config()
+    config.train.num_steps = config.train.eval_every = 1
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        first = Trainer(config, str(tmp_path / "a"))
+        run(first)
+        ended = weakref.ref(first.engine)
+        del first
+        assert ended() is not None  # kept alive by its own cycles
+        run(Trainer(config, str(tmp_path / "b")))
+        assert ended() is None and loop._ended == [2]
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def test_the_decision_is_warmed_before_the_step(tmp_path, monkeypatch):

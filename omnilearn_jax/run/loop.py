@@ -38,6 +38,9 @@ def format_duration(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s"
 
 
+_ended = [0]  # runs that have ended in this process (settle_heap reads it)
+
+
 def settle_heap() -> None:
     """Freezes every object left when warm-up ends (compiling leaves hundreds of thousands):
     Python's collector then never scans them again during the run. Otherwise its full
@@ -45,12 +48,22 @@ def settle_heap() -> None:
     benchmarks/hetero_wall.py), land inside timed steps: one added 185 ms to a 12 ms step and
     so 25% to a 60-step run. The run unfreezes at its end.
 
-    Only the young generations are collected first (under a millisecond): a full collection
-    scans every object of the process, 0.16-0.56 s a run in a long-lived process that trains
-    many times (a test session holding 230,000-330,000 objects, 2026-12-03). Older cyclic
-    garbage is frozen with the rest and collectable again once the run unfreezes."""
-    gc.collect(1)
+    The first run of a process collects only the young generations first (under a
+    millisecond). A later one collects everything: an ended run's trainer is cyclic garbage
+    in the oldest generation, and it holds the run's compiled programs, each mapped into the
+    process (about 6,100 memory maps a run of the step_overhead job, 4 devices): uncollected,
+    ten runs in one process passed Linux's 65,530 maps, LLVM could not map the next program
+    ("Cannot allocate memory") and the process crashed (benchmarks/step_overhead.py --reps 3,
+    2026-12-03). Collecting them takes 0.3-0.5 s, in warm-up, never in a timed step."""
+    gc.collect(2 if _ended[0] else 1)
     gc.freeze()
+
+
+def heap_released() -> None:
+    """The run has ended: what it froze may be collected again (by the next run's
+    settle_heap at the latest)."""
+    gc.unfreeze()
+    _ended[0] += 1
 
 
 def save_params(params, path: str) -> None:
@@ -316,7 +329,7 @@ class Runner:
             log.summary(self.stopped("failed", error))
             raise
         finally:
-            gc.unfreeze()  # what the run froze may be collected again
+            heap_released()
             log.close()
             self.ckpt.close()
             if self.message:
