@@ -86,12 +86,6 @@ def test_over_cliff_counts_only_limits_the_oracle_keeps():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="results/controller_heldout.json predates predictive's response trials "
-    "(controllers/response.py): its runs, so the floor at their checkpoints, changed on 11 "
-    "of these 32 plants; rerun benchmarks/controller_heldout.py and drop this mark",
-)
 def test_committed_noise_floor_is_reproduced():
     """The document's noise floor, recomputed on the first `PREFIX` held-out plants (plant i
     and its noise key depend on i alone, so a prefix reproduces its plants' committed values;
