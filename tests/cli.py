@@ -1,7 +1,7 @@
 """`python -m omnilearn_jax.main` for tests, each command in a child forked from one process.
 
-A command line in a fresh interpreter pays Python's and JAX's import (about 2 CPU-s on the
-2-core CI machine) before it reads its first flag. Here one server process per test worker
+A command line in a fresh interpreter pays Python's and JAX's import (1.1-1.5 CPU-s on the
+2-core development machine) before it reads its first flag. Here one server process per test worker
 imports the command line once, without starting a JAX backend (no thread runs yet, so forking
 is safe), and forks a child per command: the child takes the command's environment, working
 folder and argv, sends its stdout and stderr to files, and runs `omnilearn_jax.run.main.run`,
@@ -10,9 +10,9 @@ devices and flags are made in the child, from that environment, as in a fresh pr
 
 Python reads its `PYTHON*` variables when it starts and JAX its `JAX_*` ones when it is
 imported: a command whose such variables differ from the server's is exec'd as a fresh
-interpreter by its child instead. What a fork cannot see
-is the interpreter's own start (an error at import time): each file that uses this keeps one
-command in a fresh process (`fresh=True`).
+interpreter by its child instead. What a fork cannot see is the interpreter's own start (an
+error at import time): each file that uses this keeps one command in a fresh process
+(`fresh=True`).
 """
 
 from __future__ import annotations
