@@ -47,7 +47,14 @@ from controllers.base import PAPER_BOUND, Controller, Observation, is_concrete, 
 from controllers.oracle import solve_min_max
 from controllers.registry import register
 from controllers.time_curve import predict
-from controllers.tracking import DEFAULT_PERSIST, persisted, run_starts, step_seconds, streak
+from controllers.tracking import (
+    DEFAULT_PERSIST,
+    measured,
+    persisted,
+    run_starts,
+    step_seconds,
+    streak,
+)
 
 # The speed-change detector's drift is at least this many noise standard deviations. Chosen
 # among 1.5, 1.0 and 0.75 on the tuning-side families of benchmarks/controller_heldout.py (seeds
@@ -200,11 +207,10 @@ def predictive(
         # Whether the times answered the last split; none is made until they have, and one
         # they did not answer is undone (response.py). A new size's own time (a cliff found)
         # is the answer itself; only a speed change makes the times before it moot.
-        measured = (b > 0) & (obs.worker_times > 0) & jnp.isfinite(obs.worker_times)
         verdict = response.observe(
             state.trial,
             obs.worker_times,
-            measured,
+            measured(obs),
             m.taken,
             step_seconds(obs),
             m.rescaled,
@@ -282,7 +288,7 @@ def _measure(
     w, n = state.mean.shape
     rows = jnp.arange(w)
     at = jnp.clip(b, 0, n - 1)
-    valid = (b > 0) & (t > 0) & jnp.isfinite(t)
+    valid = measured(obs)
     old, seen = state.mean[rows, at], state.count[rows, at]
     known = valid & (seen > 0)
     # A size measured lately (weight >= 1) judges a measurement against its own mean; a new (or
@@ -319,11 +325,11 @@ def _measure(
     # unless the table contradicts it (time grows with the batch: slower than a larger size
     # or faster than a smaller one was measured at), which makes it a speed change too.
     index = jnp.arange(n)[None, :]
-    measured = state.count > 0
+    tabled = state.count > 0
     now = t[:, None]
     wide = 1.0 + band[:, None]
-    larger_faster = (index > at[:, None]) & measured & (wide * state.mean < now)
-    smaller_slower = (index < at[:, None]) & measured & (state.mean > wide * now)
+    larger_faster = (index > at[:, None]) & tabled & (wide * state.mean < now)
+    smaller_slower = (index < at[:, None]) & tabled & (state.mean > wide * now)
     speed_change = jnp.where(slower, larger_faster.any(1), smaller_slower.any(1))
     rescale = restart & (own | speed_change)
     found = restart & ~own & ~speed_change

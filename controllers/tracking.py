@@ -94,10 +94,15 @@ def settings_from(arguments: dict[str, Any]) -> Settings:
     return validate(Settings(**{name: arguments[name] for name in Settings._fields}))
 
 
+def measured(obs: Observation) -> jax.Array:
+    """[W] bool: the workers whose time this step measures them (rows, a positive finite time)."""
+    t = obs.worker_times
+    return (obs.batch_sizes > 0) & (t > 0) & jnp.isfinite(t)
+
+
 def step_seconds(obs: Observation) -> jax.Array:
     """How long the step took: its longest measured worker's time (0 if none was measured)."""
-    b, t = obs.batch_sizes, obs.worker_times
-    return jnp.max(jnp.where((b > 0) & (t > 0) & jnp.isfinite(t), t, 0.0))
+    return jnp.max(jnp.where(measured(obs), obs.worker_times, 0.0))
 
 
 def persisted(seen_time: jax.Array, obs: Observation, persist: Any) -> tuple[jax.Array, jax.Array]:
@@ -137,7 +142,7 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
     b = obs.batch_sizes
     t = obs.worker_times
     # Idle workers give no measurement; they keep their last estimate.
-    valid = (b > 0) & (t > 0) & jnp.isfinite(t)
+    valid = measured(obs)
     sample = jnp.where(valid, t / jnp.maximum(b, 1), 0.0)
     # A change that every worker sees at once (the host's load) is not heterogeneity: samples
     # are divided by the step's median ratio to the estimates, so the estimates are relative
