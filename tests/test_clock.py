@@ -64,15 +64,19 @@ def test_wall_clock_measures_an_injected_slow_worker(tmp_path):
     assert final[2] < final[[0, 1, 3]].min()  # the slow worker was given fewer rows
 
 
-def test_a_bsp_step_waits_out_injected_slowness_on_the_host(tmp_path, monkeypatch):
+@pytest.mark.parametrize("order", ["after", "before"])
+def test_a_bsp_step_waits_out_injected_slowness_on_the_host(tmp_path, monkeypatch, order):
     """With hetero.inject on the wall clock a BSP step's local programs have no host callback
     (XLA:CPU runs such a program in its launching thread, so launches queue behind each
-    other's sleeps): each device's wait is waited out on the host, the devices are launched
-    in the order of their waits, none before its wait is over, and each device's time counts
-    its wait."""
+    other's sleeps): each device's wait is waited out on the host and each device's time
+    counts its wait. 'after' (the default): every device is launched at the step's start,
+    largest block first, its wait counted from its sums' readiness, and the step returns
+    once the last wait has passed; 'before': the devices are launched in the order of their
+    waits, none before its wait is over."""
     from omnilearn_jax.engine import step
 
     config = wall_config((1.0, 1.0, 0.5, 1.0), 0.004)
+    config.hetero.inject_order = order
     trainer = Trainer(config, str(tmp_path))
     trainer.compile_variants()
     speeds = np.array(config.hetero.cores)
@@ -94,11 +98,18 @@ def test_a_bsp_step_waits_out_injected_slowness_on_the_host(tmp_path, monkeypatc
     monkeypatch.setattr(step.Program, "__call__", record)
     start.append(step.time.perf_counter())
     _, times = steps.run_local(trainer.state.params, batch, timed=True)
+    took = step.time.perf_counter() - start[0]
     devices = [trainer.engine.placement.devices[b.position] for b in batch]
-    assert [devices.index(d) for d, _ in calls] == [0, 3, 1, 2]
-    for d, at in calls:
-        assert at >= batch.waits[devices.index(d)]
-    assert (times >= batch.waits).all()
+    assert steps.wait_after == (order == "after")
+    if order == "after":  # rows 8, 24, 16, 16: largest first, all before the shortest wait
+        assert [devices.index(d) for d, _ in calls] == [1, 2, 3, 0]
+        assert max(at for _, at in calls) < batch.waits.min()
+        assert took >= times.max() >= batch.waits.max()
+    else:
+        assert [devices.index(d) for d, _ in calls] == [0, 3, 1, 2]
+        for d, at in calls:
+            assert at >= batch.waits[devices.index(d)]
+    assert (times > batch.waits).all()  # the wait and the compute
 
 
 def test_a_wall_clock_step_updates_as_the_plain_step_bit_for_bit(tmp_path):

@@ -33,9 +33,12 @@ _HETERO: dict[str, Any] = {
     "preempt_worker": 0,
     "preempt_intervals": (),
     "preempt_trickle": 0.01,
-    # clock=wall only: a worker sleeps inject * b / speed seconds before computing, so one
-    # machine shows real heterogeneity (0 = nothing injected, for real mixed hardware).
+    # clock=wall only: a worker also waits inject * b / speed seconds, so one machine shows
+    # real heterogeneity (0 = nothing injected, for real mixed hardware). In BSP the wait
+    # follows the device's compute ('after': every device computes from the step's start, as
+    # on hardware of its own) or precedes it ('before'); async workers wait before.
     "inject": 0.0,
+    "inject_order": "after",
 }
 
 _COST: dict[str, Any] = {

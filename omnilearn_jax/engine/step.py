@@ -239,6 +239,9 @@ class Steps:
         # Injected slowness waited out on the host before each device's launch (`run_local`),
         # with programs free of callbacks: those XLA:CPU runs in the launching thread.
         self.host_wait = host_wait
+        # With host waits, each device computes at the step's start and its wait follows
+        # (True, hetero.inject_order 'after'), or waits first and then computes ('before').
+        self.wait_after = True
         self.share = True  # compile a bucket once, load it on each device (sharing.py)
         self.variants: dict[tuple[int, int], Program] = {}  # (position, rows) -> program
         self.first_runs_in_steps = 0  # programs whose first execution was inside a step
@@ -399,7 +402,9 @@ class Steps:
     def run_local(self, params, blocks: Blocks, timed: bool = False, then=None):
         """Every device's sums, stacked over the data axis [D, ...], and with `timed` each
         device's compute seconds (from its own launch until its sums are ready; with host
-        waits, from the step's start, the wait included; 0 for a device with no rows), else
+        waits, from the step's start, the wait included: every device launched at the start
+        and its wait counted from its sums' readiness (`wait_after`), or launched once its
+        wait has passed; 0 for a device with no rows), else
         None. With `then`, `then(stacked)` is returned in place of the sums: it is called
         as soon as every device has been launched, before the times are waited for, so a
         reduction and update it dispatches start when the last sums are ready, with no
@@ -466,7 +471,11 @@ class Steps:
     def _launched(self, params, blocks: Blocks, timed: bool, then, waits=None, poll=_POLL_SECONDS):
         """`run_local` of callback-free programs, every device launched from this thread:
         largest block first, or with `waits` (each device's injected seconds, waited out on
-        the host) each device once its wait has passed. A dispatch returns while its device
+        the host) each device once its wait has passed, or with `wait_after` all at once and
+        each wait counted from its device's sums' readiness, the call returning when the last
+        wait has passed (every device then computes at the step's start whatever the split,
+        as on hardware of its own, rather than a slow device computing alone after the others'
+        compute on shared cores). A dispatch returns while its device
         computes (also on XLA:CPU), so no launch waits behind another device's compute.
         Readiness is polled every `poll` seconds while later devices still wait or several
         compute; the last one is waited for directly. A device's time runs from its own
@@ -477,9 +486,9 @@ class Steps:
         3.5-3.8 ms against 3.1 ms from one thread (docs/trainer.md)."""
         mine = shards_of(params, [self.placement.devices[b.position] for b in blocks])
         rows = [b.rows for b in blocks]
-        due = np.zeros(len(blocks)) if waits is None else np.array(
-            [float(waits[b.position]) for b in blocks]
-        )  # fmt: skip
+        wait = None if waits is None else np.array([float(waits[b.position]) for b in blocks])
+        after = wait is not None and self.wait_after
+        due = np.zeros(len(blocks)) if (wait is None or after) else wait
         todo = sorted((i for i in range(len(blocks)) if rows[i]), key=lambda i: (due[i], -rows[i]))
         results: list = [None] * len(blocks)
         ready, launched = np.zeros(len(blocks)), np.zeros(len(blocks))
@@ -506,6 +515,12 @@ class Steps:
             if todo or running:
                 gap = due[todo[0]] - (time.perf_counter() - start) if todo else poll
                 time.sleep(max(min(gap, poll) if running else gap, 0.0))
+        if after:
+            ends = np.where(np.asarray(rows) > 0, ready + wait, 0.0)
+            left = float(ends.max()) - (time.perf_counter() - start)
+            if left > 0:
+                time.sleep(left)
+            return out(), (ends if timed else None)
         if not timed:
             return out(), None
         return out(), ready - (launched if waits is None else 0.0)

@@ -10,8 +10,9 @@ device's sums until they are ready, so every device's compute time is measured f
 launch with the device synchronised, never the time of an asynchronous dispatch, and the
 host-to-device transfer (finished before any clock starts) is not in it.
 With several workers on one device, each gets the device's time in proportion to its rows.
-`hetero.inject > 0` makes a worker sleep `inject * b / speed` seconds before it computes,
-so one machine shows real heterogeneity; on real mixed hardware nothing is injected.
+`hetero.inject > 0` makes a worker wait `inject * b / speed` seconds beside its compute
+(after it in a BSP step by default, hetero.inject_order; before it in async), so one machine
+shows real heterogeneity; on real mixed hardware nothing is injected.
 """
 
 from __future__ import annotations
