@@ -21,6 +21,16 @@ below `ANSWERED` by more than `SIGNIFICANCE` standard errors (from each worker's
 policy measures it, or the samples' own spread where that is wider). The split then goes
 back to where it was, and the policy makes no move for `hold` decisions (doubled each time a
 move is undone again), or until a speed change is confirmed.
+
+A policy with a model of each worker's time (predictive) plans with it instead (`start`'s
+`change`): below a knee or beside a fixed cost a right move changes a worker's time far less
+than its rows, so the rows' plan read it as unanswered and undid it. Such a plan is smaller
+where the model has learnt that the rows barely matter (the flat times a lasting bias shows),
+and one look after `UNDO` x `confirm` samples often found neither answer, so the move stood.
+That policy's trials are therefore patient (`observe`'s `patient`): one neither answered nor
+refused is undone as soon as its standard error is within `ANSWERED` (enough to refuse a move
+the times ignore), and until then stays open, judged at every step, up to `SETTLE` x
+`confirm` samples (the move then stands). P and PI plan with the rows and judge once.
 """
 
 from __future__ import annotations
@@ -98,15 +108,19 @@ def observe(
     sigma: jax.Array,
     confirm: int,
     persist: Any,
+    patient: bool = False,
 ) -> Verdict:
     """Folds one step's `times` [W] (`valid` where measured) into the times since the last
     move, judges an open trial when due, and counts a freeze down. Only `inlier` times count
     (those the policy's estimate took in: a spike held back as an outlier says nothing about
     the rows). `sigma` [W]: each worker's timing noise as the policy measures it over many
-    steps (controllers/noise.py; a few samples' own spread can be near zero by chance). A
-    confirmed speed change (`restarted`, any worker) ends a freeze and closes
-    the trial unjudged: the times before it no longer describe the sizes, so they start
-    again from this step."""
+    steps (controllers/noise.py; a few samples' own spread can be near zero by chance). With
+    `patient`, a trial neither clearly answered nor clearly refused when due is undone once
+    its standard error is within `ANSWERED`, and until then stays open, judged again at every
+    step, up to `SETTLE` x `confirm` samples, after which the move stands; without, it is
+    judged once and stands unless clearly refused. A confirmed speed
+    change (`restarted`, any worker) ends a freeze and closes the trial unjudged: the times
+    before it no longer describe the sizes, so they start again from this step."""
     rel = _relative(jnp.log(jnp.where(valid, times, 1.0)), valid)
     counted = valid & inlier  # since the last move, open or judged: the next move's `pre`
     changed = jnp.any(restarted)
@@ -127,10 +141,19 @@ def observe(
     norm = jnp.maximum(jnp.sum(weight**2), 1e-12)
     answer = jnp.sum((mean - trial.pre) * weight) / norm
     error = jnp.sqrt(jnp.sum(weight**2 * spread)) / norm
-    undo = due & jnp.any(moved) & (answer + SIGNIFICANCE * error < ANSWERED)
+    clear_no = answer + SIGNIFICANCE * error < ANSWERED
+    clear_yes = answer - SIGNIFICANCE * error >= ANSWERED
+    # Patient: a trial neither answered nor refused is undone once its standard error is
+    # within ANSWERED (it could then refuse a move the times ignore, R = 0, and answer one
+    # they follow at twice ANSWERED), and until then stays open, judged again at every step,
+    # up to SETTLE x `confirm` samples, when the move stands.
+    powered = patient & (error <= ANSWERED)
+    undo = due & jnp.any(moved) & (clear_no | (powered & ~clear_yes))
+    last = trial.open & ~changed & (fewest >= SETTLE * confirm)
+    due = jnp.where(patient, undo | last, due)
     # A clear answer ends the trial after `confirm` samples: going on needs no more evidence.
     answered = trial.open & ~changed & (fewest >= confirm)
-    due = due | (answered & (answer - SIGNIFICANCE * error >= ANSWERED))
+    due = due | (answered & clear_yes)
     frozen = jnp.where(undo, trial.hold, jnp.maximum(trial.frozen - 1, 0))
     frozen = jnp.where(changed, 0, frozen)
     trial = trial._replace(
@@ -151,14 +174,18 @@ def revert(trial: Trial, undo: jax.Array, shares: jax.Array) -> jax.Array:
     return jnp.where(undo, trial.before.astype(jnp.float32), shares)
 
 
-def start(trial: Trial, old: jax.Array, new: jax.Array, ok: jax.Array) -> Trial:
+def start(
+    trial: Trial, old: jax.Array, new: jax.Array, ok: jax.Array, change: jax.Array | None = None
+) -> Trial:
     """After a step that changed the sizes `old` -> `new` ([W]): the times since start again,
     and where `ok` (a P move: not an undo, PI's integral step or a memory cliff's cap) the
-    move goes on trial."""
+    move goes on trial. `change` [W]: each worker's planned log time change (new over old);
+    by default its rows' change, log(new / old), as P and PI plan."""
     changed = jnp.any(old != new)
     busy = (old > 0) & (new > 0) & (trial.samples > 0)
     old_f, new_f = old.astype(jnp.float32), new.astype(jnp.float32)
-    plan = _relative(jnp.log(jnp.where(busy, new_f / jnp.maximum(old_f, 1.0), 1.0)), busy)
+    rows = jnp.log(jnp.where(busy, new_f / jnp.maximum(old_f, 1.0), 1.0))
+    plan = _relative(rows if change is None else jnp.where(busy, change, 0.0), busy)
     # Before: each worker's mean relative log time at the old sizes (since the move before).
     pre = trial.total / jnp.maximum(trial.samples, 1).astype(jnp.float32)
     # A worker coming or going (no rows before or after) is availability, not balance. Nor is

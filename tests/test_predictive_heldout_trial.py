@@ -1,5 +1,9 @@
 """Response trials on two held-out plants (benchmarks/controller_heldout.py, seed 1): a right
-move undone, then a long hold at a bad split (issue 26, point 4; c8d2a41)."""
+move stands (issue 26, point 4). From c8d2a41 the trial planned each worker's time change as
+its rows' change; below a knee (43: worker 3 from 8 rows to 1) or beside a fixed cost (33:
+worker 0 from 16 to 4 against 32) the time barely moves, so R < 0.25, the right move was undone
+and the policy held 100, then 200, then 400 steps at the split before it (1.51x, 1.46x). Now
+the trial plans with predictive's own curve (controllers/predictive.py, `_planned`)."""
 
 import jax
 import numpy as np
@@ -11,8 +15,8 @@ from benchmarks import controller_plants as plants
 from controllers import metrics, sim
 
 # Plant 43: saturating (knee at 23 rows) with a cliff at 40 rows on worker 1. Plant 33: affine
-# with a fixed cost of 32 rows. Both held at 1.46-1.51x the optimum from step 14-20 to the
-# speed change (250).
+# with a fixed cost of 32 rows. Both were held at 1.46-1.51x the optimum from step 14-20 to
+# the speed change (250) before the trial planned with the curve.
 PLANTS = (43, 33)
 
 
@@ -29,13 +33,6 @@ def balance(index: int) -> np.ndarray:
     return np.asarray(trace.model_times.max(-1) / best)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="c8d2a41: the trial plans each worker's time change as its rows' change; below a "
-    "knee (43: worker 3 from 8 rows to 1) or beside a fixed cost (33: worker 0 from 16 to 4 "
-    "against 32) the time barely moves, R < 0.25, the right move is undone and the policy "
-    "holds 100, then 200, then 400 steps at the split before it (1.51x, 1.46x)",
-)
 @pytest.mark.parametrize("index", PLANTS)
 def test_a_right_move_below_a_knee_or_beside_a_fixed_cost_stands(index):
     ratio = balance(index)
