@@ -256,8 +256,9 @@ def section(result: dict) -> str:
     return (
         f"{r['job']}, {r['steps']} steps a run, {r['reps']} repetitions in each mode "
         f"({', '.join(r['modes'])}: one process for all, or a fresh process a run). "
-        "Heterogeneity injected on the devices (`hetero.inject`: worker k sleeps "
-        "inject * b_k / speed_k seconds before it computes). Each figure is controller / "
+        "Heterogeneity injected on the devices (`hetero.inject`: worker k waits "
+        f"inject * b_k / speed_k seconds {r.get('inject_order', 'before')} it computes, "
+        "`hetero.inject_order`). Each figure is controller / "
         "static wall time, each controller run divided by the static run beside it; "
         "reduction = 1 - the median over both modes; predicted = the virtual clock's "
         "reduction for the same profile (linear cost of the injected seconds a sample, "
