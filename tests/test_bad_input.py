@@ -69,7 +69,7 @@ CASES = [
     ({"controller.b_min": 6, "controller.b_max": 5}, "worker 0: b_min 6 exceeds b_max 5"),
     ({"layout": "ragged"}, "config key 'layout' was removed: every device now computes a"),
     ({"clock": "sundial"}, "unknown clock 'sundial'; valid values: virtual, wall"),
-    ({"hetero.inject_order": "during"}, "unknown hetero.inject_order 'during'; valid values: aft"),
+    ({"hetero.inject_order": "during"}, "unknown hetero.inject_order 'during'; valid values: alo"),
     ({"capacity_buckets": 3}, "config key 'capacity_buckets' was removed: use bucket_ratio"),
     ({"micro_batch_size": 8}, "config key 'micro_batch_size' was removed: use memory_rows"),
     ({"bucket_ratio": 1.0}, "bucket_ratio must be > 1 (each bucket about that many times"),

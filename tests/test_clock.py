@@ -64,14 +64,16 @@ def test_wall_clock_measures_an_injected_slow_worker(tmp_path):
     assert final[2] < final[[0, 1, 3]].min()  # the slow worker was given fewer rows
 
 
-@pytest.mark.parametrize("order", ["after", "before"])
+@pytest.mark.parametrize("order", ["alone", "after", "before"])
 def test_a_bsp_step_waits_out_injected_slowness_on_the_host(tmp_path, monkeypatch, order):
     """With hetero.inject on the wall clock a BSP step's local programs have no host callback
     (XLA:CPU runs such a program in its launching thread, so launches queue behind each
     other's sleeps): each device's wait is waited out on the host and each device's time
-    counts its wait. 'after' (the default): every device is launched at the step's start,
-    largest block first, its wait counted from its sums' readiness, and the step returns
-    once the last wait has passed; 'before': the devices are launched in the order of their
+    counts its wait. 'alone' (the default): the devices compute one at a time from the
+    step's start, largest block first, none launched while another computes, each time its
+    own compute plus its wait, and the step returns once the last time has passed; 'after':
+    every device is launched at the step's start, largest block first, its wait counted
+    from its sums' readiness; 'before': the devices are launched in the order of their
     waits, none before its wait is over."""
     from omnilearn_jax.engine import step
 
@@ -92,22 +94,27 @@ def test_a_bsp_step_waits_out_injected_slowness_on_the_host(tmp_path, monkeypatc
     start = []
 
     def record(self, *args):
-        calls.append((args[1].devices().pop(), step.time.perf_counter() - start[0]))
-        return call(self, *args)
+        busy = sum(not out.is_ready() for out in outs)  # devices computing at this launch
+        calls.append((args[1].devices().pop(), step.time.perf_counter() - start[0], busy))
+        outs.append(call(self, *args))
+        return outs[-1]
+
+    outs: list = []
 
     monkeypatch.setattr(step.Program, "__call__", record)
     start.append(step.time.perf_counter())
     _, times = steps.run_local(trainer.state.params, batch, timed=True)
     took = step.time.perf_counter() - start[0]
     devices = [trainer.engine.placement.devices[b.position] for b in batch]
-    assert steps.wait_after == (order == "after")
-    if order == "after":  # rows 8, 24, 16, 16: largest first, all before the shortest wait
-        assert [devices.index(d) for d, _ in calls] == [1, 2, 3, 0]
-        assert max(at for _, at in calls) < batch.waits.min()
+    assert steps.wait_order == order
+    if order != "before":  # rows 8, 24, 16, 16: largest first, all before the shortest wait
+        assert [devices.index(d) for d, _, _ in calls] == [1, 2, 3, 0]
+        assert max(at for _, at, _ in calls) < batch.waits.min()
         assert took >= times.max() >= batch.waits.max()
+        assert [busy for _, _, busy in calls] == [0, 0, 0, 0] or order == "after"
     else:
-        assert [devices.index(d) for d, _ in calls] == [0, 3, 1, 2]
-        for d, at in calls:
+        assert [devices.index(d) for d, _, _ in calls] == [0, 3, 1, 2]
+        for d, at, _ in calls:
             assert at >= batch.waits[devices.index(d)]
     assert (times > batch.waits).all()  # the wait and the compute
 

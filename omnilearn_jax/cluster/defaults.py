@@ -34,11 +34,12 @@ _HETERO: dict[str, Any] = {
     "preempt_intervals": (),
     "preempt_trickle": 0.01,
     # clock=wall only: a worker also waits inject * b / speed seconds, so one machine shows
-    # real heterogeneity (0 = nothing injected, for real mixed hardware). In BSP the wait
-    # follows the device's compute ('after': every device computes from the step's start, as
-    # on hardware of its own) or precedes it ('before'); async workers wait before.
+    # real heterogeneity (0 = nothing injected, for real mixed hardware). In BSP the devices
+    # compute one at a time, each alone, and each wait follows its compute ('alone', as on
+    # hardware of their own); or all compute at once from the step's start ('after'); or each
+    # waits first and then computes ('before'). Async workers wait before they compute.
     "inject": 0.0,
-    "inject_order": "after",
+    "inject_order": "alone",
 }
 
 _COST: dict[str, Any] = {

@@ -137,7 +137,9 @@ def check_config(config: Any) -> None:
 CLOCKS = ("virtual", "wall")
 MODES = ("bsp", "asp")
 WANDB_MODES = ("online", "offline", "disabled")
-INJECT_ORDERS = ("after", "before")  # hetero.inject_order: the wait after or before compute
+# hetero.inject_order: each device's wait after its compute, before it, or after it computed
+# alone (engine/step.py, Steps.run_local)
+INJECT_ORDERS = ("alone", "after", "before")
 
 
 def _choice(what: str, value: str, valid: tuple[str, ...]) -> None:
@@ -162,7 +164,7 @@ def check_for_devices(
     _choice("clock", config.clock, CLOCKS)
     _choice("mode", config.mode, MODES)
     _choice("wandb.mode", config.wandb.mode, WANDB_MODES)
-    _choice("hetero.inject_order", config.hetero.get("inject_order", "after"), INJECT_ORDERS)
+    _choice("hetero.inject_order", config.hetero.get("inject_order", "alone"), INJECT_ORDERS)
     if config.mode == "asp":
         _check_asp(config, num_available_devices, num_processes)
     if config.bucket_ratio <= 1:

@@ -27,8 +27,8 @@ class Engine:
     `x`, `y`: the training set the blocks gather from; `inputs(step_index, x)`: what a step's
     rows become before they are placed (planted faults); `inject`: every local program takes
     an injected delay (hetero.inject), or with `host_wait` a BSP step waits each device's
-    delay out on the host, after its compute (`wait_after`, hetero.inject_order 'after') or
-    before its launch (`Steps.run_local`); `global_batch`: B;
+    delay out on the host (`wait_order`, hetero.inject_order: after or before its compute,
+    or after it computed alone; `Steps.run_local`); `global_batch`: B;
     `eval_rows`: the evaluation's rows a device; `flat`: the train state is held flat
     (`hold`).
     """
@@ -49,7 +49,7 @@ class Engine:
         eval_rows: int,
         host_wait: bool = False,
         flat: bool = False,
-        wait_after: bool = True,
+        wait_order: str = "alone",
     ):
         self.placement = Placement(backend, devices)
         self.layout = layout
@@ -59,7 +59,7 @@ class Engine:
         self.steps = self.placement.steps(
             apply, tx, chunk=layout.chunk, inject=inject and not host_wait, host_wait=host_wait
         )
-        self.steps.wait_after = wait_after  # host waits follow each device's compute
+        self.steps.wait_order = wait_order  # where host waits go beside each device's compute
         self.inject = inject and not host_wait
         self.flat = flat
         self.global_batch = global_batch

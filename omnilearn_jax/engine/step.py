@@ -239,9 +239,10 @@ class Steps:
         # Injected slowness waited out on the host before each device's launch (`run_local`),
         # with programs free of callbacks: those XLA:CPU runs in the launching thread.
         self.host_wait = host_wait
-        # With host waits, each device computes at the step's start and its wait follows
-        # (True, hetero.inject_order 'after'), or waits first and then computes ('before').
-        self.wait_after = True
+        # With host waits (hetero.inject_order): every device computes at the step's start
+        # and its wait follows ('after'), or it waits first and then computes ('before'), or
+        # the devices compute one at a time, each alone, and each wait follows ('alone').
+        self.wait_order = "alone"
         self.share = True  # compile a bucket once, load it on each device (sharing.py)
         self.variants: dict[tuple[int, int], Program] = {}  # (position, rows) -> program
         self.first_runs_in_steps = 0  # programs whose first execution was inside a step
@@ -403,8 +404,9 @@ class Steps:
         """Every device's sums, stacked over the data axis [D, ...], and with `timed` each
         device's compute seconds (from its own launch until its sums are ready; with host
         waits, from the step's start, the wait included: every device launched at the start
-        and its wait counted from its sums' readiness (`wait_after`), or launched once its
-        wait has passed; 0 for a device with no rows), else
+        and its wait counted from its sums' readiness (`wait_order` 'after'), or launched
+        once its wait has passed ('before'), or computing alone (`_alone`); 0 for a device
+        with no rows), else
         None. With `then`, `then(stacked)` is returned in place of the sums: it is called
         as soon as every device has been launched, before the times are waited for, so a
         reduction and update it dispatches start when the last sums are ready, with no
@@ -425,7 +427,11 @@ class Steps:
         if self.host_wait and blocks.waits is not None:  # `then` once the times are read:
             # dispatched at the last launch it made the balanced HL4 step (inject 0.003)
             # 12.1-12.3 ms against 11.6-11.7 ms (fresh processes, alternated)
-            stacked, times = self._launched(params, blocks, timed, None, blocks.waits)
+            if self.wait_order == "alone":
+                stacked, times = self._alone(params, blocks, blocks.waits)
+                times = times if timed else None
+            else:
+                stacked, times = self._launched(params, blocks, timed, None, blocks.waits)
             return self._dispatched(then, stacked, False)(), times
         if self._is_shared(blocks):
             start = time.perf_counter()
@@ -471,7 +477,7 @@ class Steps:
     def _launched(self, params, blocks: Blocks, timed: bool, then, waits=None, poll=_POLL_SECONDS):
         """`run_local` of callback-free programs, every device launched from this thread:
         largest block first, or with `waits` (each device's injected seconds, waited out on
-        the host) each device once its wait has passed, or with `wait_after` all at once and
+        the host) each device once its wait has passed, or with `wait_order` 'after' all at once and
         each wait counted from its device's sums' readiness, the call returning when the last
         wait has passed (every device then computes at the step's start whatever the split,
         as on hardware of its own, rather than a slow device computing alone after the others'
@@ -487,7 +493,7 @@ class Steps:
         mine = shards_of(params, [self.placement.devices[b.position] for b in blocks])
         rows = [b.rows for b in blocks]
         wait = None if waits is None else np.array([float(waits[b.position]) for b in blocks])
-        after = wait is not None and self.wait_after
+        after = wait is not None and self.wait_order == "after"
         due = np.zeros(len(blocks)) if (wait is None or after) else wait
         todo = sorted((i for i in range(len(blocks)) if rows[i]), key=lambda i: (due[i], -rows[i]))
         results: list = [None] * len(blocks)
@@ -524,6 +530,29 @@ class Steps:
         if not timed:
             return out(), None
         return out(), ready - (launched if waits is None else 0.0)
+
+    def _alone(self, params, blocks: Blocks, waits) -> tuple[Any, np.ndarray]:
+        """`run_local` with host waits, each device computing alone: launched one at a time,
+        largest block first, each waited for before the next, its time its own compute plus
+        its wait, as if every device had started at the step's start on hardware of its own;
+        the call returns when the last of those times has passed since the start, or when
+        the last device is done if computing one after another took longer."""
+        mine = shards_of(params, [self.placement.devices[b.position] for b in blocks])
+        results: list = [None] * len(blocks)
+        ends = np.zeros(len(blocks))
+        start = time.perf_counter()
+        for i in sorted(range(len(blocks)), key=lambda i: -blocks[i].rows):
+            block = blocks[i]
+            if block.rows == 0:
+                continue
+            began = time.perf_counter()
+            results[i] = self._program(block)(mine[i], block.x, block.y, block.mask)
+            results[i].block_until_ready()
+            ends[i] = time.perf_counter() - began + float(waits[block.position])
+        left = float(ends.max()) - (time.perf_counter() - start)
+        if left > 0:
+            time.sleep(left)
+        return self.stack(blocks, results), ends
 
     def _program(self, block: DeviceBlock) -> Program:
         """The block's (device, bucket) program, counting a first execution inside a step
