@@ -22,6 +22,7 @@ WORST_SLACK = 0.02  # worst controller / static ratio allowed: 1.02
 DELIVERED = 0.8  # median reduction / predicted reduction required where it is judged
 JUDGED_LEVELS = (4, 8)
 JUDGED_INJECT = 0.003
+GRID = ((2, 4, 8), (0.003, 0.02))  # the levels and injected costs issue 26 asks for
 MODES = ("in-process", "fresh")
 
 
@@ -250,6 +251,14 @@ def estimate_seconds(
     return total
 
 
+# How each hetero.inject_order places a device's wait (results without the key waited first).
+ORDER_WORDS = {
+    "alone": "after it computed alone, the devices one at a time from the step's start",
+    "after": "after it computes, every device computing from the step's start",
+    "before": "before it computes",
+}
+
+
 def section(result: dict) -> str:
     """The benchmark's part of docs/BENCHMARKS.md: what was run, the goals, the table."""
     r = result
@@ -257,7 +266,7 @@ def section(result: dict) -> str:
         f"{r['job']}, {r['steps']} steps a run, {r['reps']} repetitions in each mode "
         f"({', '.join(r['modes'])}: one process for all, or a fresh process a run). "
         "Heterogeneity injected on the devices (`hetero.inject`: worker k waits "
-        f"inject * b_k / speed_k seconds {r.get('inject_order', 'before')} it computes, "
+        f"inject * b_k / speed_k seconds {ORDER_WORDS[r.get('inject_order', 'before')]}, "
         "`hetero.inject_order`). Each figure is controller / "
         "static wall time, each controller run divided by the static run beside it; "
         "reduction = 1 - the median over both modes; predicted = the virtual clock's "
@@ -269,5 +278,17 @@ def section(result: dict) -> str:
         "judges it); max load = the highest 1-minute load average after "
         f"a run of the cell. Goals: worst <= {1 + WORST_SLACK:.2f} everywhere; "
         f"delivered >= {DELIVERED:.0%} at HL4 and HL8, inject {JUDGED_INJECT}. "
-        f"All goals: {'PASS' if r['passed'] else 'FAIL'}.\n\n" + markdown(r["cells"])
+        f"All goals: {'PASS' if r['passed'] else 'FAIL'}{not_run(r['cells'])}.\n\n"
+        + markdown(r["cells"])
     )
+
+
+def not_run(cells: Sequence[dict]) -> str:
+    """', judged on these cells only: not run here ...' naming the cells of the issue's grid
+    that the result lacks, or '' when it covers the grid."""
+    have = {(int(c["level"]), float(c["inject"])) for c in cells}
+    missing = [(lv, inj) for lv in GRID[0] for inj in GRID[1] if (lv, inj) not in have]
+    if not missing:
+        return ""
+    named = ", ".join(f"HL{lv} at inject {inj:g}" for lv, inj in missing)
+    return f" (judged on these cells only; not run in this result: {named})"

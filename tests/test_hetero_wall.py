@@ -150,3 +150,17 @@ def test_the_prediction_runs_the_controller_the_wall_clock_runs():
 
     wall, virtual = (hw.job(4, "pi", clock, 10, 0.003) for clock in ("wall", "virtual"))
     assert controller_section(wall)["persist"] == controller_section(virtual)["persist"] == 0.1
+
+
+def test_the_section_names_the_wait_order_and_the_grid_cells_not_run():
+    cells = [{"level": lv, "inject": 0.003} for lv in (4, 8)]
+    missing = wa.not_run(cells)
+    assert missing.count("HL") == 4  # HL2 at both injects, HL4 and HL8 at 0.02
+    assert "HL2 at inject 0.003" in missing and "HL8 at inject 0.02" in missing
+    full = [{"level": lv, "inject": i} for lv in (2, 4, 8) for i in (0.003, 0.02)]
+    assert wa.not_run(full) == ""
+    result = {"job": "j", "steps": 60, "reps": 3, "modes": ["in-process"], "passed": True}
+    old = wa.section({**result, "cells": []})
+    assert "seconds before it computes" in old  # results without the key waited first
+    alone = wa.section({**result, "cells": [], "inject_order": "alone"})
+    assert "after it computed alone" in alone
