@@ -11,9 +11,10 @@ B = 128, bounds 16..96) runs on the wall clock at each heterogeneity level and i
 cost: each controller run next to a static (uniform) run of its own, repeated `--reps`
 times inside this process and (`--fresh`) once a fresh process per run
 (`--one` runs a single job and prints one JSON line). Heterogeneity is injected on the
-devices (`hetero.inject`: worker k waits inject * b_k / speed_k beside its compute, after it
-unless `--set hetero.inject_order='before'`), so a slow worker really takes longer and a
-worker given fewer rows really computes fewer.
+devices (`hetero.inject`: worker k waits inject * b_k / speed_k beside its compute: by
+default after computing alone, the devices one at a time; `--set hetero.inject_order='after'`
+or `'before'` for the other orders, docs/trainer.md), so a slow worker really takes longer
+and a worker given fewer rows really computes fewer.
 For each cell: the median and the worst of controller / static wall time per mode, the
 median reduction against the reduction the virtual clock predicts for the same profile (a
 linear cost of `inject` seconds a sample at speed 1, the same bounds and controller), the
