@@ -137,9 +137,6 @@ def check_config(config: Any) -> None:
 CLOCKS = ("virtual", "wall")
 MODES = ("bsp", "asp")
 WANDB_MODES = ("online", "offline", "disabled")
-# hetero.inject_order: each device's wait after its compute, before it, or after it computed
-# alone (engine/step.py, Steps.run_local)
-INJECT_ORDERS = ("alone", "after", "before")
 
 
 def _choice(what: str, value: str, valid: tuple[str, ...]) -> None:
@@ -155,7 +152,7 @@ def check_for_devices(
     problem found."""
     from omnilearn_jax import models
     from omnilearn_jax.data import datasets
-    from omnilearn_jax.engine import mesh, optim
+    from omnilearn_jax.engine import mesh, optim, step
 
     datasets.check_name(config.dataset.name)
     models.check_name(config.model.name)
@@ -164,7 +161,8 @@ def check_for_devices(
     _choice("clock", config.clock, CLOCKS)
     _choice("mode", config.mode, MODES)
     _choice("wandb.mode", config.wandb.mode, WANDB_MODES)
-    _choice("hetero.inject_order", config.hetero.get("inject_order", "alone"), INJECT_ORDERS)
+    orders = step.WAIT_ORDERS
+    _choice("hetero.inject_order", config.hetero.get("inject_order", orders[0]), orders)
     if config.mode == "asp":
         _check_asp(config, num_available_devices, num_processes)
     if config.bucket_ratio <= 1:

@@ -49,7 +49,7 @@ class Engine:
         eval_rows: int,
         host_wait: bool = False,
         flat: bool = False,
-        wait_order: str = "alone",
+        wait_order: str = step.WAIT_ORDERS[0],
     ):
         self.placement = Placement(backend, devices)
         self.layout = layout

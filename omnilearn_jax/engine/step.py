@@ -39,6 +39,9 @@ from omnilearn_jax.models import ApplyFn
 
 AXIS = "data"
 GATHER_BYTES = 1 << 20  # `_all_summed` gathers up to this much, all-reduces beyond
+# hetero.inject_order: where a host wait goes beside its device's compute (Steps.run_local);
+# the first is the default.
+WAIT_ORDERS = ("alone", "after", "before")
 _POLL_SECONDS = 2e-4  # polling granularity; well under any step worth timing
 
 
@@ -242,7 +245,7 @@ class Steps:
         # With host waits (hetero.inject_order): every device computes at the step's start
         # and its wait follows ('after'), or it waits first and then computes ('before'), or
         # the devices compute one at a time, each alone, and each wait follows ('alone').
-        self.wait_order = "alone"
+        self.wait_order = WAIT_ORDERS[0]
         self.share = True  # compile a bucket once, load it on each device (sharing.py)
         self.variants: dict[tuple[int, int], Program] = {}  # (position, rows) -> program
         self.first_runs_in_steps = 0  # programs whose first execution was inside a step

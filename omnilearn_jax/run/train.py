@@ -102,7 +102,7 @@ class Trainer:
             eval_rows=-(-config.train.eval_batch_size // len(devices)),
             host_wait=config.mode != "asp",  # async workers sleep inside their programs
             flat=config.mode != "asp",  # async executors hold their own packed states
-            wait_order=config.hetero.get("inject_order", "alone"),
+            wait_order=config.hetero.get("inject_order", step.WAIT_ORDERS[0]),
         )
         self.layout = layout
         self.state = self.engine.hold(
