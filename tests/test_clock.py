@@ -109,7 +109,8 @@ def test_a_bsp_step_waits_out_injected_slowness_on_the_host(tmp_path, monkeypatc
     assert steps.wait_order == order
     if order != "before":  # rows 8, 24, 16, 16: largest first, all before the shortest wait
         assert [devices.index(d) for d, _, _ in calls] == [1, 2, 3, 0]
-        assert max(at for _, at, _ in calls) < batch.waits.min()
+        if order == "after":  # alone: each launch follows the last compute (no time bound)
+            assert max(at for _, at, _ in calls) < batch.waits.min()
         assert took >= times.max() >= batch.waits.max()
         assert [busy for _, _, busy in calls] == [0, 0, 0, 0] or order == "after"
     else:
