@@ -127,15 +127,17 @@ def predictions(levels, injects, controllers, steps: int) -> dict:
 
 
 def run_here(run: dict, steps: int) -> dict:
-    """The run's wall time (the sum of its steps), the load average right after it and, for
-    a static run, the seconds a step its injected wait does not explain."""
+    """The run's wall time (the sum of its steps), the load average right after it, for
+    a static run the seconds a step its injected wait does not explain, and what its
+    controller did (wall_acceptance.trace: to tell a controller's bad run from a slow
+    machine)."""
     level, inject = run["level"], run["inject"]
     seconds, records = timed_run(job(level, run["controller"], "wall", steps, inject))
     out = {**run, "seconds": seconds, "load": list(os.getloadavg())}
+    speeds = speeds_by_level([level], steps)[level]
     if run["controller"] == "static":
-        speeds = speeds_by_level([level], steps)[level]
         out["unexplained"] = wa.unexplained_seconds(records, inject, speeds)
-    return out
+    return {**out, **wa.trace(records, inject, speeds)}
 
 
 def run_fresh(run: dict, steps: int, cpu_devices: int) -> dict:
@@ -270,7 +272,7 @@ def main(argv=None) -> None:
     if args.one:
         run = {"level": args.levels[0], "inject": args.injects[0]}
         done = run_here({**run, "controller": args.controllers[0]}, args.steps)
-        keys = ("seconds", "load", "unexplained")
+        keys = ("seconds", "load", "unexplained", *wa.TRACE_KEYS)
         print(MARK + json.dumps({k: done[k] for k in keys if k in done}), flush=True)
         return
     from benchmarks.report import machine

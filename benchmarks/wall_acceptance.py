@@ -77,6 +77,24 @@ def unexplained_seconds(records: Sequence[dict], inject: float, speeds: Sequence
     return statistics.median(values)
 
 
+TRACE_KEYS = ("final_sizes", "split_changes", "median_step", "median_excess")
+
+
+def trace(records: Sequence[dict], inject: float, speeds: Sequence[float]) -> dict:
+    """What a run's controller did, to tell its bad run from a slow machine: the last
+    split, how many steps changed the split, and over the steps after the first five the
+    median step time and the median excess of a step over its slowest injected wait
+    (`unexplained_seconds`: a balanced split on a slow machine shows a large excess, a
+    bad split a large step time beside an ordinary excess)."""
+    sizes = [tuple(r["batch_sizes"]) for r in records]
+    return {
+        "final_sizes": list(sizes[-1]),
+        "split_changes": sum(a != b for a, b in zip(sizes[:-1], sizes[1:], strict=True)),
+        "median_step": statistics.median(r["step_time"] for r in records[5:]),
+        "median_excess": unexplained_seconds(records, inject, speeds),
+    }
+
+
 def judged(level: int, inject: float) -> bool:
     """Whether the delivered-fraction goal applies to this cell."""
     return level in JUDGED_LEVELS and abs(inject - JUDGED_INJECT) < 1e-12

@@ -111,6 +111,15 @@ def test_seconds_the_injected_wait_does_not_explain_and_both_predictions():
     # A balanced split (rows 16 and 48: both wait 48 ms) and the same 2.5 ms.
     balanced = {"batch_sizes": [16, 48], "step_time": 0.0505}
     assert wa.unexplained_seconds([warm] * 5 + [balanced], 0.003, speeds) == pytest.approx(0.0025)
+    # A run's trace: its last split, the steps that changed it (warm -> balanced once,
+    # back to 32/32 once), and its medians after the first five steps.
+    moved = [warm] * 5 + [balanced, balanced, steady]
+    assert wa.trace(moved, 0.003, speeds) == {
+        "final_sizes": [32, 32],
+        "split_changes": 2,
+        "median_step": pytest.approx(0.0505),
+        "median_excess": pytest.approx(0.0025),
+    }
     # Delivered against both predictions; only the first is judged.
     runs = pairs_of("in-process", 4, 0.003, "pi", [1.0, 1.0, 1.0], [0.7, 0.7, 0.7])
     (row,) = wa.summarise(wa.pair_ratios(runs), {(4, 0.003, "pi"): 0.5}, {(4, 0.003, "pi"): 0.4})
