@@ -132,9 +132,14 @@ def test_a_short_slowdown_after_a_growth_passes(name):
     sizes, state = _run(name, neighbour, 250)
     assert np.abs(sizes[-1] - clean[-1]).max() <= 2, (sizes[-1], clean[-1])
     if name == "predictive":
-        # Its slow samples at two new sizes (86, then 75 rows) read as cliffs there: the
-        # worker holds 72 rows until both caps are lifted (one hold each: 100, then 200).
-        assert sizes[30:100, FAST].max() < 80 and sizes[-20:, FAST].min() >= 95
+        # Its slow samples at 86 rows read as a cliff there: the worker stays below it until
+        # the cap is lifted after its hold (100 steps), then goes to the clean optimum. Its
+        # move from 75 to 81 rows (times back to normal) stands; before a patient trial
+        # counted the error of the times before a move (controllers/response.py), that right
+        # move was undone at step 19 and the worker held 75 rows, reaching 99 at step 119.
+        assert sizes[30:100, FAST].max() < 86 and sizes[30:100, FAST].min() >= 81
+        assert np.flatnonzero(sizes[:, FAST] >= 95)[0] <= 110
+        assert sizes[-20:, FAST].min() >= 95
     else:
         # P and PI need both windows slow: no cap, and the fast worker never gives rows back.
         assert _cap(name, state) == B
