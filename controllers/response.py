@@ -98,6 +98,14 @@ def init(num_workers: int, hold: Any) -> Trial:
     )
 
 
+def _moments(total: jax.Array, squares: jax.Array, samples: jax.Array):
+    """(count, mean, sample variance) of each worker's samples from their sum and sum of
+    squares; a count of at least 1."""
+    n = jnp.maximum(samples, 1).astype(jnp.float32)
+    mean = total / n
+    return n, mean, jnp.maximum(squares / n - mean**2, 0.0) * n / jnp.maximum(n - 1.0, 1.0)
+
+
 def _relative(log_values: jax.Array, valid: jax.Array) -> jax.Array:
     """`log_values` less their median over `valid` workers (0 where not valid)."""
     lower, upper, count = noise.middles(log_values, valid)
@@ -140,9 +148,7 @@ def observe(
     fewest = jnp.min(jnp.where(moved, samples, jnp.iinfo(jnp.int32).max))
     due = trial.open & ~changed
     due = due & (((fewest >= UNDO * confirm) & (elapsed >= persist)) | (fewest >= SETTLE * confirm))
-    n = jnp.maximum(samples, 1).astype(jnp.float32)
-    mean = total / n
-    own = jnp.maximum(squares / n - mean**2, 0.0) * n / jnp.maximum(n - 1.0, 1.0)
+    n, mean, own = _moments(total, squares, samples)
     spread = jnp.maximum(own, sigma**2) / n  # the squared standard error of each mean
     weight = jnp.where(moved, trial.plan, 0.0)
     norm = jnp.maximum(jnp.sum(weight**2), 1e-12)
@@ -156,8 +162,8 @@ def observe(
     # That error does not shrink as the trial goes on: a trial it alone keeps from power can
     # never refuse a move, so it is judged once, as P's are (`hopeless`), not held open
     # SETTLE x `confirm` samples (which held a split 90 steps at 1.09x, held-out plant 27).
-    before = jnp.maximum(trial.pre_count, 1).astype(jnp.float32)
-    prior = jnp.where(patient, jnp.maximum(trial.pre_var, sigma**2) / before, 0.0)
+    pre_n = jnp.maximum(trial.pre_count, 1).astype(jnp.float32)
+    prior = jnp.where(patient, jnp.maximum(trial.pre_var, sigma**2) / pre_n, 0.0)
     both = jnp.sqrt(jnp.sum(weight**2 * (spread + prior))) / norm
     hopeless = jnp.sqrt(jnp.sum(weight**2 * prior)) / norm > ANSWERED
     clear_no = answer + SIGNIFICANCE * both < ANSWERED
@@ -206,9 +212,7 @@ def start(
     rows = jnp.log(jnp.where(busy, new_f / jnp.maximum(old_f, 1.0), 1.0))
     plan = _relative(rows if change is None else jnp.where(busy, change, 0.0), busy)
     # Before: each worker's mean relative log time at the old sizes (since the move before).
-    count = jnp.maximum(trial.samples, 1).astype(jnp.float32)
-    pre = trial.total / count
-    pre_var = jnp.maximum(trial.squares / count - pre**2, 0.0) * count / jnp.maximum(count - 1, 1)
+    _, pre, pre_var = _moments(trial.total, trial.squares, trial.samples)
     # A worker coming or going (no rows before or after) is availability, not balance. Nor is
     # a move of a worker not measured since the times restarted (a speed change confirmed on
     # this very step) tried: its part, often the whole point of the move, cannot be judged,
