@@ -5,6 +5,7 @@ in repeated runs, beside what the virtual clock predicts for the same cluster.
         [--controllers proportional,pi,predictive] [--reps 3] [--steps 60] [--fresh]
         [--json docs/benchmarks/hetero_wall.json] [--md hetero_wall.md] [--dry_run]
         [--set controller.persist=0 ...]
+    python -m benchmarks.hetero_wall --merge A.json,B.json --json OUT.json [--md OUT.md]
 
 The paper's BSP job (configs/paper_bsp.py, runlocal, CNN on digits, 4 workers on 4 devices,
 B = 128, bounds 16..96) runs on the wall clock at each heterogeneity level and injected
@@ -21,6 +22,9 @@ linear cost of `inject` seconds a sample at speed 1, the same bounds and control
 highest 1-minute load average seen, and the goals' verdicts (benchmarks/wall_acceptance.py).
 `--set KEY=VALUE` (repeatable) overrides a config value in every job, wall and virtual (for
 example a controller setting, to compare two values in two runs of the benchmark).
+`--merge` joins results of this benchmark measured at different times on disjoint cells
+(same job, steps, repetitions, modes, settings and wait order) into one table, which says
+which cells came from which file (wall_acceptance.merge); it measures nothing.
 Run it on a quiet machine: every other process's load lands in the figures.
 """
 
@@ -240,6 +244,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--one", action="store_true", help="one wall run; prints one line")
     parser.add_argument("--dry_run", action="store_true", help="print the estimate and stop")
     parser.add_argument("--cpu_devices", type=int, default=8)
+    parser.add_argument("--merge", default="", help="join these result files (comma-separated)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config value for every job, e.g. controller.persist=0")  # fmt: skip
     args = parser.parse_args(argv)
@@ -254,6 +259,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("static is the baseline every controller run is paired with")
     if args.reps < 1 or args.steps < 1:
         parser.error("--reps and --steps must be >= 1")
+    args.merge = [v for v in args.merge.split(",") if v]
+    if args.merge and not args.json:
+        parser.error("--merge writes its joined result to --json")
     return args
 
 
@@ -265,8 +273,37 @@ def _value(text: str):
         return text
 
 
+def merged_record(paths) -> dict:
+    """The file record of `--merge`: the joined result; the machine of the first file with
+    the highest load averages of all."""
+    records = []
+    for path in paths:
+        with open(path) as f:
+            records.append(json.load(f))
+    machine = dict(records[0]["machine"])
+    loads = [r["machine"]["load_average"] for r in records]
+    machine["load_average"] = [max(column) for column in zip(*loads, strict=True)]
+    result = wa.merge([r["result"] for r in records], [os.path.basename(p) for p in paths])
+    return {"benchmark": "hetero_wall", "small": False, "machine": machine, "result": result}
+
+
+def write(record: dict, args: argparse.Namespace) -> None:
+    result = record["result"]
+    print(wa.text_table(result["cells"]))
+    print(f"[hetero_wall] all goals {'PASS' if result['passed'] else 'FAIL'}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(record, f, indent=2)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(wa.section(result))
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
+    if args.merge:
+        write(merged_record(args.merge), args)
+        return
     SETTINGS.update(args.settings)
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)
     if args.one:
@@ -280,15 +317,8 @@ def main(argv=None) -> None:
     result = acceptance(args)
     if args.dry_run:
         return
-    print(wa.text_table(result["cells"]))
-    print(f"[hetero_wall] all goals {'PASS' if result['passed'] else 'FAIL'}")
-    if args.json:
-        record = {"benchmark": "hetero_wall", "small": False, "machine": machine()}
-        with open(args.json, "w") as f:
-            json.dump({**record, "result": result}, f, indent=2)
-    if args.md:
-        with open(args.md, "w") as f:
-            f.write(wa.section(result))
+    record = {"benchmark": "hetero_wall", "small": False, "machine": machine()}
+    write({**record, "result": result}, args)
 
 
 if __name__ == "__main__":

@@ -296,9 +296,68 @@ def section(result: dict) -> str:
         "judges it); max load = the highest 1-minute load average after "
         f"a run of the cell. Goals: worst <= {1 + WORST_SLACK:.2f} everywhere; "
         f"delivered >= {DELIVERED:.0%} at HL4 and HL8, inject {JUDGED_INJECT}. "
-        f"All goals: {'PASS' if r['passed'] else 'FAIL'}{not_run(r['cells'])}.\n\n"
+        f"All goals: {'PASS' if r['passed'] else 'FAIL'}{not_run(r['cells'])}.{joined(r)}\n\n"
         + markdown(r["cells"])
     )
+
+
+# What two results must share to be joined into one table (`merge`).
+SAME_RUN = ("job", "steps", "reps", "modes", "settings", "inject_order")
+
+
+def merge(parts: Sequence[dict], names: Sequence[str]) -> dict:
+    """One result from results of this benchmark measured at different times on disjoint
+    cells (level, inject) with the same job, steps, repetitions, modes, settings and wait
+    order: the runs and predictions joined, the cells and verdicts computed afresh from
+    them, and `parts` saying which cells came from which result (`names`, e.g. files)."""
+    if not parts or len(parts) != len(names):
+        raise ValueError("merge takes one name for each of at least one result")
+    first = parts[0]
+    for name, part in zip(names[1:], parts[1:], strict=True):
+        for key in SAME_RUN:
+            if part.get(key) != first.get(key):
+                raise ValueError(
+                    f"{name} differs from {names[0]} in {key}: "
+                    f"{part.get(key)!r} against {first.get(key)!r}; only results of the same "
+                    "benchmark set-up can share a table"
+                )
+    owner: dict[tuple[int, float], str] = {}
+    for name, part in zip(names, parts, strict=True):
+        for cell in part["cells"]:
+            key = (int(cell["level"]), float(cell["inject"]))
+            if owner.setdefault(key, name) != name:
+                raise ValueError(
+                    f"HL{key[0]} at inject {key[1]:g} is in both {owner[key]} and {name}"
+                )
+    runs = [r for part in parts for r in part["runs"]]
+    keys = ("predicted", "predicted_with_compute")
+    lists = {key: [x for part in parts for x in part[key]] for key in keys}
+    predicted, aware = ({cell_key(x): x["reduction"] for x in lists[key]} for key in lists)
+    rows = summarise(pair_ratios(runs), predicted, aware)
+    return {
+        **{key: first[key] for key in SAME_RUN},
+        "estimate_seconds": sum(part["estimate_seconds"] for part in parts),
+        **lists,
+        "runs": runs,
+        "cells": rows,
+        "passed": passed(rows),
+        "parts": [
+            {"name": name, "cells": sorted({(c["level"], c["inject"]) for c in part["cells"]})}
+            for name, part in zip(names, parts, strict=True)
+        ],
+    }
+
+
+def joined(result: dict) -> str:
+    """' Joined from two runs of the benchmark: ...' for a merged result, else ''."""
+    parts = result.get("parts") or []
+    if len(parts) < 2:
+        return ""
+    said = "; ".join(
+        f"{', '.join(f'HL{lv} at {inj:g}' for lv, inj in p['cells'])} from {p['name']}"
+        for p in parts
+    )
+    return f" Joined from {len(parts)} runs of the benchmark at different times: {said}."
 
 
 def not_run(cells: Sequence[dict]) -> str:

@@ -173,3 +173,35 @@ def test_the_section_names_the_wait_order_and_the_grid_cells_not_run():
     assert "seconds before it computes" in old  # results without the key waited first
     alone = wa.section({**result, "cells": [], "inject_order": "alone"})
     assert "after it computed alone" in alone
+
+
+def _result(level, inject, statics, ctrls, predicted, **over):
+    runs = pairs_of("fresh", level, inject, "pi", statics, ctrls)
+    pred = [{"level": level, "inject": inject, "controller": "pi", "reduction": predicted}]
+    rows = wa.summarise(wa.pair_ratios(runs), {(level, inject, "pi"): predicted})
+    same = {"job": "j", "steps": 60, "reps": 3, "modes": ["fresh"], "settings": {}}
+    same["inject_order"] = "alone"
+    return {**same, "estimate_seconds": 10.0, "predicted": pred, "predicted_with_compute": [],
+            "runs": runs, "cells": rows, "passed": wa.passed(rows), **over}  # fmt: skip
+
+
+def test_merge_joins_disjoint_cells_and_judges_them_afresh():
+    # HL4 at 0.003 passes alone (0.6 against 0.5 predicted: 80%); HL2 at 0.02 has a run 3%
+    # slower than its neighbour, so the joined table fails.
+    a = _result(4, 0.003, [1.0, 1.0, 1.0], [0.6, 0.6, 0.7], 0.5)
+    b = _result(2, 0.02, [1.0, 1.0, 1.0], [0.8, 1.03, 0.8], 0.3)
+    assert a["passed"] and not b["passed"]
+    m = wa.merge([a, b], ["a.json", "b.json"])
+    cells = {(c["level"], c["inject"]): c for c in m["cells"]}
+    assert sorted(cells) == [(2, 0.02), (4, 0.003)] and len(m["runs"]) == 12
+    assert cells[4, 0.003]["delivered"] == pytest.approx(0.8)
+    assert cells[2, 0.02]["all"]["worst"] == pytest.approx(1.03) and m["passed"] is False
+    assert m["estimate_seconds"] == 20.0 and m["inject_order"] == "alone"
+    said = wa.joined(m)
+    assert "Joined from 2 runs" in said and "HL4 at 0.003 from a.json" in said
+    assert "HL2 at 0.02 from b.json" in said and wa.joined(a) == ""
+    with pytest.raises(ValueError, match="HL4 at inject 0.003 is in both"):
+        wa.merge([a, a], ["a.json", "c.json"])
+    other = _result(8, 0.003, [1.0] * 3, [0.5] * 3, 0.5, inject_order="after")
+    with pytest.raises(ValueError, match="differs from a.json in inject_order"):
+        wa.merge([a, other], ["a.json", "o.json"])
