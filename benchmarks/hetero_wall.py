@@ -22,9 +22,10 @@ linear cost of `inject` seconds a sample at speed 1, the same bounds and control
 highest 1-minute load average seen, and the goals' verdicts (benchmarks/wall_acceptance.py).
 `--set KEY=VALUE` (repeatable) overrides a config value in every job, wall and virtual (for
 example a controller setting, to compare two values in two runs of the benchmark).
-`--merge` joins results of this benchmark measured at different times on disjoint cells
-(same job, steps, repetitions, modes, settings and wait order) into one table, which says
-which cells came from which file (wall_acceptance.merge); it measures nothing.
+`--merge` joins results of this benchmark measured at different times (same job, steps,
+repetitions, modes, settings and wait order) into one table, a later file's cells (level,
+inject, controller) replacing an earlier one's, and says which cells came from which file
+(wall_acceptance.merge); it measures nothing.
 Run it on a quiet machine: every other process's load lands in the figures.
 """
 

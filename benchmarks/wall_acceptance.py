@@ -306,10 +306,11 @@ SAME_RUN = ("job", "steps", "reps", "modes", "settings", "inject_order")
 
 
 def merge(parts: Sequence[dict], names: Sequence[str]) -> dict:
-    """One result from results of this benchmark measured at different times on disjoint
-    cells (level, inject) with the same job, steps, repetitions, modes, settings and wait
-    order: the runs and predictions joined, the cells and verdicts computed afresh from
-    them, and `parts` saying which cells came from which result (`names`, e.g. files)."""
+    """One result from results of this benchmark measured at different times with the same
+    job, steps, repetitions, modes, settings and wait order: a later result's cells (level,
+    inject, controller) replace an earlier one's (its runs, their static neighbours and its
+    predictions), the cells and verdicts are computed afresh from the runs kept, and
+    `parts` says which cells came from which result (`names`, e.g. files)."""
     if not parts or len(parts) != len(names):
         raise ValueError("merge takes one name for each of at least one result")
     first = parts[0]
@@ -321,43 +322,44 @@ def merge(parts: Sequence[dict], names: Sequence[str]) -> dict:
                     f"{part.get(key)!r} against {first.get(key)!r}; only results of the same "
                     "benchmark set-up can share a table"
                 )
-    owner: dict[tuple[int, float], str] = {}
-    for name, part in zip(names, parts, strict=True):
-        for cell in part["cells"]:
-            key = (int(cell["level"]), float(cell["inject"]))
-            if owner.setdefault(key, name) != name:
-                raise ValueError(
-                    f"HL{key[0]} at inject {key[1]:g} is in both {owner[key]} and {name}"
-                )
-    runs = [r for part in parts for r in part["runs"]]
-    keys = ("predicted", "predicted_with_compute")
-    lists = {key: [x for part in parts for x in part[key]] for key in keys}
-    predicted, aware = ({cell_key(x): x["reduction"] for x in lists[key]} for key in lists)
-    rows = summarise(pair_ratios(runs), predicted, aware)
+    owner: dict[tuple[int, float, str], int] = {}
+    for i, part in enumerate(parts):
+        owner.update({cell_key(c): i for c in part["cells"]})
+
+    def kept(i: int, x: dict) -> bool:  # a run or prediction of the cell part i still owns
+        name = x.get("pair", x["controller"]) if x["controller"] == "static" else x["controller"]
+        return owner.get((int(x["level"]), float(x["inject"]), name)) == i
+
+    keys = ("runs", "predicted", "predicted_with_compute")
+    lists = {k: [x for i, part in enumerate(parts) for x in part[k] if kept(i, x)] for k in keys}
+    predicted, aware = ({cell_key(x): x["reduction"] for x in lists[k]} for k in keys[1:])
+    rows = summarise(pair_ratios(lists["runs"]), predicted, aware)
     return {
         **{key: first[key] for key in SAME_RUN},
         "estimate_seconds": sum(part["estimate_seconds"] for part in parts),
         **lists,
-        "runs": runs,
         "cells": rows,
         "passed": passed(rows),
         "parts": [
-            {"name": name, "cells": sorted({(c["level"], c["inject"]) for c in part["cells"]})}
-            for name, part in zip(names, parts, strict=True)
+            {"name": name, "cells": sorted(k for k, j in owner.items() if j == i)}
+            for i, name in enumerate(names)
         ],
     }
 
 
 def joined(result: dict) -> str:
-    """' Joined from two runs of the benchmark: ...' for a merged result, else ''."""
-    parts = result.get("parts") or []
+    """' Joined from 2 runs of the benchmark ...: ...' for a merged result, else ''."""
+    parts = [p for p in result.get("parts") or [] if p["cells"]]
     if len(parts) < 2:
         return ""
-    said = "; ".join(
-        f"{', '.join(f'HL{lv} at {inj:g}' for lv, inj in p['cells'])} from {p['name']}"
-        for p in parts
-    )
-    return f" Joined from {len(parts)} runs of the benchmark at different times: {said}."
+    said = []
+    for p in parts:
+        by: dict[tuple[int, float], list[str]] = {}
+        for level, inject, controller in p["cells"]:
+            by.setdefault((level, inject), []).append(controller)
+        cells = ", ".join(f"HL{lv} at {inj:g} ({', '.join(c)})" for (lv, inj), c in by.items())
+        said.append(f"{cells} from {p['name']}")
+    return f" Joined from {len(parts)} runs of the benchmark at different times: {'; '.join(said)}."
 
 
 def not_run(cells: Sequence[dict]) -> str:

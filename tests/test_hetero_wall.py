@@ -175,17 +175,26 @@ def test_the_section_names_the_wait_order_and_the_grid_cells_not_run():
     assert "after it computed alone" in alone
 
 
-def _result(level, inject, statics, ctrls, predicted, **over):
-    runs = pairs_of("fresh", level, inject, "pi", statics, ctrls)
-    pred = [{"level": level, "inject": inject, "controller": "pi", "reduction": predicted}]
-    rows = wa.summarise(wa.pair_ratios(runs), {(level, inject, "pi"): predicted})
+def _result(level, inject, statics, ctrls, predicted, controller="pi", **over):
+    runs = pairs_of("fresh", level, inject, controller, statics, ctrls)
+    key = {"level": level, "inject": inject, "controller": controller}
+    rows = wa.summarise(wa.pair_ratios(runs), {(level, inject, controller): predicted})
     same = {"job": "j", "steps": 60, "reps": 3, "modes": ["fresh"], "settings": {}}
     same["inject_order"] = "alone"
-    return {**same, "estimate_seconds": 10.0, "predicted": pred, "predicted_with_compute": [],
-            "runs": runs, "cells": rows, "passed": wa.passed(rows), **over}  # fmt: skip
+    return {**same, "estimate_seconds": 10.0, "predicted": [{**key, "reduction": predicted}],
+            "predicted_with_compute": [], "runs": runs, "cells": rows,
+            "passed": wa.passed(rows), **over}  # fmt: skip
 
 
-def test_merge_joins_disjoint_cells_and_judges_them_afresh():
+def _joined(*parts):
+    """Results joined in order (a later one's cells replace an earlier one's)."""
+    out = dict(parts[0])
+    for k in ("runs", "predicted", "predicted_with_compute", "cells"):
+        out[k] = [x for p in parts for x in p[k]]
+    return out
+
+
+def test_merge_joins_cells_measured_apart_and_judges_them_afresh():
     # HL4 at 0.003 passes alone (0.6 against 0.5 predicted: 80%); HL2 at 0.02 has a run 3%
     # slower than its neighbour, so the joined table fails.
     a = _result(4, 0.003, [1.0, 1.0, 1.0], [0.6, 0.6, 0.7], 0.5)
@@ -198,10 +207,27 @@ def test_merge_joins_disjoint_cells_and_judges_them_afresh():
     assert cells[2, 0.02]["all"]["worst"] == pytest.approx(1.03) and m["passed"] is False
     assert m["estimate_seconds"] == 20.0 and m["inject_order"] == "alone"
     said = wa.joined(m)
-    assert "Joined from 2 runs" in said and "HL4 at 0.003 from a.json" in said
-    assert "HL2 at 0.02 from b.json" in said and wa.joined(a) == ""
-    with pytest.raises(ValueError, match="HL4 at inject 0.003 is in both"):
-        wa.merge([a, a], ["a.json", "c.json"])
+    assert "Joined from 2 runs" in said and "HL4 at 0.003 (pi) from a.json" in said
+    assert "HL2 at 0.02 (pi) from b.json" in said and wa.joined(a) == ""
     other = _result(8, 0.003, [1.0] * 3, [0.5] * 3, 0.5, inject_order="after")
     with pytest.raises(ValueError, match="differs from a.json in inject_order"):
         wa.merge([a, other], ["a.json", "o.json"])
+
+
+def test_merge_replaces_a_controllers_cell_with_its_rerun_and_keeps_the_others():
+    # A first run of HL2 at 0.003 with pi and predictive; predictive rerun later, slower.
+    first = _joined(
+        _result(2, 0.003, [1.0] * 3, [0.8, 0.8, 0.8], 0.25),
+        _result(2, 0.003, [1.0] * 3, [0.7, 0.7, 1.05], 0.25, controller="predictive"),
+    )
+    rerun = _result(2, 0.003, [2.0] * 3, [1.5, 1.6, 1.7], 0.3, controller="predictive")
+    m = wa.merge([first, rerun], ["first.json", "rerun.json"])
+    rows = {c["controller"]: c for c in m["cells"]}
+    assert rows["pi"]["all"]["median"] == pytest.approx(0.8)  # kept from the first run
+    assert rows["predictive"]["all"]["median"] == pytest.approx(0.8)  # 1.6 / 2.0, the rerun's
+    assert rows["predictive"]["predicted"] == 0.3 and rows["predictive"]["worst_ok"] is True
+    assert len(m["runs"]) == 12 and sum(r["seconds"] == 1.05 for r in m["runs"]) == 0
+    assert m["passed"] is True  # the first run's 1.05 is gone with its cell
+    assert [p["cells"] for p in m["parts"]] == [[(2, 0.003, "pi")], [(2, 0.003, "predictive")]]
+    said = wa.joined(m)
+    assert "HL2 at 0.003 (pi) from first.json; HL2 at 0.003 (predictive) from rerun.json" in said
