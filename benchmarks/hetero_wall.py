@@ -5,7 +5,7 @@ in repeated runs, beside what the virtual clock predicts for the same cluster.
         [--controllers proportional,pi,predictive] [--reps 3] [--steps 60] [--fresh]
         [--json docs/benchmarks/hetero_wall.json] [--md hetero_wall.md] [--dry_run]
         [--set controller.persist=0 ...]
-    python -m benchmarks.hetero_wall --merge A.json,B.json --json OUT.json [--md OUT.md]
+    python -m benchmarks.hetero_wall --merge A.json,B.json [--pool] --json OUT.json [--md OUT.md]
 
 The paper's BSP job (configs/paper_bsp.py, runlocal, CNN on digits, 4 workers on 4 devices,
 B = 128, bounds 16..96) runs on the wall clock at each heterogeneity level and injected
@@ -24,8 +24,8 @@ highest 1-minute load average seen, and the goals' verdicts (benchmarks/wall_acc
 example a controller setting, to compare two values in two runs of the benchmark).
 `--merge` joins results of this benchmark measured at different times (same job, steps,
 repetitions, modes, settings and wait order) into one table, a later file's cells (level,
-inject, controller) replacing an earlier one's, and says which cells came from which file
-(wall_acceptance.merge); it measures nothing.
+inject, controller) replacing an earlier one's (`--pool`: pooling their runs), and says
+which cells came from which file (wall_acceptance.merge); it measures nothing.
 Run it on a quiet machine: every other process's load lands in the figures.
 """
 
@@ -246,6 +246,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--dry_run", action="store_true", help="print the estimate and stop")
     parser.add_argument("--cpu_devices", type=int, default=8)
     parser.add_argument("--merge", default="", help="join these result files (comma-separated)")
+    parser.add_argument("--pool", action="store_true",
+                        help="with --merge: a cell in several files pools their runs")  # fmt: skip
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config value for every job, e.g. controller.persist=0")  # fmt: skip
     args = parser.parse_args(argv)
@@ -274,7 +276,7 @@ def _value(text: str):
         return text
 
 
-def merged_record(paths) -> dict:
+def merged_record(paths, pool: bool = False) -> dict:
     """The file record of `--merge`: the joined result; the machine of the first file with
     the highest load averages of all."""
     records = []
@@ -284,7 +286,8 @@ def merged_record(paths) -> dict:
     machine = dict(records[0]["machine"])
     loads = [r["machine"]["load_average"] for r in records]
     machine["load_average"] = [max(column) for column in zip(*loads, strict=True)]
-    result = wa.merge([r["result"] for r in records], [os.path.basename(p) for p in paths])
+    names = list(paths)
+    result = wa.merge([r["result"] for r in records], names, pool=pool)
     return {"benchmark": "hetero_wall", "small": False, "machine": machine, "result": result}
 
 
@@ -303,7 +306,7 @@ def write(record: dict, args: argparse.Namespace) -> None:
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.merge:
-        write(merged_record(args.merge), args)
+        write(merged_record(args.merge, args.pool), args)
         return
     SETTINGS.update(args.settings)
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)

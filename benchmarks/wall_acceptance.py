@@ -305,12 +305,14 @@ def section(result: dict) -> str:
 SAME_RUN = ("job", "steps", "reps", "modes", "settings", "inject_order")
 
 
-def merge(parts: Sequence[dict], names: Sequence[str]) -> dict:
+def merge(parts: Sequence[dict], names: Sequence[str], pool: bool = False) -> dict:
     """One result from results of this benchmark measured at different times with the same
-    job, steps, repetitions, modes, settings and wait order: a later result's cells (level,
-    inject, controller) replace an earlier one's (its runs, their static neighbours and its
-    predictions), the cells and verdicts are computed afresh from the runs kept, and
-    `parts` says which cells came from which result (`names`, e.g. files)."""
+    job, steps, repetitions, modes, settings and wait order. A cell (level, inject,
+    controller) found in several results takes the last one's runs, static neighbours and
+    predictions, or with `pool` all of their runs (repetitions renumbered past the earlier
+    results'), the mean of their predictions. The cells and verdicts are computed afresh
+    from the runs kept; `parts` says which cells came from which result (`names`, e.g.
+    files) and `pooled` which cells pool several."""
     if not parts or len(parts) != len(names):
         raise ValueError("merge takes one name for each of at least one result")
     first = parts[0]
@@ -322,18 +324,34 @@ def merge(parts: Sequence[dict], names: Sequence[str]) -> dict:
                     f"{part.get(key)!r} against {first.get(key)!r}; only results of the same "
                     "benchmark set-up can share a table"
                 )
-    owner: dict[tuple[int, float, str], int] = {}
+    owner: dict[tuple[int, float, str], list[int]] = {}
     for i, part in enumerate(parts):
-        owner.update({cell_key(c): i for c in part["cells"]})
+        for c in part["cells"]:
+            owner[cell_key(c)] = [*owner.get(cell_key(c), []), i] if pool else [i]
 
-    def kept(i: int, x: dict) -> bool:  # a run or prediction of the cell part i still owns
-        name = x.get("pair", x["controller"]) if x["controller"] == "static" else x["controller"]
-        return owner.get((int(x["level"]), float(x["inject"]), name)) == i
+    def cell_of(x: dict) -> tuple[int, float, str]:  # a static run's cell is its pair's
+        name = x["pair"] if x["controller"] == "static" and "pair" in x else x["controller"]
+        return int(x["level"]), float(x["inject"]), name
 
     keys = ("runs", "predicted", "predicted_with_compute")
-    lists = {k: [x for i, part in enumerate(parts) for x in part[k] if kept(i, x)] for k in keys}
-    predicted, aware = ({cell_key(x): x["reduction"] for x in lists[k]} for k in keys[1:])
-    rows = summarise(pair_ratios(lists["runs"]), predicted, aware)
+    lists = {
+        k: [x for i, part in enumerate(parts) for x in part[k] if i in owner[cell_of(x)]]
+        for k in keys
+    }
+    reps = first["reps"]
+    lists["runs"] = [  # part i's repetitions of a pooled cell become i * reps + rep
+        {**r, "rep": r["rep"] + owner[cell_of(r)].index(i) * reps}
+        for i, part in enumerate(parts)
+        for r in part["runs"]
+        if i in owner[cell_of(r)]
+    ]
+    means = []
+    for k in keys[1:]:
+        values: dict[tuple[int, float, str], list[float]] = {}
+        for x in lists[k]:
+            values.setdefault(cell_key(x), []).append(x["reduction"])
+        means.append({key: statistics.fmean(v) for key, v in values.items()})
+    rows = summarise(pair_ratios(lists["runs"]), *means)
     return {
         **{key: first[key] for key in SAME_RUN},
         "estimate_seconds": sum(part["estimate_seconds"] for part in parts),
@@ -341,9 +359,10 @@ def merge(parts: Sequence[dict], names: Sequence[str]) -> dict:
         "cells": rows,
         "passed": passed(rows),
         "parts": [
-            {"name": name, "cells": sorted(k for k, j in owner.items() if j == i)}
+            {"name": name, "cells": sorted(k for k, js in owner.items() if i in js)}
             for i, name in enumerate(names)
         ],
+        "pooled": sorted(k for k, js in owner.items() if len(js) > 1),
     }
 
 
@@ -352,14 +371,20 @@ def joined(result: dict) -> str:
     parts = [p for p in result.get("parts") or [] if p["cells"]]
     if len(parts) < 2:
         return ""
-    said = []
-    for p in parts:
-        by: dict[tuple[int, float], list[str]] = {}
-        for level, inject, controller in p["cells"]:
-            by.setdefault((level, inject), []).append(controller)
-        cells = ", ".join(f"HL{lv} at {inj:g} ({', '.join(c)})" for (lv, inj), c in by.items())
-        said.append(f"{cells} from {p['name']}")
-    return f" Joined from {len(parts)} runs of the benchmark at different times: {'; '.join(said)}."
+    said = [f"{_cells(p['cells'])} from {p['name']}" for p in parts]
+    out = f" Joined from {len(parts)} runs of the benchmark at different times: {'; '.join(said)}."
+    pooled = result.get("pooled") or []
+    if pooled:
+        out += f" {_cells(pooled)}: the runs of every file that has the cell, pooled."
+    return out
+
+
+def _cells(cells: Sequence[Sequence]) -> str:
+    """'HL2 at 0.003 (pi, predictive), HL4 at 0.02 (pi)' for (level, inject, controller)s."""
+    by: dict[tuple[int, float], list[str]] = {}
+    for level, inject, controller in cells:
+        by.setdefault((level, inject), []).append(controller)
+    return ", ".join(f"HL{lv} at {inj:g} ({', '.join(c)})" for (lv, inj), c in by.items())
 
 
 def not_run(cells: Sequence[dict]) -> str:

@@ -231,3 +231,21 @@ def test_merge_replaces_a_controllers_cell_with_its_rerun_and_keeps_the_others()
     assert [p["cells"] for p in m["parts"]] == [[(2, 0.003, "pi")], [(2, 0.003, "predictive")]]
     said = wa.joined(m)
     assert "HL2 at 0.003 (pi) from first.json; HL2 at 0.003 (predictive) from rerun.json" in said
+
+
+def test_merge_with_pool_keeps_every_files_runs_of_a_cell():
+    # HL4 at 0.003, pi, measured twice: ratios 0.5, 0.5, 0.9 then 0.7, 0.8, 0.8; pooled, the
+    # median of the six is 0.75 (the first alone: 0.5, the second: 0.8) and the worst 0.9.
+    a = _result(4, 0.003, [1.0] * 3, [0.5, 0.5, 0.9], 0.4)
+    b = _result(4, 0.003, [2.0] * 3, [1.4, 1.6, 1.6], 0.5)
+    m = wa.merge([a, b], ["a.json", "b.json"], pool=True)
+    (row,) = m["cells"]
+    assert row["fresh"]["n"] == 6 and row["all"]["median"] == pytest.approx(0.75)
+    assert row["all"]["worst"] == pytest.approx(0.9)
+    assert row["predicted"] == pytest.approx(0.45)  # the mean of the two predictions
+    assert sorted({r["rep"] for r in m["runs"]}) == [0, 1, 2, 3, 4, 5]
+    assert m["pooled"] == [(4, 0.003, "pi")]
+    assert "HL4 at 0.003 (pi): the runs of every file that has the cell, pooled" in wa.joined(m)
+    replaced = wa.merge([a, b], ["a.json", "b.json"])  # without pool the later file's alone
+    assert replaced["cells"][0]["all"]["median"] == pytest.approx(0.8) and replaced["pooled"] == []
+    assert replaced["cells"][0]["fresh"]["n"] == 3
