@@ -90,15 +90,19 @@ def main(argv):
         flush=True,
     )
     logging.set_verbosity(logging.WARNING)  # keep JAX's backend-probing INFO lines quiet
-    from omnilearn_jax.run import distributed
+    from omnilearn_jax.run import cpu_limit, distributed
 
     # Must precede the first JAX operation; it only shapes the CPU backend, so a run on GPU
     # or TPU is unaffected. Async across processes: each process is a JAX program of its own
     # (asp/remote.py); any other multi-process run joins one JAX run.
     across = distributed.async_across(config)
     jax.config.update("jax_num_cpu_devices", distributed.cpu_devices(config))
-    if not across:
-        distributed.initialize(config.distributed)
+    # The backends start here, their host threads sized to the CPUs a quota leaves the
+    # process (run/cpu_limit.py), not to every core in its mask.
+    with cpu_limit.threads_for_limit():
+        if not across:
+            distributed.initialize(config.distributed)
+        jax.devices()
     from omnilearn_jax.run.job import train_and_evaluate
 
     train_and_evaluate(config, _WORKDIR.value)

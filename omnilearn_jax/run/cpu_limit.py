@@ -1,0 +1,101 @@
+"""The CPUs a process may really use, and JAX's host threads sized to them.
+
+XLA sizes its host thread pools (the CPU backend's Eigen pool among them) from the cores in
+the process's affinity mask when the backend starts. A CFS quota (Docker's `--cpus`,
+Kubernetes CPU limits, `launch --cpu_quota`) limits a process to fewer cores' worth of time
+than its mask holds, so an unpinned process under a quota of one core on a 2-core machine
+ran two compute threads that took turns inside one core's time (a 2-process step at 1.68x
+one process's; docs/multihost.md). `threads_for_limit` narrows the mask to as many cores as
+the quota allows while the backend starts, then gives every thread of the process the whole
+mask back: the pools are sized to the quota, and the threads still run on any core.
+
+`cpu_limit` reads the quota of the process's own cgroup and of every group above it (v2
+`cpu.max`, v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`), or of the group the launcher named
+for `--quota_from=steps` (which the process joins later). Linux only; elsewhere, and where no
+quota is set, both do nothing. Nothing here imports JAX.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from omnilearn_jax.run import cgroups
+
+
+def _v2_limit(group: Path, base: Path) -> float | None:
+    """The smallest quota / period of `group` and the groups above it, up to `base`."""
+    limits = []
+    while True:
+        text = (group / "cpu.max").read_text().split() if (group / "cpu.max").is_file() else []
+        if len(text) == 2 and text[0] != "max":
+            limits.append(int(text[0]) / int(text[1]))
+        if group == base or base not in group.parents:
+            return min(limits, default=None)
+        group = group.parent
+
+
+def _v1_limit(group: Path, base: Path) -> float | None:
+    limits = []
+    while True:
+        quota, period = group / "cpu.cfs_quota_us", group / "cpu.cfs_period_us"
+        if quota.is_file() and period.is_file() and int(quota.read_text()) > 0:
+            limits.append(int(quota.read_text()) / int(period.read_text()))
+        if group == base or base not in group.parents:
+            return min(limits, default=None)
+        group = group.parent
+
+
+def cpu_limit(
+    root: str | os.PathLike | None = None,
+    proc_cgroup: str | os.PathLike = "/proc/self/cgroup",
+    environ: dict | None = None,
+) -> float | None:
+    """Cores' worth of CPU time the process may use (a CFS quota / its period), or None where
+    no quota limits it or none can be read."""
+    environ = os.environ if environ is None else environ
+    try:
+        layout = cgroups.detect(root)
+        named = environ.get(cgroups.ENV, "")  # --quota_from=steps: the group it will join
+        if named:
+            group = Path(named)
+        else:
+            group = None
+            for line in Path(proc_cgroup).read_text().splitlines():
+                _, controllers, path = line.split(":", 2)
+                names = controllers.split(",")
+                if (layout.version == 2 and controllers == "") or (
+                    layout.version == 1 and "cpu" in names
+                ):
+                    group = layout.base / path.lstrip("/")
+            if group is None:
+                return None
+        read = _v2_limit if layout.version == 2 else _v1_limit
+        return read(group, layout.base)
+    except (cgroups.CgroupError, OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def threads_for_limit(limit: float | None = None) -> Iterator[int | None]:
+    """While inside, the process's affinity holds only ceil(`limit`) of its cores (default
+    `cpu_limit()`), so a thread pool sized then is sized to the limit; on leaving, every thread
+    of the process gets the whole mask back. Yields the cores narrowed to, or None where there
+    is nothing to narrow (no limit, a limit of at least the mask's cores, or no affinity)."""
+    get = getattr(os, "sched_getaffinity", None)
+    limit = cpu_limit() if limit is None and get is not None else limit
+    allowed = get(0) if get is not None else set()
+    cores = math.ceil(limit) if limit else 0
+    if not cores or cores >= len(allowed):
+        yield None
+        return
+    os.sched_setaffinity(0, sorted(allowed)[:cores])
+    try:
+        yield cores
+    finally:
+        for task in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError):  # a thread may have ended meanwhile
+                os.sched_setaffinity(int(task), allowed)

@@ -1,0 +1,109 @@
+"""The CPUs a quota leaves a process (run/cpu_limit.py), read from fake cgroup trees, and
+JAX's host threads sized to them in a fresh process."""
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from omnilearn_jax.run import cgroups, cpu_limit
+
+LINUX = hasattr(os, "sched_getaffinity")
+
+
+def _v2(tmp_path, quotas: dict[str, str]) -> None:
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory\n")
+    for group, text in quotas.items():
+        (tmp_path / group).mkdir(parents=True, exist_ok=True)
+        (tmp_path / group / "cpu.max").write_text(text)
+
+
+def test_v2_limit_is_the_tightest_quota_of_the_group_and_its_parents(tmp_path):
+    _v2(tmp_path, {"job": "150000 100000", "job/p0": "max 100000", "job/p1": "4000 16000"})
+    proc = tmp_path / "proc_cgroup"
+    proc.write_text("0::/job/p1\n")
+    assert cpu_limit.cpu_limit(tmp_path, proc, environ={}) == pytest.approx(0.25)
+    proc.write_text("0::/job/p0\n")  # no quota of its own: the parent's 1.5 cores
+    assert cpu_limit.cpu_limit(tmp_path, proc, environ={}) == pytest.approx(1.5)
+    proc.write_text("0::/\n")
+    assert cpu_limit.cpu_limit(tmp_path, proc, environ={}) is None
+    # --quota_from=steps: the group the launcher named, which the process joins later.
+    named = {cgroups.ENV: str(tmp_path / "job" / "p1")}
+    assert cpu_limit.cpu_limit(tmp_path, proc, environ=named) == pytest.approx(0.25)
+
+
+def test_v1_limit_reads_the_cpu_hierarchy_and_unlimited_is_none(tmp_path):
+    cpu = tmp_path / "cpu"
+    (cpu / "omnilearn-1" / "p0").mkdir(parents=True)
+    for group, quota in (
+        (cpu, "-1"),
+        (cpu / "omnilearn-1", "-1"),
+        (cpu / "omnilearn-1" / "p0", "8000"),
+    ):
+        (group / "cpu.cfs_quota_us").write_text(quota + "\n")
+        (group / "cpu.cfs_period_us").write_text("4000\n")
+    proc = tmp_path / "proc_cgroup"
+    proc.write_text("2:cpuacct:/\n1:cpu:/omnilearn-1/p0\n0::/\n")
+    assert cpu_limit.cpu_limit(tmp_path, proc, environ={}) == pytest.approx(2.0)
+    proc.write_text("1:cpu:/omnilearn-1\n")
+    assert cpu_limit.cpu_limit(tmp_path, proc, environ={}) is None
+    assert cpu_limit.cpu_limit(tmp_path / "nowhere", proc, environ={}) is None
+
+
+@pytest.mark.skipif(not LINUX or len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores")
+def test_threads_started_inside_get_the_whole_mask_back():
+    allowed = os.sched_getaffinity(0)
+    seen = {}
+
+    def started_inside():
+        seen["inside"] = os.sched_getaffinity(0)
+        done.wait()
+
+    done = threading.Event()
+    with cpu_limit.threads_for_limit(1.0) as narrowed:
+        assert narrowed == 1 and len(os.sched_getaffinity(0)) == 1
+        worker = threading.Thread(target=started_inside)
+        worker.start()
+        while "inside" not in seen:
+            pass
+    assert len(seen["inside"]) == 1 and os.sched_getaffinity(0) == allowed
+    assert os.sched_getaffinity(worker.native_id) == allowed
+    done.set()
+    worker.join()
+    with cpu_limit.threads_for_limit(float(len(allowed))) as narrowed:  # nothing to narrow
+        assert narrowed is None and os.sched_getaffinity(0) == allowed
+
+
+PROBE = """
+import os, sys
+from omnilearn_jax.run import cpu_limit
+limit = float(sys.argv[1]) if sys.argv[1] != "none" else 0
+if limit:
+    with cpu_limit.threads_for_limit(limit):
+        import jax
+        jax.devices()
+else:
+    import jax
+    jax.devices()
+names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+print(sum(n.startswith("tf_XLAEigen") for n in names), len(os.sched_getaffinity(0)))
+"""
+
+
+@pytest.mark.skipif(not LINUX or len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores")
+def test_xla_sizes_its_compute_pool_to_the_limit():
+    cores = len(os.sched_getaffinity(0))
+
+    def probe(limit: str) -> list[int]:
+        env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+        env["JAX_PLATFORMS"] = "cpu"
+        out = subprocess.run(
+            [sys.executable, "-c", PROBE, limit], capture_output=True, text=True, env=env
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        return [int(v) for v in out.stdout.split()]
+
+    assert probe("none") == [cores, cores]  # one Eigen thread a core of the mask
+    assert probe("1.0") == [1, cores]  # one under a one-core limit; the mask given back
