@@ -107,3 +107,11 @@ def test_xla_sizes_its_compute_pool_to_the_limit():
 
     assert probe("none") == [cores, cores]  # one Eigen thread a core of the mask
     assert probe("1.0") == [1, cores]  # one under a one-core limit; the mask given back
+
+
+def test_throttled_seconds_read_from_v1_and_v2_cpu_stat():
+    from benchmarks.quota_throttle import throttled
+
+    assert throttled({"nr_throttled": "3", "throttled_time": "2500000000"}) == 2.5  # v1: ns
+    assert throttled({"nr_throttled": "3", "throttled_usec": "1500000"}) == 1.5  # v2: µs
+    assert throttled({"nr_periods": "0"}) == 0.0
