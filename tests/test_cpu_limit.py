@@ -115,3 +115,9 @@ def test_throttled_seconds_read_from_v1_and_v2_cpu_stat():
     assert throttled({"nr_throttled": "3", "throttled_time": "2500000000"}) == 2.5  # v1: ns
     assert throttled({"nr_throttled": "3", "throttled_usec": "1500000"}) == 1.5  # v2: µs
     assert throttled({"nr_periods": "0"}) == 0.0
+
+
+def test_programs_run_in_the_calling_thread_only_at_one_core_of_a_larger_mask():
+    # threads_for_limit yields the cores it narrowed to: 1 under a quota of at most one core
+    # with more in the mask; None with nothing narrowed (pinned, or no quota); 2 at 1.5 cores.
+    assert [cpu_limit.dispatch_for(n) for n in (1, None, 2)] == [True, False, False]

@@ -99,3 +99,14 @@ def threads_for_limit(limit: float | None = None) -> Iterator[int | None]:
         for task in os.listdir("/proc/self/task"):
             with contextlib.suppress(OSError):  # a thread may have ended meanwhile
                 os.sched_setaffinity(int(task), allowed)
+
+
+def dispatch_for(narrowed: int | None) -> bool:
+    """Whether JAX should run CPU programs in the calling thread (`jax_cpu_enable_async_dispatch`
+    off) for a process `threads_for_limit` narrowed to this many cores: only at one core's
+    worth of time with more cores in its mask (a quota, unpinned). There a program dispatched
+    to a runtime thread computes on a second core beside the main thread waiting for it, and
+    the quota runs out early in the period: one-core quotas, unpinned, 2 processes, a 600-step
+    job 4 times each, interleaved (`benchmarks/quota_throttle.py`'s job, docs/multihost.md):
+    median step 2.28 ms in the calling thread against 3.57 ms dispatched."""
+    return narrowed == 1

@@ -98,8 +98,11 @@ def main(argv):
     across = distributed.async_across(config)
     jax.config.update("jax_num_cpu_devices", distributed.cpu_devices(config))
     # The backends start here, their host threads sized to the CPUs a quota leaves the
-    # process (run/cpu_limit.py), not to every core in its mask.
-    with cpu_limit.threads_for_limit():
+    # process (run/cpu_limit.py), not to every core in its mask; at one core's worth of a
+    # larger mask, programs run in the calling thread (cpu_limit.dispatch_for).
+    with cpu_limit.threads_for_limit() as narrowed:
+        if cpu_limit.dispatch_for(narrowed):
+            jax.config.update("jax_cpu_enable_async_dispatch", False)
         if not across:
             distributed.initialize(config.distributed)
         jax.devices()
