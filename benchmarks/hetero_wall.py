@@ -286,8 +286,7 @@ def merged_record(paths, pool: bool = False) -> dict:
     machine = dict(records[0]["machine"])
     loads = [r["machine"]["load_average"] for r in records]
     machine["load_average"] = [max(column) for column in zip(*loads, strict=True)]
-    names = list(paths)
-    result = wa.merge([r["result"] for r in records], names, pool=pool)
+    result = wa.merge([r["result"] for r in records], list(paths), pool=pool)
     return {"benchmark": "hetero_wall", "small": False, "machine": machine, "result": result}
 
 

@@ -334,17 +334,16 @@ def merge(parts: Sequence[dict], names: Sequence[str], pool: bool = False) -> di
         return int(x["level"]), float(x["inject"]), name
 
     keys = ("runs", "predicted", "predicted_with_compute")
-    lists = {
-        k: [x for i, part in enumerate(parts) for x in part[k] if i in owner[cell_of(x)]]
-        for k in keys
-    }
-    reps = first["reps"]
-    lists["runs"] = [  # part i's repetitions of a pooled cell become i * reps + rep
-        {**r, "rep": r["rep"] + owner[cell_of(r)].index(i) * reps}
-        for i, part in enumerate(parts)
-        for r in part["runs"]
-        if i in owner[cell_of(r)]
-    ]
+    lists = {k: [] for k in keys}
+    for i, part in enumerate(parts):
+        for k in keys:
+            for x in part[k]:
+                users = owner[cell_of(x)]
+                if i in users:  # the j-th file's runs of a pooled cell: repetitions j * reps + rep
+                    shift = (
+                        {"rep": x["rep"] + users.index(i) * first["reps"]} if k == "runs" else {}
+                    )
+                    lists[k].append({**x, **shift})
     means = []
     for k in keys[1:]:
         values: dict[tuple[int, float, str], list[float]] = {}

@@ -3,11 +3,12 @@
 XLA sizes its host thread pools (the CPU backend's Eigen pool among them) from the cores in
 the process's affinity mask when the backend starts. A CFS quota (Docker's `--cpus`,
 Kubernetes CPU limits, `launch --cpu_quota`) limits a process to fewer cores' worth of time
-than its mask holds, so an unpinned process under a quota of one core on a 2-core machine
-ran two compute threads that took turns inside one core's time (a 2-process step at 1.68x
-one process's; docs/multihost.md). `threads_for_limit` narrows the mask to as many cores as
-the quota allows while the backend starts, then gives every thread of the process the whole
-mask back: the pools are sized to the quota, and the threads still run on any core.
+than its mask holds, so under a small quota on a many-core node it would start a compute
+thread a core. `threads_for_limit` narrows the mask to as many cores as the quota allows
+while the backend starts, then gives every thread of the process the whole mask back: the
+pools are sized to the quota, and the threads still run on any core (on the 2-core machine
+the pool differs by one thread and the step did not change measurably; docs/multihost.md).
+`dispatch_for` says where programs should run in the calling thread instead.
 
 `cpu_limit` reads the quota of the process's own cgroup and of every group above it (v2
 `cpu.max`, v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`), or of the group the launcher named
@@ -26,27 +27,25 @@ from pathlib import Path
 from omnilearn_jax.run import cgroups
 
 
-def _v2_limit(group: Path, base: Path) -> float | None:
-    """The smallest quota / period of `group` and the groups above it, up to `base`."""
-    limits = []
-    while True:
-        text = (group / "cpu.max").read_text().split() if (group / "cpu.max").is_file() else []
-        if len(text) == 2 and text[0] != "max":
-            limits.append(int(text[0]) / int(text[1]))
-        if group == base or base not in group.parents:
-            return min(limits, default=None)
-        group = group.parent
+def _v2_quota(group: Path) -> float | None:
+    """A group's own quota / period (v2 `cpu.max`), or None."""
+    text = (group / "cpu.max").read_text().split() if (group / "cpu.max").is_file() else []
+    return int(text[0]) / int(text[1]) if len(text) == 2 and text[0] != "max" else None
 
 
-def _v1_limit(group: Path, base: Path) -> float | None:
-    limits = []
-    while True:
-        quota, period = group / "cpu.cfs_quota_us", group / "cpu.cfs_period_us"
-        if quota.is_file() and period.is_file() and int(quota.read_text()) > 0:
-            limits.append(int(quota.read_text()) / int(period.read_text()))
-        if group == base or base not in group.parents:
-            return min(limits, default=None)
-        group = group.parent
+def _v1_quota(group: Path) -> float | None:
+    """A group's own quota / period (v1 `cpu.cfs_quota_us`, -1 unlimited), or None."""
+    quota, period = group / "cpu.cfs_quota_us", group / "cpu.cfs_period_us"
+    if not (quota.is_file() and period.is_file()) or int(quota.read_text()) <= 0:
+        return None
+    return int(quota.read_text()) / int(period.read_text())
+
+
+def _tightest(group: Path, base: Path, quota) -> float | None:
+    """The smallest `quota(g)` of `group` and the groups above it, up to `base`."""
+    chain = [group, *(g for g in group.parents if g == base or base in g.parents)]
+    limits = [q for q in map(quota, chain) if q is not None]
+    return min(limits, default=None)
 
 
 def cpu_limit(
@@ -73,8 +72,7 @@ def cpu_limit(
                     group = layout.base / path.lstrip("/")
             if group is None:
                 return None
-        read = _v2_limit if layout.version == 2 else _v1_limit
-        return read(group, layout.base)
+        return _tightest(group, layout.base, _v2_quota if layout.version == 2 else _v1_quota)
     except (cgroups.CgroupError, OSError, ValueError):
         return None
 
