@@ -121,3 +121,7 @@ def test_programs_run_in_the_calling_thread_only_at_one_core_of_a_larger_mask():
     # threads_for_limit yields the cores it narrowed to: 1 under a quota of at most one core
     # with more in the mask; None with nothing narrowed (pinned, or no quota); 2 at 1.5 cores.
     assert [cpu_limit.dispatch_for(n) for n in (1, None, 2)] == [True, False, False]
+    # Without a quota: one device a process, of several, unpinned; not pinned to one core,
+    # not one process alone, not several devices a process (the one-process baseline).
+    cases = [(2, 1, 2), (2, 1, 1), (1, 1, 2), (2, 2, 2), (0, 1, 2)]
+    assert [cpu_limit.dispatch_for(None, *c) for c in cases] == [True, False, False, False, False]

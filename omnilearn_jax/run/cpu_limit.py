@@ -99,12 +99,18 @@ def threads_for_limit(limit: float | None = None) -> Iterator[int | None]:
                 os.sched_setaffinity(int(task), allowed)
 
 
-def dispatch_for(narrowed: int | None) -> bool:
+def dispatch_for(
+    narrowed: int | None, processes: int = 1, devices: int = 0, cores: int = 0
+) -> bool:
     """Whether JAX should run CPU programs in the calling thread (`jax_cpu_enable_async_dispatch`
-    off) for a process `threads_for_limit` narrowed to this many cores: only at one core's
-    worth of time with more cores in its mask (a quota, unpinned). There a program dispatched
-    to a runtime thread computes on a second core beside the main thread waiting for it, and
-    the quota runs out early in the period: one-core quotas, unpinned, 2 processes, a 600-step
-    job 4 times each, interleaved (`benchmarks/quota_throttle.py`'s job, docs/multihost.md):
-    median step 2.28 ms in the calling thread against 3.57 ms dispatched."""
-    return narrowed == 1
+    off): for a process `threads_for_limit` narrowed to one core's worth of time with more
+    cores in its mask (a quota, unpinned), and for one process of several (`processes`) that
+    computes on one CPU device (`devices`) with more than one core in its mask (`cores`:
+    unpinned, without a quota). There a program dispatched to a runtime thread computes on
+    one core while the main thread waits for it on another, and the processes' threads
+    contend for the cores (under a quota, the quota runs out early in the period). Measured on
+    the 2-core machine, 2 processes of one device each, median step of interleaved runs
+    (docs/multihost.md): one-core quotas unpinned, 600 steps 4 times each, 2.28 ms in the
+    calling thread against 3.57 ms dispatched; unpinned without a quota, 300 steps 3 times
+    each, 2.14 ms against 2.83. Pinned to a core each there was no gain (1.84 against 1.65)."""
+    return narrowed == 1 or (processes > 1 and devices == 1 and cores > 1)
