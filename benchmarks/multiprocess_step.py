@@ -1,7 +1,8 @@
 """The same wall-clock job as one process of 2 devices and as 2 processes of 1 device each:
 each pinned to a core of its own (the launcher's default, `--cpus=fit`) and unpinned
 (`--cpus=none`), each also under a CFS quota of one core each (needs a writable cgroup cpu
-controller).
+controller); unpinned also with programs dispatched to a runtime thread (`cpu_dispatch=async`,
+JAX's default; `auto` runs them in the calling thread there, run/cpu_limit.py).
 
     python -m benchmarks.multiprocess_step [--steps 100] [--reps 2] [--json PATH]
 
@@ -34,34 +35,51 @@ JOB = [
     "--config.clock=wall",
     "--config.train.checkpoint_every=0",
 ]
-VARIANTS = {
-    "1 process x 2 devices": ("main", []),
-    "2 processes x 1 device, one core each (the launcher's default, --cpus=fit)": ("launch", []),
-    "2 processes x 1 device, unpinned (--cpus=none)": ("launch", ["--cpus=none"]),
+ASYNC = "--config.cpu_dispatch=async"  # JAX's own default, where `auto` runs in the caller
+VARIANTS = {  # name: (kind, the launcher's options, the job's own)
+    "1 process x 2 devices": ("main", [], []),
+    "2 processes x 1 device, one core each (the launcher's default, --cpus=fit)": (
+        "launch",
+        [],
+        [],
+    ),
+    "2 processes x 1 device, unpinned (--cpus=none)": ("launch", ["--cpus=none"], []),
+    "2 processes x 1 device, unpinned, programs dispatched (cpu_dispatch=async)": (
+        "launch",
+        ["--cpus=none"],
+        [ASYNC],
+    ),
     "2 processes x 1 device, a quota of one core each, one core each (default)": (
         "launch",
         ["--cpu_quota=1,1"],
+        [],
     ),
     "2 processes x 1 device, a quota of one core each, unpinned": (
         "launch",
         ["--cpus=none", "--cpu_quota=1,1"],
+        [],
+    ),
+    "2 processes x 1 device, a quota of one core each, unpinned, dispatched": (
+        "launch",
+        ["--cpus=none", "--cpu_quota=1,1"],
+        [ASYNC],
     ),
 }
 
 
-def command(kind: str, extra: list[str], steps: int, workdir: str) -> list[str]:
+def command(kind: str, extra: list[str], steps: int, workdir: str, job_extra=()) -> list[str]:
     job = [*JOB, f"--config.train.num_steps={steps}", f"--config.train.eval_every={steps}"]
-    job.append(f"--workdir={workdir}")
+    job += [*job_extra, f"--workdir={workdir}"]
     if kind == "main":
         return [sys.executable, "-m", "omnilearn_jax.main", *job, "--config.cpu_devices=2"]
     launcher = [sys.executable, "-m", "omnilearn_jax.launch", "--num_processes=2"]
     return [*launcher, "--devices_per_process=1", *extra, "--", *job]
 
 
-def run(kind: str, extra: list[str], steps: int) -> dict:
+def run(kind: str, extra: list[str], steps: int, job_extra=()) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run(
-            command(kind, extra, steps, tmp), cwd=ROOT, capture_output=True, text=True
+            command(kind, extra, steps, tmp, job_extra), cwd=ROOT, capture_output=True, text=True
         )
         if proc.returncode:
             raise RuntimeError(proc.stdout[-2000:] + proc.stderr[-2000:])
@@ -82,8 +100,8 @@ def measure(steps: int, reps: int, echo=print) -> dict:
     loop a step (ms) and their ratios to one process."""
     rows = {name: [] for name in VARIANTS}
     for _ in range(reps):
-        for name, (kind, extra) in VARIANTS.items():
-            r = run(kind, extra, steps)
+        for name, (kind, extra, job_extra) in VARIANTS.items():
+            r = run(kind, extra, steps, job_extra)
             rows[name].append(r)
             echo(f"{name}: step {r['step_ms']:.2f} ms, loop {r['loop_ms']:.2f} ms a step "
                  f"(load {r['load']:.2f})")  # fmt: skip

@@ -125,3 +125,11 @@ def test_programs_run_in_the_calling_thread_only_at_one_core_of_a_larger_mask():
     # not one process alone, not several devices a process (the one-process baseline).
     cases = [(2, 1, 2), (2, 1, 1), (1, 1, 2), (2, 2, 2), (0, 1, 2)]
     assert [cpu_limit.dispatch_for(None, *c) for c in cases] == [True, False, False, False, False]
+
+
+def test_the_configs_cpu_dispatch_forces_either_way_and_rejects_others():
+    rule = (None, 2, 1, 2)  # one device a process of two, unpinned: the rule says the caller
+    assert [cpu_limit.in_caller(c, *rule) for c in cpu_limit.DISPATCH] == [True, False, True]
+    assert [cpu_limit.in_caller(c, None) for c in cpu_limit.DISPATCH] == [False, False, True]
+    with pytest.raises(ValueError, match="unknown cpu_dispatch 'threads'; valid values: auto"):
+        cpu_limit.in_caller("threads", None)

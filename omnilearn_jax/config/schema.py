@@ -64,6 +64,10 @@ def base_config() -> ml_collections.ConfigDict:
     c.global_batch_size = 128
     c.num_devices = 0  # devices to use; 0 = all (must divide num_workers)
     c.cpu_devices = 8  # CPU devices that main.py creates when the run is on CPU
+    # Where CPU programs run: auto (in the calling thread only where that measured faster:
+    # one core's quota of a larger mask, or one device a process of several unpinned;
+    # run/cpu_limit.py), async (a runtime thread, JAX's default) or sync (the calling thread).
+    c.cpu_dispatch = "auto"
     c.backend = "shard_map"  # shard_map | pmap
     # Each device computes one block of its own rows, of the smallest precompiled bucket
     # size that holds them (docs/trainer.md); buckets run from 8 rows to the capacity, each

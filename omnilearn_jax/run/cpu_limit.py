@@ -8,7 +8,8 @@ thread a core. `threads_for_limit` narrows the mask to as many cores as the quot
 while the backend starts, then gives every thread of the process the whole mask back: the
 pools are sized to the quota, and the threads still run on any core (on the 2-core machine
 the pool differs by one thread and the step did not change measurably; docs/multihost.md).
-`dispatch_for` says where programs should run in the calling thread instead.
+`dispatch_for` says where programs should run in the calling thread instead, and `in_caller`
+applies the config's `cpu_dispatch` (auto: `dispatch_for`'s rule; async, sync: forced).
 
 `cpu_limit` reads the quota of the process's own cgroup and of every group above it (v2
 `cpu.max`, v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`), or of the group the launcher named
@@ -114,3 +115,14 @@ def dispatch_for(
     calling thread against 3.57 ms dispatched; unpinned without a quota, 300 steps 3 times
     each, 2.14 ms against 2.83. Pinned to a core each there was no gain (1.84 against 1.65)."""
     return narrowed == 1 or (processes > 1 and devices == 1 and cores > 1)
+
+
+DISPATCH = ("auto", "async", "sync")
+
+
+def in_caller(choice: str, *rule_args) -> bool:
+    """Whether CPU programs run in the calling thread for the config's `cpu_dispatch`:
+    "sync" always, "async" never, "auto" where `dispatch_for(*rule_args)` says so."""
+    if choice not in DISPATCH:
+        raise ValueError(f"unknown cpu_dispatch {choice!r}; valid values: {', '.join(DISPATCH)}")
+    return choice == "sync" or (choice == "auto" and dispatch_for(*rule_args))

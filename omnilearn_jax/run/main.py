@@ -100,12 +100,13 @@ def main(argv):
     # The backends start here, their host threads sized to the CPUs a quota leaves the
     # process (run/cpu_limit.py), not to every core in its mask; at one core's worth of a
     # larger mask, or one device a process of several unpinned, programs run in the calling
-    # thread (cpu_limit.dispatch_for).
+    # thread (cpu_limit.dispatch_for; config.cpu_dispatch forces either way).
     joined = bool(config.distributed.enabled) and not across
     processes = int(config.distributed.num_processes) if joined else 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
     with cpu_limit.threads_for_limit() as narrowed:
-        if cpu_limit.dispatch_for(narrowed, processes, distributed.cpu_devices(config), cores):
+        rule = (narrowed, processes, distributed.cpu_devices(config), cores)
+        if cpu_limit.in_caller(config.cpu_dispatch, *rule):
             jax.config.update("jax_cpu_enable_async_dispatch", False)
         if not across:
             distributed.initialize(config.distributed)
