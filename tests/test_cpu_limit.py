@@ -79,8 +79,8 @@ def test_threads_started_inside_get_the_whole_mask_back():
 PROBE = """
 import os, sys
 from omnilearn_jax.run import cpu_limit
-limit = float(sys.argv[1]) if sys.argv[1] != "none" else 0
-if limit:
+limit = float(sys.argv[1]) if sys.argv[1] not in ("none", "default") else None
+if sys.argv[1] != "none":
     with cpu_limit.threads_for_limit(limit):
         import jax
         jax.devices()
@@ -96,9 +96,12 @@ print(sum(n.startswith("tf_XLAEigen") for n in names), len(os.sched_getaffinity(
 def test_xla_sizes_its_compute_pool_to_the_limit():
     cores = len(os.sched_getaffinity(0))
 
-    def probe(limit: str) -> list[int]:
+    def probe(limit: str, shared: int = 0) -> list[int]:
         env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
         env["JAX_PLATFORMS"] = "cpu"
+        env.pop(cpu_limit.SHARED_ENV, None)
+        if shared:
+            env[cpu_limit.SHARED_ENV] = str(shared)
         out = subprocess.run(
             [sys.executable, "-c", PROBE, limit], capture_output=True, text=True, env=env
         )
@@ -107,6 +110,8 @@ def test_xla_sizes_its_compute_pool_to_the_limit():
 
     assert probe("none") == [cores, cores]  # one Eigen thread a core of the mask
     assert probe("1.0") == [1, cores]  # one under a one-core limit; the mask given back
+    # As many processes of the launcher's as cores share the mask: a core's worth each.
+    assert probe("default", shared=cores) == [1, cores]
 
 
 def test_throttled_seconds_read_from_v1_and_v2_cpu_stat():
@@ -119,17 +124,34 @@ def test_throttled_seconds_read_from_v1_and_v2_cpu_stat():
 
 def test_programs_run_in_the_calling_thread_only_at_one_core_of_a_larger_mask():
     # threads_for_limit yields the cores it narrowed to: 1 under a quota of at most one core
-    # with more in the mask; None with nothing narrowed (pinned, or no quota); 2 at 1.5 cores.
-    assert [cpu_limit.dispatch_for(n) for n in (1, None, 2)] == [True, False, False]
+    # (or a fair share of one) with more in the mask; None with nothing narrowed (pinned, or
+    # no quota); 2 at 1.5 cores. Only for a process of one device.
+    assert [cpu_limit.dispatch_for(n, 1, 1, 2) for n in (1, None, 2)] == [True, False, False]
+    assert [cpu_limit.dispatch_for(1, 1, d, 2) for d in (0, 2, 8)] == [False, False, False]
     # Without a quota: one device a process, of several, unpinned; not pinned to one core,
     # not one process alone, not several devices a process (the one-process baseline).
     cases = [(2, 1, 2), (2, 1, 1), (1, 1, 2), (2, 2, 2), (0, 1, 2)]
     assert [cpu_limit.dispatch_for(None, *c) for c in cases] == [True, False, False, False, False]
 
 
+def test_a_launched_process_counts_on_its_share_of_the_cores_it_shares():
+    from omnilearn_jax.run.launch import sharing
+
+    env = cpu_limit.SHARED_ENV
+    assert cpu_limit.fair_share(2, {env: "2"}) == 1.0
+    assert cpu_limit.fair_share(16, {env: "3"}) == pytest.approx(16 / 3)
+    assert [cpu_limit.fair_share(4, e) for e in ({env: "1"}, {}, {env: "x"})] == [None] * 3
+    assert sharing((), 3) == [3, 3, 3]  # none pinned: all share every core
+    a, b, ab = frozenset({0}), frozenset({1}), frozenset({0, 1})
+    assert sharing((a, b), 2) == [1, 1]  # a core each
+    assert sharing((ab, ab, b), 3) == [3, 3, 3]
+    assert sharing((a, ab, b), 3) == [2, 3, 2]
+
+
 def test_the_configs_cpu_dispatch_forces_either_way_and_rejects_others():
     rule = (None, 2, 1, 2)  # one device a process of two, unpinned: the rule says the caller
     assert [cpu_limit.in_caller(c, *rule) for c in cpu_limit.DISPATCH] == [True, False, True]
-    assert [cpu_limit.in_caller(c, None) for c in cpu_limit.DISPATCH] == [False, False, True]
+    alone = (None, 1, 1, 2)
+    assert [cpu_limit.in_caller(c, *alone) for c in cpu_limit.DISPATCH] == [False, False, True]
     with pytest.raises(ValueError, match="unknown cpu_dispatch 'threads'; valid values: auto"):
         cpu_limit.in_caller("threads", None)

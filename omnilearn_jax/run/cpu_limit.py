@@ -27,6 +27,8 @@ from pathlib import Path
 
 from omnilearn_jax.run import cgroups
 
+SHARED_ENV = "OMNILEARN_SHARED_BY"  # processes the launcher started on this process's cores
+
 
 def _v2_quota(group: Path) -> float | None:
     """A group's own quota / period (v2 `cpu.max`), or None."""
@@ -78,15 +80,29 @@ def cpu_limit(
         return None
 
 
+def fair_share(cores: int, environ: dict | None = None) -> float | None:
+    """Cores' worth of time a launched process can count on where others run on the same
+    cores: its mask's `cores` over the processes sharing them, which the launcher names in
+    `SHARED_ENV` (`launch.sharing`); None alone, or where no launcher named them."""
+    environ = os.environ if environ is None else environ
+    try:
+        sharing = int(environ.get(SHARED_ENV, "") or 0)
+    except ValueError:
+        return None
+    return cores / sharing if sharing > 1 else None
+
+
 @contextlib.contextmanager
 def threads_for_limit(limit: float | None = None) -> Iterator[int | None]:
-    """While inside, the process's affinity holds only ceil(`limit`) of its cores (default
-    `cpu_limit()`), so a thread pool sized then is sized to the limit; on leaving, every thread
-    of the process gets the whole mask back. Yields the cores narrowed to, or None where there
-    is nothing to narrow (no limit, a limit of at least the mask's cores, or no affinity)."""
+    """While inside, the process's affinity holds only ceil(`limit`) of its cores (default:
+    the smaller of `cpu_limit()` and `fair_share`), so a thread pool sized then is sized to
+    the limit; on leaving, every thread of the process gets the whole mask back. Yields the
+    cores narrowed to, or None where there is nothing to narrow (no limit, a limit of at least
+    the mask's cores, or no affinity)."""
     get = getattr(os, "sched_getaffinity", None)
-    limit = cpu_limit() if limit is None and get is not None else limit
     allowed = get(0) if get is not None else set()
+    if limit is None and get is not None:
+        limit = min((v for v in (cpu_limit(), fair_share(len(allowed))) if v), default=None)
     cores = math.ceil(limit) if limit else 0
     if not cores or cores >= len(allowed):
         yield None
@@ -104,17 +120,19 @@ def dispatch_for(
     narrowed: int | None, processes: int = 1, devices: int = 0, cores: int = 0
 ) -> bool:
     """Whether JAX should run CPU programs in the calling thread (`jax_cpu_enable_async_dispatch`
-    off): for a process `threads_for_limit` narrowed to one core's worth of time with more
-    cores in its mask (a quota, unpinned), and for one process of several (`processes`) that
-    computes on one CPU device (`devices`) with more than one core in its mask (`cores`:
-    unpinned, without a quota). There a program dispatched to a runtime thread computes on
-    one core while the main thread waits for it on another, and the processes' threads
-    contend for the cores (under a quota, the quota runs out early in the period). Measured on
-    the 2-core machine, 2 processes of one device each, median step of interleaved runs
-    (docs/multihost.md): one-core quotas unpinned, 600 steps 4 times each, 2.28 ms in the
-    calling thread against 3.57 ms dispatched; unpinned without a quota, 300 steps 3 times
-    each, 2.14 ms against 2.83. Pinned to a core each there was no gain (1.84 against 1.65)."""
-    return narrowed == 1 or (processes > 1 and devices == 1 and cores > 1)
+    off) for a process that computes on one CPU device (`devices`): where `threads_for_limit`
+    narrowed it to one core's worth of time with more cores in its mask (a quota, or a fair
+    share of cores other processes of the launcher run on too, unpinned), and where it is
+    one process of several (`processes`) with more than one core in its mask (`cores`). There
+    a program dispatched to a runtime thread computes on one core while the main thread waits
+    for it on another, and the processes' threads contend for the cores (under a quota, the
+    quota runs out early in the period). With several devices a process, one calling thread
+    would run their programs one after another. Measured on the 2-core machine, 2 processes
+    of one device each, median step of interleaved runs (docs/multihost.md): one-core quotas
+    unpinned, 600 steps 4 times each, 2.28 ms in the calling thread against 3.57 ms
+    dispatched; unpinned without a quota, 300 steps 3 times each, 2.14 ms against 2.83.
+    Pinned to a core each there was no gain (1.84 against 1.65)."""
+    return devices == 1 and (narrowed == 1 or (processes > 1 and cores > 1))
 
 
 DISPATCH = ("auto", "async", "sync")

@@ -41,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from omnilearn_jax.run import cgroups
+from omnilearn_jax.run import cgroups, cpu_limit
 from omnilearn_jax.run.runstore import RunStore
 
 _FORCE_DEVICES = "--xla_force_host_platform_device_count"
@@ -74,6 +74,15 @@ def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
         env.pop("XLA_FLAGS", None)
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+def sharing(cpus: Sequence[frozenset[int]], num_processes: int) -> list[int]:
+    """For each process, how many of the launched processes (itself included) may run on its
+    cores: all of them where none is pinned (`cpus` empty), else those whose cores overlap
+    its own. A process's host thread pools are sized to its share (`cpu_limit.fair_share`)."""
+    if not cpus:
+        return [num_processes] * num_processes
+    return [sum(bool(mine & theirs) for theirs in cpus) for mine in cpus]
 
 
 def process_command(
@@ -270,12 +279,14 @@ def launch(
     try:
         if cpu_quota:
             groups = cgroups.create(cpu_quota, cpus=cpus)
+        shared = sharing(cpus, num_processes)
         for i in range(num_processes):
             cmd = process_command(
                 main_args, port=port, num_processes=num_processes, process_id=i, devices=devices
             )
             group = groups[i] if groups else None
             env = child_env()
+            env[cpu_limit.SHARED_ENV] = str(shared[i])
             if group is not None and quota_from == "steps":
                 env[cgroups.ENV] = str(group.path)  # joined before the first step
                 group = None
