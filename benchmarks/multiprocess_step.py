@@ -76,6 +76,13 @@ def command(kind: str, extra: list[str], steps: int, workdir: str, job_extra=())
     return [*launcher, "--devices_per_process=1", *extra, "--", *job]
 
 
+def step_times(workdir: str, skip: int = 5) -> list[float]:
+    """A finished run's step times (ms) from its run store, the first `skip` left out."""
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        records = [json.loads(line) for line in f]
+    return [1e3 * r["step_time"] for r in records if "step_time" in r][skip:]
+
+
 def run(kind: str, extra: list[str], steps: int, job_extra=()) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run(
@@ -83,13 +90,11 @@ def run(kind: str, extra: list[str], steps: int, job_extra=()) -> dict:
         )
         if proc.returncode:
             raise RuntimeError(proc.stdout[-2000:] + proc.stderr[-2000:])
-        with open(os.path.join(tmp, "metrics.jsonl")) as f:
-            records = [json.loads(line) for line in f]
+        steps_ms = step_times(tmp)
         with open(os.path.join(tmp, "summary.json")) as f:
             summary = json.load(f)
-    train = [r for r in records if "step_time" in r][5:]
     return {
-        "step_ms": 1e3 * float(np.median([r["step_time"] for r in train])),
+        "step_ms": float(np.median(steps_ms)),
         "loop_ms": 1e3 * summary["steps_wall_time"] / steps,  # start-up and final save apart
         "load": os.getloadavg()[0],
     }

@@ -4,7 +4,8 @@ pinned to a core each (the launcher's default) and unpinned, side by side.
     python -m benchmarks.quota_throttle [--steps 1000] [--reps 2]
 
 The job of benchmarks/multiprocess_step.py (CNN on digits, 2 workers, B = 64, static uniform,
-`clock=wall`) under `launch --cpu_quota=1,1`, with and without `--cpus=none`. While it runs,
+`clock=wall`) under `launch --cpu_quota=1,1`, with and without `--cpus=none`, unpinned also
+with programs dispatched to a runtime thread (`cpu_dispatch=async`). While it runs,
 each quota group's `cpu.stat` is read every 50 ms; printed per run and process: the quota
 periods, the share of them in which the group was throttled (its threads had used a core's
 worth of time before the period ended), the seconds throttled, and the run's median step.
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import statistics
 import subprocess
@@ -25,10 +25,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.multiprocess_step import ROOT, command
+from benchmarks.multiprocess_step import ASYNC, ROOT, command, step_times
 from omnilearn_jax.run import cgroups
 
-VARIANTS = {"pinned (default)": ["--cpu_quota=1,1"], "unpinned": ["--cpus=none", "--cpu_quota=1,1"]}
+QUOTA, FREE = ["--cpu_quota=1,1"], ["--cpus=none", "--cpu_quota=1,1"]
+VARIANTS = {  # name: (the launcher's options, the job's own)
+    "pinned (default)": (QUOTA, []),
+    "unpinned": (FREE, []),
+    "unpinned, programs dispatched (cpu_dispatch=async)": (FREE, [ASYNC]),
+}
 
 
 def throttled(stat: dict[str, str]) -> float:
@@ -38,11 +43,11 @@ def throttled(stat: dict[str, str]) -> float:
     return int(stat.get("throttled_time", 0)) / 1e9
 
 
-def run(extra: list[str], steps: int) -> dict:
+def run(extra: list[str], steps: int, job_extra=()) -> dict:
     base = cgroups.detect().base
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.Popen(
-            command("launch", extra, steps, tmp),
+            command("launch", extra, steps, tmp, job_extra),
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -63,9 +68,7 @@ def run(extra: list[str], steps: int) -> dict:
             time.sleep(0.05)
         if proc.returncode:
             raise RuntimeError(proc.stderr.read()[-3000:])
-        with open(os.path.join(tmp, "metrics.jsonl")) as f:
-            records = [json.loads(line) for line in f]
-    steps_ms = [1e3 * r["step_time"] for r in records if "step_time" in r][5:]
+        steps_ms = step_times(tmp)
     groups = {
         name: {
             "periods": int(stat["nr_periods"]),
@@ -83,8 +86,8 @@ def main(argv=None) -> None:
     p.add_argument("--reps", type=int, default=2)
     args = p.parse_args(argv)
     for _ in range(args.reps):
-        for name, extra in VARIANTS.items():
-            r = run(extra, args.steps)
+        for name, (extra, job_extra) in VARIANTS.items():
+            r = run(extra, args.steps, job_extra)
             per = ", ".join(
                 f"{g}: {v['throttled_share']:.0%} of {v['periods']} periods throttled, "
                 f"{v['throttled_s']:.2f} s"

@@ -8,6 +8,9 @@ thread a core. `threads_for_limit` narrows the mask to as many cores as the quot
 while the backend starts, then gives every thread of the process the whole mask back: the
 pools are sized to the quota, and the threads still run on any core (on the 2-core machine
 the pool differs by one thread and the step did not change measurably; docs/multihost.md).
+The same holds for processes of the launcher's that share cores unpinned: each counts on
+its fair share (`fair_share`), and there the smaller pool did change the step (2 processes
+on 2 cores, median step 2.05/1.66/2.25 ms against 2.52/2.74/2.72 with a thread a core).
 `dispatch_for` says where programs should run in the calling thread instead, and `in_caller`
 applies the config's `cpu_dispatch` (auto: `dispatch_for`'s rule; async, sync: forced).
 
