@@ -41,36 +41,48 @@ class Observation(NamedTuple):
         """Builds an observation, filling unknown speeds with ones and the table with b / speed.
 
         `global_batch` sizes the default table; without it the sum of `batch_sizes` is used,
-        which needs concrete (not traced) sizes.
+        which needs concrete (not traced) sizes. Concrete inputs give NumPy arrays, as the
+        trainer's observations are (a host loop pays no dispatch a field: building one with
+        jax.numpy took about 4 ms); traced ones give jax arrays.
         """
-        batch_sizes = jnp.asarray(batch_sizes, jnp.int32)
-        worker_times = jnp.asarray(worker_times, jnp.float32)
+        if time_table is None and global_batch is None:
+            global_batch = int(np.sum(np.asarray(batch_sizes)))
+        inputs = (step, batch_sizes, worker_times, speeds, time_table, epoch_end)
+        xp = np if is_concrete(inputs) else jnp
+        batch_sizes = xp.asarray(batch_sizes, xp.int32)
+        worker_times = xp.asarray(worker_times, xp.float32)
         speeds = (
-            jnp.ones(batch_sizes.shape, jnp.float32)
+            xp.ones(batch_sizes.shape, xp.float32)
             if speeds is None
-            else jnp.asarray(speeds, jnp.float32)
+            else xp.asarray(speeds, xp.float32)
         )
         if time_table is None:
-            if global_batch is None:
-                global_batch = int(np.sum(np.asarray(batch_sizes)))
-            time_table = linear_time_table(speeds, global_batch)
+            time_table = linear_time_table(speeds, global_batch, xp=xp)
         return cls(
-            step=jnp.asarray(step, jnp.int32),
+            step=xp.asarray(step, xp.int32),
             batch_sizes=batch_sizes,
             worker_times=worker_times,
             speeds=speeds,
-            time_table=jnp.asarray(time_table, jnp.float32),
-            epoch_end=jnp.asarray(epoch_end, jnp.bool_),
+            time_table=xp.asarray(time_table, xp.float32),
+            epoch_end=xp.asarray(epoch_end, xp.bool_),
         )
 
 
-def linear_time_table(speeds: jax.Array, global_batch: int, overhead: Any = 0.0) -> jax.Array:
-    """Time of worker k at batch b = overhead + b / speed_k for b > 0, and 0 for an idle worker."""
-    speeds = jnp.asarray(speeds, jnp.float32)
-    b = jnp.arange(global_batch + 1, dtype=jnp.float32)
-    overhead = jnp.broadcast_to(jnp.asarray(overhead, jnp.float32), speeds.shape)
-    table = overhead[:, None] + b[None, :] / speeds[:, None]
-    return jnp.where(b[None, :] > 0, table, 0.0)
+def linear_time_table(
+    speeds: jax.Array, global_batch: int, overhead: Any = 0.0, xp: Any = jnp
+) -> jax.Array:
+    """Time of worker k at batch b = overhead + b / speed_k for b > 0, and 0 for an idle worker.
+
+    `xp=numpy` evaluates on the host (concrete inputs only), to the float32 values jax.numpy
+    gives eagerly (compiled with an overhead, XLA may fuse the multiply-add: last bit).
+    """
+    speeds = xp.asarray(speeds, xp.float32)
+    b = xp.arange(global_batch + 1, dtype=xp.float32)
+    overhead = xp.broadcast_to(xp.asarray(overhead, xp.float32), speeds.shape)
+    # b times the reciprocal, as XLA rewrites a division by a broadcast operand: both paths
+    # then give the same floats.
+    table = overhead[:, None] + b[None, :] * (xp.float32(1.0) / speeds)[:, None]
+    return xp.where(b[None, :] > 0, table, xp.float32(0.0))
 
 
 class Controller(NamedTuple):

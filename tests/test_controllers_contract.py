@@ -92,3 +92,27 @@ def test_runs_in_scan_with_initial_sizes(name):
     _, sizes = jax.lax.scan(step, (state, start), jnp.arange(30))
     assert np.all(np.asarray(sizes).sum(-1) == GLOBAL_BATCH)
     assert np.asarray(sizes).min() >= B_MIN and np.asarray(sizes).max() <= B_MAX
+
+
+def test_an_observation_of_host_values_is_built_on_the_host_to_the_same_floats():
+    """Observation.make of concrete values gives NumPy fields (no dispatch a field in a host
+    loop), and its default table is bit for bit the one jax.numpy builds, traced or not (with
+    an overhead only eagerly: compiled, XLA fuses the multiply-add)."""
+    rng = np.random.default_rng(3)
+    speeds = rng.uniform(0.1, 30.0, NUM_WORKERS).astype(np.float32)
+    overhead = rng.uniform(0.0, 0.1, NUM_WORKERS).astype(np.float32)
+    host = controllers.linear_time_table(speeds, GLOBAL_BATCH, overhead, xp=np)
+    eager = controllers.linear_time_table(speeds, GLOBAL_BATCH, overhead)
+    np.testing.assert_array_equal(host, np.asarray(eager))
+    traced = jax.jit(lambda s: controllers.linear_time_table(s, GLOBAL_BATCH))(speeds)
+    host = controllers.linear_time_table(speeds, GLOBAL_BATCH, xp=np)
+    np.testing.assert_array_equal(host, np.asarray(traced))
+    sizes = np.full(NUM_WORKERS, GLOBAL_BATCH // NUM_WORKERS)
+    obs = controllers.Observation.make(4, sizes, sizes / speeds, speeds)
+    assert all(isinstance(field, np.ndarray) for field in obs)
+    assert obs.time_table.shape == (NUM_WORKERS, sizes.sum() + 1)
+    np.testing.assert_array_equal(
+        obs.time_table, controllers.linear_time_table(speeds, int(sizes.sum()), xp=np)
+    )
+    inside = jax.jit(lambda t: controllers.Observation.make(4, sizes, t, speeds).worker_times)
+    np.testing.assert_array_equal(inside(sizes / speeds), (sizes / speeds).astype(np.float32))
