@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,11 @@ from omnilearn_jax.run.runstore import read_metrics, start_measured, write_measu
 from omnilearn_jax.run.train import Trainer
 from tests.test_train import ROOT, run_main, smoke_config
 
-STEPS = 20
+STEPS = 12
+# Buckets of 8 and 64 rows (not 8, 16, 32, 64): half the programs to compile and load a run.
+# Nothing these tests assert depends on the buckets (the virtual clock's cost formula charges
+# rows, not buckets, and padding is exact).
+FEW_BUCKETS = 8.0
 ARGS = (
     f"--config.train.num_steps={STEPS}",
     "--config.train.eval_every=10",
@@ -28,7 +33,14 @@ ARGS = (
     "--config.num_workers=4",
     "--config.num_devices=4",
     "--config.cost.noise=0.1",
+    f"--config.bucket_ratio={FEW_BUCKETS}",
 )
+
+
+def _smoke():
+    config = smoke_config()
+    config.bucket_ratio = FEW_BUCKETS
+    return config
 
 
 def _summary(path):
@@ -93,7 +105,7 @@ def test_resuming_twice_equals_an_unbroken_run_calibrated_and_across_rejected_ti
         return 1e-3 * len(calls)
 
     monkeypatch.setattr(train, "calibrate_per_sample_cost", calibrate)
-    config = smoke_config()
+    config = _smoke()
     config.mode = mode
     config.num_workers = config.num_devices = 4
     config.controller.name = "proportional"
@@ -143,7 +155,7 @@ def test_a_fresh_run_forgets_what_an_earlier_run_in_its_workdir_measured(tmp_pat
 
 
 def test_a_planted_nan_stops_the_run_at_its_step(tmp_path):
-    config = smoke_config()
+    config = _smoke()
     config.train.checkpoint_every = 5
     config.faults.nan_step = 7  # 0-based: the 8th update
     with pytest.raises(FloatingPointError) as err:
@@ -156,7 +168,7 @@ def test_a_planted_nan_stops_the_run_at_its_step(tmp_path):
 
 
 def test_skip_policy_drops_the_nan_update_and_continues(tmp_path):
-    config = smoke_config()
+    config = _smoke()
     config.train.nan_policy = "skip"
     config.faults.nan_step = 7
     summary = train_and_evaluate(config, str(tmp_path))
@@ -167,7 +179,7 @@ def test_skip_policy_drops_the_nan_update_and_continues(tmp_path):
 
 def test_planted_bad_timings_leave_the_controller_decisions_unchanged(tmp_path):
     def run(name, bad):
-        config = smoke_config()
+        config = _smoke()
         config.num_workers = 4
         config.num_devices = 4
         config.hetero.name = "hl"
@@ -185,7 +197,7 @@ def test_planted_bad_timings_leave_the_controller_decisions_unchanged(tmp_path):
 
 
 def test_a_lost_worker_hands_its_samples_to_the_others(tmp_path):
-    config = smoke_config()
+    config = _smoke()
     config.controller.name = "proportional"
     config.hetero.name = "preempt"
     config.hetero.preempt_worker = 2
@@ -203,7 +215,7 @@ def test_a_lost_worker_hands_its_samples_to_the_others(tmp_path):
 
 
 def test_a_lost_worker_with_a_binding_lower_bound_is_a_clear_error(tmp_path):
-    config = smoke_config()
+    config = _smoke()
     config.controller.b_min = 4
     config.hetero.name = "preempt"
     config.hetero.preempt_intervals = (3, 5)
@@ -212,21 +224,33 @@ def test_a_lost_worker_with_a_binding_lower_bound_is_a_clear_error(tmp_path):
         train_and_evaluate(config, str(tmp_path))
 
 
-def test_resume_refuses_a_different_config(tmp_path):
-    config = smoke_config()
+def _four_steps():
+    config = _smoke()
     config.train.num_steps = 4
-    train_and_evaluate(config, str(tmp_path))
+    return config
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A finished run of `_four_steps()`, made once: a test copies it before writing there."""
+    workdir = tmp_path_factory.mktemp("finished")
+    train_and_evaluate(_four_steps(), str(workdir))
+    return workdir
+
+
+def test_resume_refuses_a_different_config(tmp_path, finished_run):
+    shutil.copytree(finished_run, tmp_path, dirs_exist_ok=True)
+    config = _four_steps()
     config.optimizer.learning_rate = 0.5
     with pytest.raises(ValueError, match="optimizer.learning_rate: 0.1 -> 0.5"):
         train_and_evaluate(config, str(tmp_path))
 
 
-def test_a_key_the_stored_config_lacks_is_unchanged_at_its_default(tmp_path):
+def test_a_key_the_stored_config_lacks_is_unchanged_at_its_default(tmp_path, finished_run):
     """A checkpoint written before a config key existed resumes while the key keeps its
     default; giving it another value is a change like any other."""
-    config = smoke_config()
-    config.train.num_steps = 4
-    train_and_evaluate(config, str(tmp_path))
+    shutil.copytree(finished_run, tmp_path, dirs_exist_ok=True)
+    config = _four_steps()
     stored = json.loads((tmp_path / "config.json").read_text())
     del stored["memory_rows"]
     (tmp_path / "config.json").write_text(json.dumps(stored))
