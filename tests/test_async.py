@@ -4,6 +4,7 @@ import numpy as np
 
 from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics
+from tests.test_resume import FEW_BUCKETS
 from tests.test_train import smoke_config
 
 
@@ -35,7 +36,13 @@ def _max_diff(a, b):
 
 def test_bound_zero_equal_speeds_sgd_equals_bsp(tmp_path):
     """W updates from one version with batch-share weights sum to one BSP step (plain SGD)."""
-    common = dict(num_workers=4, num_devices=4, optimizer__momentum=0.0, train__eval_every=100)
+    common = dict(
+        num_workers=4,
+        num_devices=4,
+        bucket_ratio=FEW_BUCKETS,
+        optimizer__momentum=0.0,
+        train__eval_every=100,
+    )
     bsp = _config(**common, train__num_steps=6)
     train_and_evaluate(bsp, str(tmp_path / "bsp"))
     asp = _config(**common, train__num_steps=24, mode="asp", asp__staleness_bound=0)
@@ -48,7 +55,13 @@ def test_bound_zero_equal_speeds_sgd_equals_bsp(tmp_path):
 
 
 def test_one_worker_async_equals_sgd_with_momentum(tmp_path):
-    common = dict(num_workers=1, num_devices=1, train__num_steps=10, train__eval_every=100)
+    common = dict(
+        num_workers=1,
+        num_devices=1,
+        bucket_ratio=FEW_BUCKETS,
+        train__num_steps=10,
+        train__eval_every=100,
+    )
     train_and_evaluate(_config(**common), str(tmp_path / "bsp"))
     train_and_evaluate(_config(**common, mode="asp"), str(tmp_path / "asp"))
     assert _max_diff(_params(tmp_path / "bsp"), _params(tmp_path / "asp")) <= 1e-6
@@ -107,6 +120,7 @@ def test_proportional_equalises_staleness_at_async_hl8(tmp_path):
             num_workers=4,
             num_devices=4,
             global_batch_size=128,
+            bucket_ratio=FEW_BUCKETS,
             mode="asp",
             train__num_steps=400,
             train__eval_every=400,
@@ -134,8 +148,9 @@ def test_proportional_equalises_staleness_at_async_hl8(tmp_path):
 def test_async_crash_and_resume_equals_an_unbroken_run(tmp_path):
     def config(crash):
         c = _async4(
-            train__num_steps=40,
-            train__eval_every=20,
+            bucket_ratio=FEW_BUCKETS,
+            train__num_steps=24,
+            train__eval_every=12,
             train__checkpoint_every=8,
             cost__noise=0.1,
         )
@@ -147,7 +162,8 @@ def test_async_crash_and_resume_equals_an_unbroken_run(tmp_path):
         return c
 
     train_and_evaluate(config(-1), str(tmp_path / "clean"))
-    for crash in (13, 29):  # resumes from update 8, then from 24, with gradients in flight
+    # Resumes from update 8, then from 16 (holding the evaluation at 12), gradients in flight.
+    for crash in (13, 21):
         try:
             train_and_evaluate(config(crash), str(tmp_path / "broken"))
         except RuntimeError as err:
@@ -168,6 +184,7 @@ def test_async_on_the_wall_clock_orders_updates_by_measured_times(tmp_path):
     inject, cores = 0.003, (1.0, 1.0, 1.0, 0.5)
     config = _async4(
         clock="wall",
+        bucket_ratio=FEW_BUCKETS,  # its programs, with a host callback, are compiled each run
         train__num_steps=50,
         train__eval_every=50,
         train__log_every=1,
