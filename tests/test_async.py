@@ -36,13 +36,8 @@ def _max_diff(a, b):
 
 def test_bound_zero_equal_speeds_sgd_equals_bsp(tmp_path):
     """W updates from one version with batch-share weights sum to one BSP step (plain SGD)."""
-    common = dict(
-        num_workers=4,
-        num_devices=4,
-        bucket_ratio=FEW_BUCKETS,
-        optimizer__momentum=0.0,
-        train__eval_every=100,
-    )
+    common = dict(num_workers=4, num_devices=4, optimizer__momentum=0.0, train__eval_every=100)
+    common["bucket_ratio"] = FEW_BUCKETS
     bsp = _config(**common, train__num_steps=6)
     train_and_evaluate(bsp, str(tmp_path / "bsp"))
     asp = _config(**common, train__num_steps=24, mode="asp", asp__staleness_bound=0)
@@ -55,13 +50,8 @@ def test_bound_zero_equal_speeds_sgd_equals_bsp(tmp_path):
 
 
 def test_one_worker_async_equals_sgd_with_momentum(tmp_path):
-    common = dict(
-        num_workers=1,
-        num_devices=1,
-        bucket_ratio=FEW_BUCKETS,
-        train__num_steps=10,
-        train__eval_every=100,
-    )
+    common = dict(num_workers=1, num_devices=1, train__num_steps=10, train__eval_every=100)
+    common["bucket_ratio"] = FEW_BUCKETS
     train_and_evaluate(_config(**common), str(tmp_path / "bsp"))
     train_and_evaluate(_config(**common, mode="asp"), str(tmp_path / "asp"))
     assert _max_diff(_params(tmp_path / "bsp"), _params(tmp_path / "asp")) <= 1e-6
