@@ -14,6 +14,7 @@ from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics
 from omnilearn_jax.run.train import Trainer
 from tests.test_async import _async4, _config, _max_diff, _params
+from tests.test_resume import FEW_BUCKETS
 
 
 def _run(path, **kw):
@@ -30,6 +31,7 @@ def test_zero_row_workers_push_nothing(tmp_path):
         num_workers=4,
         num_devices=4,
         global_batch_size=64,
+        bucket_ratio=FEW_BUCKETS,
         mode="asp",
         train__num_steps=12,
         controller__name="static",
@@ -52,6 +54,7 @@ def test_a_lost_worker_pushes_nothing_then_rejoins(tmp_path):
     config = _config(
         num_workers=4, num_devices=4, mode="asp", train__num_steps=32, train__eval_every=100
     )
+    config.bucket_ratio = FEW_BUCKETS
     config.controller.name, config.controller.b_min = "static", 0
     config.hetero.preempt_worker, config.hetero.preempt_intervals = 3, (2, 5)
     config.hetero.preempt_trickle = 0.0
@@ -76,6 +79,7 @@ def test_rounds_with_weight_decay_equal_bsp_steps(tmp_path):
         num_workers=4,
         num_devices=4,
         global_batch_size=64,
+        bucket_ratio=FEW_BUCKETS,
         controller__name="static",
         controller__sizes=(8, 8, 16, 32),
         optimizer__momentum=0.0,
