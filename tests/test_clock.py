@@ -8,6 +8,7 @@ from omnilearn_jax.run import job
 from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics
 from omnilearn_jax.run.train import Trainer
+from tests.test_resume import FEW_BUCKETS
 from tests.test_train import smoke_config
 
 
@@ -26,6 +27,7 @@ def wall_config(cores, inject):
 
 def test_virtual_clock_runs_are_byte_identical(tmp_path):
     config = smoke_config()
+    config.bucket_ratio = FEW_BUCKETS
     config.train.num_steps = 8
     config.train.eval_every = 4
     config.hetero.name = "hl"
@@ -45,6 +47,7 @@ def test_virtual_clock_runs_are_byte_identical(tmp_path):
 def test_wall_clock_measures_an_injected_slow_worker(tmp_path):
     # Worker 2 is 2x slower; 0.004 s a sample at speed 1: the sleep dominates compute.
     config = wall_config((1.0, 1.0, 0.5, 1.0), 0.004)
+    config.bucket_ratio = FEW_BUCKETS
     config.controller.name = "proportional"
     config.controller.deadband = 0.1
     config.train.num_steps = 12
@@ -191,6 +194,7 @@ def test_a_later_run_frees_the_programs_of_an_ended_one(tmp_path, monkeypatch):
 
     monkeypatch.setattr(loop, "_ended", [0])
     config = smoke_config()
+    config.bucket_ratio = FEW_BUCKETS
     config.train.num_steps = config.train.eval_every = 1
     was_enabled = gc.isenabled()
     gc.disable()
@@ -260,6 +264,7 @@ def test_per_sample_cost_zero_is_calibrated_on_this_machine(tmp_path):
     import json
 
     config = smoke_config()
+    config.bucket_ratio = FEW_BUCKETS
     config.train.num_steps = 2
     config.train.eval_every = 2
     config.cost.per_sample_cost = 0.0
@@ -301,6 +306,7 @@ def test_devices_sharing_the_cores_of_a_process_are_timed_together(tmp_path):
     own, which measures the launch order and the siblings beside it (engine/timing.py,
     `shares_cores`). Idle devices stay at 0."""
     config = wall_config((1.0, 1.0, 1.0, 1.0), 0.0)
+    config.bucket_ratio = FEW_BUCKETS
     config.hetero.name = "uniform"
     config.controller.name = "static"
     config.controller.sizes = (0, 8, 16, 40)
