@@ -15,9 +15,12 @@ from omnilearn_jax.asp.remote import RemoteServer, Reply
 from omnilearn_jax.engine.stopwatch import Stopwatch
 from omnilearn_jax.run.train import Trainer
 from tests.test_multiprocess import ROOT, run_launched
+from tests.test_resume import FEW_BUCKETS
 from tests.test_train import smoke_config
 
-TWO = ("--config.mode=asp", "--config.num_workers=2", "--config.num_devices=2")
+# Buckets of 8 and 64 rows (tests/test_resume.py): half the programs each process compiles.
+TWO = ("--config.mode=asp", "--config.num_workers=2", "--config.num_devices=2",
+       f"--config.bucket_ratio={FEW_BUCKETS}")  # fmt: skip
 ALONE = ("--config.asp.server_process=True",)  # the server in a process of its own
 
 
@@ -38,6 +41,7 @@ def test_two_processes_give_the_one_process_run_to_the_last_bit(tmp_path):
     k + 1; both workers' pushes in flight restored remote)."""
     config = smoke_config()
     config.mode, config.num_workers, config.num_devices = "asp", 2, 2
+    config.bucket_ratio = FEW_BUCKETS
     config.train.num_steps, config.train.save_params = 16, True
     AsyncLoop(Trainer(config, str(tmp_path / "one")), batched=False).run()
     one = _records(tmp_path / "one")
@@ -140,6 +144,7 @@ def test_each_process_of_an_async_run_across_processes_has_a_spare_device():
 
     config = smoke_config()
     config.mode, config.num_workers, config.num_devices = "asp", 2, 2
+    config.bucket_ratio = FEW_BUCKETS
     assert distributed.cpu_devices(config) == config.cpu_devices == 8
     config.distributed.enabled, config.distributed.num_processes = True, 2
     assert distributed.cpu_devices(config) == 3
@@ -156,6 +161,7 @@ def test_a_remote_push_is_applied_off_the_devices_workers_compute_on(tmp_path):
     is applied on its own device, as in one process."""
     config = smoke_config()
     config.mode, config.num_workers, config.num_devices = "asp", 2, 2
+    config.bucket_ratio = FEW_BUCKETS
     config.distributed.enabled, config.distributed.num_processes = True, 2
     config.distributed.coordinator_address = "127.0.0.1:1"
     trainer = Trainer(config, str(tmp_path))
