@@ -17,6 +17,7 @@ import pytest
 
 from omnilearn_jax import analysis, tracking
 from omnilearn_jax.analysis import sources
+from tests.test_resume import FEW_BUCKETS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONTROLLERS = ("static", "proportional")
@@ -34,6 +35,7 @@ def ablation(tmp_path_factory):
         for seed in SEEDS:
             c = smoke.get_config()
             c.num_workers, c.num_devices, c.seed = 4, 4, seed
+            c.bucket_ratio = FEW_BUCKETS  # half the programs to compile
             c.controller.name = controller
             # HL8 for steps 1-4, HL2 from step 5: a speed change the plots must mark.
             c.hetero.name, c.hetero.levels = "schedule", (8, 2)
