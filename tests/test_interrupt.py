@@ -14,6 +14,7 @@ from omnilearn_jax.run.interrupt import Interrupted
 from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.loop import Loop
 from omnilearn_jax.run.runstore import read_metrics
+from tests.test_resume import FEW_BUCKETS
 from tests.test_train import ROOT, smoke_config
 
 
@@ -26,6 +27,7 @@ def test_a_signal_saves_the_step_reached_and_the_same_run_resumes_there(
     tmp_path, monkeypatch, capsys, signum
 ):
     config = smoke_config()
+    config.bucket_ratio = FEW_BUCKETS  # half the programs to compile
     config.train.num_steps, config.train.checkpoint_every = 8, 0  # no periodic checkpoint
     step = Loop.step
 
@@ -58,6 +60,7 @@ def test_ctrl_c_on_the_command_line_is_one_line_and_status_130(tmp_path):
     env = launch.child_env()  # main.py makes its devices; other XLA flags stay
     cmd = [sys.executable, "-m", "omnilearn_jax.main", "--config=configs/smoke.py"]
     cmd += [f"--workdir={tmp_path}", "--config.train.num_steps=1000000"]
+    cmd += [f"--config.bucket_ratio={FEW_BUCKETS}"]
     cmd += ["--config.train.log_every=20", "--config.train.eval_every=1000000"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     lines = []
@@ -104,6 +107,7 @@ def test_an_async_run_stops_at_an_update_and_resumes_there(tmp_path, monkeypatch
     from omnilearn_jax.asp.loop import AsyncLoop
 
     config = smoke_config()
+    config.bucket_ratio = FEW_BUCKETS  # half the programs to compile
     config.mode, config.num_workers, config.num_devices = "asp", 4, 4
     config.train.num_steps, config.train.checkpoint_every = 12, 0
     apply_next = AsyncLoop.apply_next
