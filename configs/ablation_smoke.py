@@ -27,6 +27,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
             "hetero.level": 8,
             "train.num_steps": 6,
             "train.eval_every": 3,
+            "bucket_ratio": 8.0,  # buckets of few sizes: few programs to compile a cell
             "wandb.mode": "offline",
         },
         allow_dotted_keys=True,
