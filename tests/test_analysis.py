@@ -17,7 +17,7 @@ import pytest
 
 from omnilearn_jax import analysis, tracking
 from omnilearn_jax.analysis import sources
-from tests.test_resume import FEW_BUCKETS
+from tests.test_train import FEW_BUCKETS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONTROLLERS = ("static", "proportional")

@@ -4,8 +4,7 @@ import numpy as np
 
 from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics
-from tests.test_resume import FEW_BUCKETS
-from tests.test_train import smoke_config
+from tests.test_train import FEW_BUCKETS, smoke_config
 
 
 def _config(**kw):

@@ -14,7 +14,7 @@ from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics
 from omnilearn_jax.run.train import Trainer
 from tests.test_async import _async4, _config, _max_diff, _params
-from tests.test_resume import FEW_BUCKETS
+from tests.test_train import FEW_BUCKETS
 
 
 def _run(path, **kw):

@@ -8,8 +8,7 @@ from omnilearn_jax.run import job
 from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics
 from omnilearn_jax.run.train import Trainer
-from tests.test_resume import FEW_BUCKETS
-from tests.test_train import smoke_config
+from tests.test_train import FEW_BUCKETS, smoke_config
 
 
 def wall_config(cores, inject):
@@ -26,8 +25,7 @@ def wall_config(cores, inject):
 
 
 def test_virtual_clock_runs_are_byte_identical(tmp_path):
-    config = smoke_config()
-    config.bucket_ratio = FEW_BUCKETS
+    config = smoke_config(few_buckets=True)
     config.train.num_steps = 8
     config.train.eval_every = 4
     config.hetero.name = "hl"
@@ -193,8 +191,7 @@ def test_a_later_run_frees_the_programs_of_an_ended_one(tmp_path, monkeypatch):
     from omnilearn_jax.run.job import run
 
     monkeypatch.setattr(loop, "_ended", [0])
-    config = smoke_config()
-    config.bucket_ratio = FEW_BUCKETS
+    config = smoke_config(few_buckets=True)
     config.train.num_steps = config.train.eval_every = 1
     was_enabled = gc.isenabled()
     gc.disable()
@@ -263,8 +260,7 @@ def test_calibration_is_the_median_step_time_per_sample(monkeypatch):
 def test_per_sample_cost_zero_is_calibrated_on_this_machine(tmp_path):
     import json
 
-    config = smoke_config()
-    config.bucket_ratio = FEW_BUCKETS
+    config = smoke_config(few_buckets=True)
     config.train.num_steps = 2
     config.train.eval_every = 2
     config.cost.per_sample_cost = 0.0

@@ -14,8 +14,7 @@ from omnilearn_jax.run.interrupt import Interrupted
 from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.loop import Loop
 from omnilearn_jax.run.runstore import read_metrics
-from tests.test_resume import FEW_BUCKETS
-from tests.test_train import ROOT, smoke_config
+from tests.test_train import FEW_BUCKETS, ROOT, smoke_config
 
 
 def _summary(workdir) -> dict:
@@ -26,8 +25,7 @@ def _summary(workdir) -> dict:
 def test_a_signal_saves_the_step_reached_and_the_same_run_resumes_there(
     tmp_path, monkeypatch, capsys, signum
 ):
-    config = smoke_config()
-    config.bucket_ratio = FEW_BUCKETS  # half the programs to compile
+    config = smoke_config(few_buckets=True)
     config.train.num_steps, config.train.checkpoint_every = 8, 0  # no periodic checkpoint
     step = Loop.step
 
@@ -106,8 +104,7 @@ def test_an_interrupted_ablation_says_how_many_cells_are_left(tmp_path, monkeypa
 def test_an_async_run_stops_at_an_update_and_resumes_there(tmp_path, monkeypatch, capsys):
     from omnilearn_jax.asp.loop import AsyncLoop
 
-    config = smoke_config()
-    config.bucket_ratio = FEW_BUCKETS  # half the programs to compile
+    config = smoke_config(few_buckets=True)
     config.mode, config.num_workers, config.num_devices = "asp", 4, 4
     config.train.num_steps, config.train.checkpoint_every = 12, 0
     apply_next = AsyncLoop.apply_next

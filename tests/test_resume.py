@@ -14,13 +14,9 @@ from omnilearn_jax.run import launch, train
 from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics, start_measured, write_measured
 from omnilearn_jax.run.train import Trainer
-from tests.test_train import ROOT, run_main, smoke_config
+from tests.test_train import FEW_BUCKETS, ROOT, run_main, smoke_config
 
 STEPS = 12
-# Buckets of 8 and 64 rows (not 8, 16, 32, 64): half the programs to compile and load a run.
-# Nothing these tests assert depends on the buckets (the virtual clock's cost formula charges
-# rows, not buckets, and padding is exact).
-FEW_BUCKETS = 8.0
 ARGS = (
     f"--config.train.num_steps={STEPS}",
     "--config.train.eval_every=10",
@@ -35,12 +31,6 @@ ARGS = (
     "--config.cost.noise=0.1",
     f"--config.bucket_ratio={FEW_BUCKETS}",
 )
-
-
-def _smoke():
-    config = smoke_config()
-    config.bucket_ratio = FEW_BUCKETS
-    return config
 
 
 def _summary(path):
@@ -105,7 +95,7 @@ def test_resuming_twice_equals_an_unbroken_run_calibrated_and_across_rejected_ti
         return 1e-3 * len(calls)
 
     monkeypatch.setattr(train, "calibrate_per_sample_cost", calibrate)
-    config = _smoke()
+    config = smoke_config(few_buckets=True)
     config.mode = mode
     config.num_workers = config.num_devices = 4
     config.controller.name = "proportional"
@@ -155,7 +145,7 @@ def test_a_fresh_run_forgets_what_an_earlier_run_in_its_workdir_measured(tmp_pat
 
 
 def test_a_planted_nan_stops_the_run_at_its_step(tmp_path):
-    config = _smoke()
+    config = smoke_config(few_buckets=True)
     config.train.checkpoint_every = 5
     config.faults.nan_step = 7  # 0-based: the 8th update
     with pytest.raises(FloatingPointError) as err:
@@ -168,7 +158,7 @@ def test_a_planted_nan_stops_the_run_at_its_step(tmp_path):
 
 
 def test_skip_policy_drops_the_nan_update_and_continues(tmp_path):
-    config = _smoke()
+    config = smoke_config(few_buckets=True)
     config.train.nan_policy = "skip"
     config.faults.nan_step = 7
     summary = train_and_evaluate(config, str(tmp_path))
@@ -179,7 +169,7 @@ def test_skip_policy_drops_the_nan_update_and_continues(tmp_path):
 
 def test_planted_bad_timings_leave_the_controller_decisions_unchanged(tmp_path):
     def run(name, bad):
-        config = _smoke()
+        config = smoke_config(few_buckets=True)
         config.num_workers = 4
         config.num_devices = 4
         config.hetero.name = "hl"
@@ -197,7 +187,7 @@ def test_planted_bad_timings_leave_the_controller_decisions_unchanged(tmp_path):
 
 
 def test_a_lost_worker_hands_its_samples_to_the_others(tmp_path):
-    config = _smoke()
+    config = smoke_config(few_buckets=True)
     config.controller.name = "proportional"
     config.hetero.name = "preempt"
     config.hetero.preempt_worker = 2
@@ -215,7 +205,7 @@ def test_a_lost_worker_hands_its_samples_to_the_others(tmp_path):
 
 
 def test_a_lost_worker_with_a_binding_lower_bound_is_a_clear_error(tmp_path):
-    config = _smoke()
+    config = smoke_config(few_buckets=True)
     config.controller.b_min = 4
     config.hetero.name = "preempt"
     config.hetero.preempt_intervals = (3, 5)
@@ -225,7 +215,7 @@ def test_a_lost_worker_with_a_binding_lower_bound_is_a_clear_error(tmp_path):
 
 
 def _four_steps():
-    config = _smoke()
+    config = smoke_config(few_buckets=True)
     config.train.num_steps = 4
     return config
 
