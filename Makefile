@@ -33,10 +33,13 @@ analyse: $(STAMP)
 
 # JAX's persistent compilation cache (tests/conftest.py) lives in ~/.cache/omnilearn_jax/jax_cache;
 # delete it for a cold run. The files run on TEST_WORKERS processes (pytest-xdist), one file
-# at a time each, longest first (tests/conftest.py).
+# at a time each, longest first (tests/conftest.py). Python may write bytecode here (into
+# __pycache__, ignored by git) whatever PYTHONDONTWRITEBYTECODE says: the suite starts some 70
+# Python processes, and each compiled the project's modules from source again (0.3 CPU-s a
+# process, measured) and pytest rewrote every test module's asserts again in each worker.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not live"
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not live"
 
 # The tests that read the machine's real timing (marker `live`): one process, nothing else
 # running beside them.
