@@ -17,7 +17,7 @@ import pytest
 
 from omnilearn_jax import analysis, tracking
 from omnilearn_jax.analysis import sources
-from tests.test_train import FEW_BUCKETS
+from tests.test_train import smoke_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONTROLLERS = ("static", "proportional")
@@ -27,15 +27,13 @@ FIGURES = ("accuracy_vs_time", "loss_vs_time", "batch_sizes", "worker_times", "b
 
 @pytest.fixture(scope="module")
 def ablation(tmp_path_factory):
-    from configs import smoke
     from omnilearn_jax.run.job import train_and_evaluate
 
     root = str(tmp_path_factory.mktemp("abl"))
     for controller in CONTROLLERS:
         for seed in SEEDS:
-            c = smoke.get_config()
+            c = smoke_config(few_buckets=True)  # half the programs to compile
             c.num_workers, c.num_devices, c.seed = 4, 4, seed
-            c.bucket_ratio = FEW_BUCKETS  # half the programs to compile
             c.controller.name = controller
             # HL8 for steps 1-4, HL2 from step 5: a speed change the plots must mark.
             c.hetero.name, c.hetero.levels = "schedule", (8, 2)

@@ -39,9 +39,8 @@ def test_two_processes_give_the_one_process_run_to_the_last_bit(tmp_path):
     the server in process 0 beside worker 0 (worker 1's push in flight restored on process
     0), and with the server in a process of its own (asp.server_process: worker k in process
     k + 1; both workers' pushes in flight restored remote)."""
-    config = smoke_config()
+    config = smoke_config(few_buckets=True)
     config.mode, config.num_workers, config.num_devices = "asp", 2, 2
-    config.bucket_ratio = FEW_BUCKETS
     config.train.num_steps, config.train.save_params = 16, True
     AsyncLoop(Trainer(config, str(tmp_path / "one")), batched=False).run()
     one = _records(tmp_path / "one")
@@ -142,9 +141,8 @@ def test_each_process_of_an_async_run_across_processes_has_a_spare_device():
     mesh device they queued behind the server's update); any other run keeps cpu_devices."""
     from omnilearn_jax.run import distributed
 
-    config = smoke_config()
+    config = smoke_config(few_buckets=True)
     config.mode, config.num_workers, config.num_devices = "asp", 2, 2
-    config.bucket_ratio = FEW_BUCKETS
     assert distributed.cpu_devices(config) == config.cpu_devices == 8
     config.distributed.enabled, config.distributed.num_processes = True, 2
     assert distributed.cpu_devices(config) == 3
@@ -159,9 +157,8 @@ def test_a_remote_push_is_applied_off_the_devices_workers_compute_on(tmp_path):
     device, where no gradient is queued: on device 0 an update waited for worker 0's
     gradient in flight there (XLA runs a device's programs in order). A local worker's push
     is applied on its own device, as in one process."""
-    config = smoke_config()
+    config = smoke_config(few_buckets=True)
     config.mode, config.num_workers, config.num_devices = "asp", 2, 2
-    config.bucket_ratio = FEW_BUCKETS
     config.distributed.enabled, config.distributed.num_processes = True, 2
     config.distributed.coordinator_address = "127.0.0.1:1"
     trainer = Trainer(config, str(tmp_path))

@@ -8,13 +8,13 @@ from omnilearn_jax.run import job
 from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.runstore import read_metrics
 from omnilearn_jax.run.train import Trainer
-from tests.test_train import FEW_BUCKETS, smoke_config
+from tests.test_train import smoke_config
 
 
-def wall_config(cores, inject):
+def wall_config(cores, inject, few_buckets=False):
     """4 workers on 4 devices, B = 64, on the wall clock with `inject` seconds a sample
-    waited at speed 1 on cluster `cores`."""
-    config = smoke_config()
+    waited at speed 1 on cluster `cores` (`few_buckets`: as smoke_config's)."""
+    config = smoke_config(few_buckets)
     config.num_workers = config.num_devices = 4
     config.global_batch_size = 64
     config.clock = "wall"
@@ -44,8 +44,7 @@ def test_virtual_clock_runs_are_byte_identical(tmp_path):
 
 def test_wall_clock_measures_an_injected_slow_worker(tmp_path):
     # Worker 2 is 2x slower; 0.004 s a sample at speed 1: the sleep dominates compute.
-    config = wall_config((1.0, 1.0, 0.5, 1.0), 0.004)
-    config.bucket_ratio = FEW_BUCKETS
+    config = wall_config((1.0, 1.0, 0.5, 1.0), 0.004, few_buckets=True)
     config.controller.name = "proportional"
     config.controller.deadband = 0.1
     config.train.num_steps = 12
@@ -304,8 +303,7 @@ def test_devices_sharing_the_cores_of_a_process_are_timed_together(tmp_path):
     device of a wall-clock step is given the process's time (its longest device's), not its
     own, which measures the launch order and the siblings beside it (engine/timing.py,
     `shares_cores`). Idle devices stay at 0."""
-    config = wall_config((1.0, 1.0, 1.0, 1.0), 0.0)
-    config.bucket_ratio = FEW_BUCKETS
+    config = wall_config((1.0, 1.0, 1.0, 1.0), 0.0, few_buckets=True)
     config.hetero.name = "uniform"
     config.controller.name = "static"
     config.controller.sizes = (0, 8, 16, 40)
