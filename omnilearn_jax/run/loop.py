@@ -41,9 +41,10 @@ def format_duration(seconds: float) -> str:
 _ended = [0]  # runs that have ended in this process (settle_heap reads it)
 
 
-def settle_heap() -> None:
-    """Freezes every object left when warm-up ends (compiling leaves hundreds of thousands):
-    Python's collector then never scans them again during the run. Otherwise its full
+def settle_heap(timed: bool = True) -> None:
+    """On the wall clock (`timed`), freezes every object left when warm-up ends (compiling
+    leaves hundreds of thousands): Python's collector then never scans them again during the
+    run. Otherwise its full
     collections, 66-180 ms each in a fresh process (measured 2026-12-02 in the HL2 job of
     benchmarks/hetero_wall.py), land inside timed steps: one added 185 ms to a 12 ms step and
     so 25% to a 60-step run. The run unfreezes at its end.
@@ -54,7 +55,14 @@ def settle_heap() -> None:
     process (about 6,100 memory maps a run of the step_overhead job, 4 devices): uncollected,
     ten runs in one process passed Linux's 65,530 maps, LLVM could not map the next program
     ("Cannot allocate memory") and the process crashed (benchmarks/step_overhead.py --reps 3,
-    2026-12-03). Collecting them takes 0.3-0.5 s, in warm-up, never in a timed step."""
+    2026-12-03). Collecting them takes 0.3-0.5 s, in warm-up, never in a timed step.
+
+    On the virtual clock no step is timed and a collector pause changes no number: nothing
+    is frozen or collected here, and the collector's own full passes free an ended run. That
+    saves the 0.3-0.5 s collection a run (three test files that train many runs in one
+    process, 2026-12-04: 106 s against 125-145 s)."""
+    if not timed:
+        return
     gc.collect(2 if _ended[0] else 1)
     gc.freeze()
 
@@ -274,7 +282,7 @@ class Runner:
             # which the step's warm-up now absorbs instead of the first timed step.
             t.warm_decisions(cstate, sizes)
             self.warm_up(sizes)
-            settle_heap()
+            settle_heap(timed=cfg.clock == "wall")
             # `launch --quota_from=steps`: the CPU quota applies from here, not to compiling.
             if (group := cgroups.enter_deferred()) is not None:
                 log.say(f"CPU quota applies from the first step (group {group.name})")
