@@ -23,6 +23,7 @@ from controllers.registry import (
     make,
     make_from_config,
     register,
+    shared_from_config,
 )
 
 # The policies the Quickstart ablation sweeps (`predictive` is registered too but left out
@@ -47,4 +48,5 @@ __all__ = [
     "make_from_config",
     "register",
     "resolve_bounds",
+    "shared_from_config",
 ]

@@ -32,8 +32,9 @@ PERSIST_BY_CLOCK = -1.0
 
 
 def make_controller(config: ml_collections.ConfigDict) -> controllers.Controller:
-    """The run's controller, built from `controller_section(config)` (persist by the clock)."""
-    return controllers.make_from_config(controller_section(config))
+    """The run's controller, built from `controller_section(config)` (persist by the clock);
+    the same object for an equal section (`controllers.shared_from_config`)."""
+    return controllers.shared_from_config(controller_section(config))
 
 
 def controller_section(config: ml_collections.ConfigDict) -> dict:

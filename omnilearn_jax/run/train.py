@@ -9,6 +9,7 @@ A loop drives it: `job.run(trainer)` picks the BSP or the async one.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -31,6 +32,27 @@ from omnilearn_jax.engine.timing import calibrate_per_sample_cost, check_cluster
 from omnilearn_jax.run import distributed, metrics
 from omnilearn_jax.run.checkpoint import has_checkpoint
 from omnilearn_jax.run.runstore import start_measured, write_measured
+
+
+# A process compiles these once for each policy and batch, not once a run: the policy is
+# shared between equal configs (`controllers.shared_from_config`) and jax.jit caches by
+# function. Bounds reach `allocate` already resolved (`literal`): 0 is then a real bound.
+@functools.lru_cache(maxsize=64)
+def allocation(global_batch: int):
+    """The allocation rule alone, jitted: shares and bounds -> int32 sizes."""
+    return jax.jit(lambda s, lo, hi: controllers.allocate(s, global_batch, lo, hi, literal=True))
+
+
+@functools.lru_cache(maxsize=64)
+def decision(controller: controllers.Controller, global_batch: int):
+    """The controller's update and the allocation rule as one jitted dispatch:
+    (state, obs, lo, hi) -> (sizes, state)."""
+
+    def decide(cstate, obs, lo, hi):
+        shares, cstate = controller.update(cstate, obs)
+        return controllers.allocate(shares, global_batch, lo, hi, literal=True), cstate
+
+    return jax.jit(decide)
 
 
 class Trainer:
@@ -136,14 +158,8 @@ class Trainer:
             layout=self.layout,
         )
         self.timer.workers_per_device = r
-        # Bounds reach `allocate` already resolved (`literal`): 0 is then a real bound.
-        self.allocate = jax.jit(lambda s, lo, hi: controllers.allocate(s, b, lo, hi, literal=True))
-
-        def decide(cstate, obs, lo, hi):  # the controller and the allocation rule, one dispatch
-            shares, cstate = self.controller.update(cstate, obs)
-            return controllers.allocate(shares, b, lo, hi, literal=True), cstate
-
-        self.decide = jax.jit(decide)
+        self.allocate = allocation(b)
+        self.decide = decision(self.controller, b)
 
     def measured_cost(self, kept: dict) -> float:
         """The calibrated per-sample cost: the one `kept` from the start of the run being
