@@ -2,8 +2,8 @@
 
 No model keeps batch statistics: normalisation is GroupNorm (or, in the transformer,
 LayerNorm), which normalises each example on its own, so padded rows cannot leak into valid
-ones and the result is the same under any split of the global batch (docs/models.md explains
-the choice).
+ones and the result is the same under any split of the global batch (docs/trainer.md,
+"Models and normalisation", explains the choice).
 """
 
 from __future__ import annotations
@@ -50,23 +50,32 @@ def create(
     """
     check_name(section["name"])
     kwargs = {k: v for k, v in dict(section).items() if k != "name"}
-
-    @nnx.jit  # one compiled initialiser instead of one tiny compile per parameter
-    def build():
-        return _MODELS[section["name"]](
-            input_shape=tuple(input_shape),
-            num_classes=num_classes,
-            rngs=nnx.Rngs(seed),
-            **kwargs,
-        )
-
-    model = build()
+    model = _initialiser(section["name"], kwargs, tuple(input_shape), num_classes)(seed)
     graphdef, params = nnx.split(model, nnx.Param)
 
     def apply(params, x):
         return nnx.merge(graphdef, params)(x)
 
     return apply, nnx.to_pure_dict(params)
+
+
+_INITIALISERS: dict[str, Callable[[int], nnx.Module]] = {}
+
+
+def _initialiser(name: str, kwargs: dict, input_shape: tuple, num_classes: int):
+    """The model's jitted initialiser, seed -> model: one compiled program instead of one
+    tiny compile per parameter, traced once a process for each model and seed (0.1-0.3 s a
+    run again otherwise). Keyed by the arguments' repr, which tells 1, 1.0 and True apart."""
+    key = repr((name, sorted(kwargs.items()), input_shape, num_classes))
+    if key not in _INITIALISERS:
+
+        def build(seed: int) -> nnx.Module:
+            return _MODELS[name](
+                input_shape=input_shape, num_classes=num_classes, rngs=nnx.Rngs(seed), **kwargs
+            )
+
+        _INITIALISERS[key] = nnx.jit(build, static_argnums=0)
+    return _INITIALISERS[key]
 
 
 def param_count(params) -> int:
