@@ -12,6 +12,7 @@ from controllers.base import Controller
 Factory = Callable[..., Controller]
 _FACTORIES: dict[str, Factory] = {}
 _SHARED: dict[tuple, Controller] = {}  # (factory, arguments) -> the policy built from them
+KEEP_SHARED = 64
 
 # Keys a config section may hold that are not policy arguments.
 _CONFIG_ONLY_KEYS = ("name", "plugin")
@@ -92,6 +93,32 @@ def make_from_config(section: Mapping[str, Any]) -> Controller:
     works): keys another registered policy accepts are dropped, keys no policy knows raise.
     `plugin` (the module the trainer imports to register user policies) is ignored here.
     """
+    name, kwargs = _policy_arguments(section)
+    return make(name, **kwargs)
+
+
+def shared_from_config(section: Mapping[str, Any]) -> Controller:
+    """`make_from_config(section)`, the same object again for the same arguments while the
+    policy's factory stays registered (the last KEEP_SHARED kept). A policy is two pure
+    functions of its arguments, and jax.jit caches by function: a process that trains
+    several runs with one policy (a sweep, a notebook, a test session) then traces and
+    compiles each decision once (0.4-0.8 s a run on the 2-core machine). Arguments that
+    cannot be hashed build a new policy each time."""
+    name, kwargs = _policy_arguments(section)
+    key = (_lookup(name), tuple(sorted((k, _typed(v)) for k, v in kwargs.items())))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable value
+        return make(name, **kwargs)
+    if key not in _SHARED:
+        while len(_SHARED) >= KEEP_SHARED:
+            del _SHARED[next(iter(_SHARED))]
+        _SHARED[key] = make(name, **kwargs)
+    return _SHARED[key]
+
+
+def _policy_arguments(section: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(name, the keyword arguments of that policy) from a flat config section."""
     values = section.to_dict() if hasattr(section, "to_dict") else dict(section)
     if "name" not in values:
         raise ValueError("controller config needs a 'name' key")
@@ -108,26 +135,7 @@ def make_from_config(section: Mapping[str, Any]) -> Controller:
                 f"({list(available())}); is a plugin missing?"
             )
         kwargs[key] = tuple(value) if isinstance(value, list) else value
-    return make(name, **kwargs)
-
-
-def shared_from_config(section: Mapping[str, Any]) -> Controller:
-    """`make_from_config(section)`, the same object again for an equal section while the
-    policy's factory stays registered. A policy is two pure functions of its arguments, and
-    jax.jit caches by function: a process that trains several runs with one policy (a
-    sweep, a notebook, a test session) then traces and compiles each decision once (0.4-0.8
-    s a run on the 2-core machine). A section whose values cannot be hashed is built anew."""
-    values = section.to_dict() if hasattr(section, "to_dict") else dict(section)
-    if values.get("name") not in _FACTORIES:
-        return make_from_config(values)  # raises, naming what is wrong
-    key = (_FACTORIES[values["name"]], tuple(sorted((k, _typed(v)) for k, v in values.items())))
-    try:
-        hash(key)
-    except TypeError:  # an unhashable value
-        return make_from_config(values)
-    if key not in _SHARED:
-        _SHARED[key] = make_from_config(values)
-    return _SHARED[key]
+    return name, kwargs
 
 
 def _typed(value: Any) -> Any:

@@ -152,7 +152,9 @@ def test_the_heap_left_by_warm_up_is_frozen_for_the_steps(tmp_path, monkeypatch)
     """Python's full collections scan every object compiling left (66-180 ms each in a fresh
     process): on the wall clock the loop freezes them after warm-up, so none of those pauses
     is timed inside a step, and unfreezes them when the run ends. On the virtual clock no
-    step is timed: the loop neither collects nor freezes (0.3-0.5 s a run saved)."""
+    step's time feeds the results: a later run of a process neither collects nor freezes
+    (0.3-0.5 s a run saved) until VIRTUAL_COLLECT_EVERY runs have ended uncollected; a
+    process's first run freezes on either clock."""
     import gc
 
     from omnilearn_jax.run import loop
@@ -172,6 +174,7 @@ def test_the_heap_left_by_warm_up_is_frozen_for_the_steps(tmp_path, monkeypatch)
 
     monkeypatch.setattr(gc, "collect", recorded)
     monkeypatch.setattr(loop, "_ended", [0])  # as in a fresh process
+    monkeypatch.setattr(loop, "_uncollected", [0])
     config = smoke_config()
     config.clock = "wall"
     config.train.num_steps = 3
@@ -186,6 +189,18 @@ def test_the_heap_left_by_warm_up_is_frozen_for_the_steps(tmp_path, monkeypatch)
     config.clock = "virtual"
     train_and_evaluate(config, str(tmp_path / "virtual"))
     assert frozen == [0, 0, 0] and collected == [1] and loop._ended == [2]
+    assert loop._uncollected == [2]
+    try:
+        loop._uncollected[0] = loop.VIRTUAL_COLLECT_EVERY  # then a virtual run collects
+        loop.settle_heap(timed=False)
+        assert collected == [1, 2] and gc.get_freeze_count() > 10_000
+        assert loop._uncollected == [0]
+        gc.unfreeze()
+        loop._ended[0] = 0  # a fresh process's first run freezes on the virtual clock too
+        loop.settle_heap(timed=False)
+        assert collected == [1, 2, 1] and gc.get_freeze_count() > 10_000
+    finally:
+        gc.unfreeze()
 
 
 def test_a_later_run_frees_the_programs_of_an_ended_one(tmp_path, monkeypatch):

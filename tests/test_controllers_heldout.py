@@ -90,8 +90,9 @@ def test_over_cliff_counts_only_limits_the_oracle_keeps():
 def test_committed_noise_floor_is_reproduced():
     """The document's noise floor, recomputed on the first `PREFIX` held-out plants (plant i
     and its noise key depend on i alone, so a prefix reproduces its plants' committed values;
-    the whole family takes 3x as long): predictive's tuned setting, the floor at its
-    checkpoints, plant by plant; and the document's claims, read from all committed plants."""
+    the whole family of 96 takes several times as long): predictive's tuned setting, the
+    floor at its checkpoints, plant by plant; and the document's claims, read from all
+    committed plants."""
     report = json.loads((heldout.RESULTS / "controller_heldout.json").read_text())
     setting = report["policies"]["predictive"]["setting"]
     kwargs = {

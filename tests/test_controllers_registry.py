@@ -103,18 +103,24 @@ def test_shared_from_config_builds_a_policy_once_for_equal_arguments(monkeypatch
     one = controllers.shared_from_config(section)
     assert controllers.shared_from_config(ml_collections.ConfigDict(section)) is one
     assert controllers.shared_from_config({**section, "b_min": [8, 8]}) is one
+    assert controllers.shared_from_config({**section, "ki": 0.5}) is one  # a pi key: dropped
     assert controllers.shared_from_config({**section, "deadband": 0.3}) is not one
     assert controllers.shared_from_config({**section, "b_min": (8.0, 8)}) is not one
     assert controllers.shared_from_config({**section, "b_min": (True, 8)}) is not one
-    assert controllers.make_from_config(section) is not one  # make_from_config builds anew
+    with pytest.raises(ValueError, match="unknown controller 'nope'"):
+        controllers.shared_from_config({"name": "nope"})
+    with pytest.raises(ValueError, match="accepted by no registered controller"):
+        controllers.shared_from_config({**section, "kq": 1.0})
 
-    def other(**kwargs):
+    def other(*, deadband: float = 0.1, b_min=0):
         return registry._FACTORIES["static"]()
 
     monkeypatch.setitem(registry._FACTORIES, "proportional", other)
-    assert controllers.shared_from_config({"name": "proportional"}) is not one
-    with pytest.raises(ValueError, match="unknown controller 'nope'"):
-        controllers.shared_from_config({"name": "nope"})
+    assert controllers.shared_from_config(section) is not one  # another factory
+    monkeypatch.setattr(registry, "KEEP_SHARED", 2)
+    for deadband in (0.5, 0.6):
+        controllers.shared_from_config({**section, "deadband": deadband})
+    assert len(registry._SHARED) == 2  # the oldest went first
 
 
 def test_trainers_of_equal_configs_trace_the_decision_once(tmp_path, monkeypatch):

@@ -177,7 +177,12 @@ def test_a_models_initialiser_is_traced_once_a_process_for_each_seed(monkeypatch
     assert len(built) == 2
     pairs = zip(jax.tree.leaves(first), jax.tree.leaves(other), strict=True)
     assert not all(np.array_equal(a, b) for a, b in pairs)
-    assert models._initialiser("mlp", {"hidden": 16}, (64,), 10) is not models._initialiser(
-        "mlp", {"hidden": 16.0}, (64,), 10
-    )
     assert len(models._INITIALISERS) == 2
+    kept = models._initialiser(counted, {"hidden": 16}, (64,), 10, 0)
+    assert kept is models._initialiser(counted, {"hidden": 16}, (64,), 10, 0)
+    assert kept is not models._initialiser(counted, {"hidden": 16.0}, (64,), 10, 0)
+    assert kept is not models._initialiser(mlp, {"hidden": 16}, (64,), 10, 0)  # another class
+    for seed in range(2, 2 + models.KEEP_INITIALISERS):
+        models._initialiser(counted, {"hidden": 16}, (64,), 10, seed)
+    assert len(models._INITIALISERS) == models.KEEP_INITIALISERS  # the oldest went first
+    assert kept is not models._initialiser(counted, {"hidden": 16}, (64,), 10, 0)

@@ -8,6 +8,7 @@ ones and the result is the same under any split of the global batch (docs/traine
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -50,7 +51,8 @@ def create(
     """
     check_name(section["name"])
     kwargs = {k: v for k, v in dict(section).items() if k != "name"}
-    model = _initialiser(section["name"], kwargs, tuple(input_shape), num_classes)(seed)
+    cls = _MODELS[section["name"]]
+    model = _initialiser(cls, kwargs, tuple(input_shape), num_classes, seed)()
     graphdef, params = nnx.split(model, nnx.Param)
 
     def apply(params, x):
@@ -59,23 +61,35 @@ def create(
     return apply, nnx.to_pure_dict(params)
 
 
-_INITIALISERS: dict[str, Callable[[int], nnx.Module]] = {}
+# The last few models' jitted initialisers, kept for the process: a second run of a model and
+# seed traces nothing (0.1-0.3 s a run otherwise). Oldest out first past KEEP_INITIALISERS.
+_INITIALISERS: dict[tuple, Callable[[], nnx.Module]] = {}
+KEEP_INITIALISERS = 16
 
 
-def _initialiser(name: str, kwargs: dict, input_shape: tuple, num_classes: int):
-    """The model's jitted initialiser, seed -> model: one compiled program instead of one
-    tiny compile per parameter, traced once a process for each model and seed (0.1-0.3 s a
-    run again otherwise). Keyed by the arguments' repr, which tells 1, 1.0 and True apart."""
-    key = repr((name, sorted(kwargs.items()), input_shape, num_classes))
+def _initialiser(cls, kwargs: dict, input_shape: tuple, num_classes: int, seed: int):
+    """The jitted () -> model of `cls(**kwargs, ...)` for `seed`: one compiled program
+    instead of one tiny compile per parameter. Kept by class, seed and the arguments' repr
+    (which tells 1, 1.0 and True apart) where every argument is plain config data."""
+
+    def build() -> nnx.Module:
+        return cls(input_shape=input_shape, num_classes=num_classes, rngs=nnx.Rngs(seed), **kwargs)
+
+    if not all(_plain(v) for v in (*kwargs.values(), input_shape, num_classes, seed)):
+        return nnx.jit(build)
+    key = (cls, seed, repr((sorted(kwargs.items()), input_shape, num_classes)))
     if key not in _INITIALISERS:
-
-        def build(seed: int) -> nnx.Module:
-            return _MODELS[name](
-                input_shape=input_shape, num_classes=num_classes, rngs=nnx.Rngs(seed), **kwargs
-            )
-
-        _INITIALISERS[key] = nnx.jit(build, static_argnums=0)
+        kwargs = copy.deepcopy(kwargs)  # the caller's may change later
+        while len(_INITIALISERS) >= KEEP_INITIALISERS:
+            del _INITIALISERS[next(iter(_INITIALISERS))]
+        _INITIALISERS[key] = nnx.jit(build)
     return _INITIALISERS[key]
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, bool | int | float | str)
 
 
 def param_count(params) -> int:

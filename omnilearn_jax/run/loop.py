@@ -39,12 +39,15 @@ def format_duration(seconds: float) -> str:
 
 
 _ended = [0]  # runs that have ended in this process (settle_heap reads it)
+_uncollected = [0]  # of them, those ended since settle_heap's last full collection
+# On the virtual clock, a full collection after at most this many ended runs: about 6,100
+# memory maps a run (below), so 4 uncollected runs stay far from Linux's 65,530.
+VIRTUAL_COLLECT_EVERY = 4
 
 
 def settle_heap(timed: bool = True) -> None:
-    """On the wall clock (`timed`), freezes every object left when warm-up ends (compiling
-    leaves hundreds of thousands): Python's collector then never scans them again during the
-    run. Otherwise its full
+    """Freezes every object left when warm-up ends (compiling leaves hundreds of thousands):
+    Python's collector then never scans them again during the run. Otherwise its full
     collections, 66-180 ms each in a fresh process (measured 2026-12-02 in the HL2 job of
     benchmarks/hetero_wall.py), land inside timed steps: one added 185 ms to a 12 ms step and
     so 25% to a 60-step run. The run unfreezes at its end.
@@ -57,13 +60,20 @@ def settle_heap(timed: bool = True) -> None:
     ("Cannot allocate memory") and the process crashed (benchmarks/step_overhead.py --reps 3,
     2026-12-03). Collecting them takes 0.3-0.5 s, in warm-up, never in a timed step.
 
-    On the virtual clock no step is timed and a collector pause changes no number: nothing
-    is frozen or collected here, and the collector's own full passes free an ended run. That
-    saves the 0.3-0.5 s collection a run (three test files that train many runs in one
-    process, 2026-12-04: 106 s against 125-145 s)."""
-    if not timed:
+    Where no step's time feeds the results (`timed` False: the virtual clock) a later run
+    does neither, unless VIRTUAL_COLLECT_EVERY runs have ended uncollected: Python's own full
+    passes free ended runs meanwhile, and most of the 0.3-0.5 s a run is saved (three test
+    files that train many runs in one process, with no virtual-clock collection at all,
+    2026-12-04: 106 s against 125-145 s). A process's first
+    run still freezes, so a fresh process's wall time (`wall_time` in its summary) has no
+    collector pause on either clock."""
+    if not _ended[0]:
+        gc.collect(1)
+    elif timed or _uncollected[0] >= VIRTUAL_COLLECT_EVERY:
+        gc.collect(2)
+    else:
         return
-    gc.collect(2 if _ended[0] else 1)
+    _uncollected[0] = 0
     gc.freeze()
 
 
@@ -72,6 +82,7 @@ def heap_released() -> None:
     settle_heap at the latest)."""
     gc.unfreeze()
     _ended[0] += 1
+    _uncollected[0] += 1
 
 
 def save_params(params, path: str) -> None:
