@@ -156,8 +156,11 @@ def test_optimizers_and_schedules_follow_the_config():
 
 def test_a_models_initialiser_is_traced_once_a_process_for_each_seed(monkeypatch):
     """models.create keeps each model's jitted initialiser (0.1-0.3 s of tracing a run
-    otherwise): the same seed is traced once and gives the same parameters, in new buffers;
-    another seed, or arguments of another type, get their own."""
+    otherwise) and its graph's apply: the same seed is traced once and gives the same
+    parameters, in new buffers; another seed is traced again but shares apply; arguments of
+    another type, another class or arguments that are not config data get their own."""
+    from omnilearn_jax.engine.memo import Kept
+
     built = []
 
     def counted(**kwargs):
@@ -166,23 +169,36 @@ def test_a_models_initialiser_is_traced_once_a_process_for_each_seed(monkeypatch
 
     mlp = models._MODELS["mlp"]
     monkeypatch.setitem(models._MODELS, "mlp", counted)
-    monkeypatch.setattr(models, "_INITIALISERS", {})
-    section = {"name": "mlp", "hidden": 16}
-    _, first = models.create(section, (64,), 10, 0)
-    _, again = models.create(section, (64,), 10, 0)
-    assert len(built) == 1
+    monkeypatch.setitem(models._MODELS, "mlp2", mlp)
+    monkeypatch.setattr(models, "_INITIALISERS", Kept(16))
+    monkeypatch.setattr(models, "_APPLY", Kept(16))
+    section = {"name": "mlp", "hidden": 16, "unused": 1}  # MLP takes **unused
+    apply, first = models.create(section, (64,), 10, 0)
+    again_apply, again = models.create(section, (64,), 10, 0)
+    assert len(built) == 1 and again_apply is apply
     for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(again), strict=True):
         assert np.array_equal(a, b) and a.unsafe_buffer_pointer() != b.unsafe_buffer_pointer()
-    _, other = models.create(section, (64,), 10, 1)
-    assert len(built) == 2
+    other_apply, other = models.create(section, (64,), 10, 1)
+    assert len(built) == 2 and other_apply is apply
     pairs = zip(jax.tree.leaves(first), jax.tree.leaves(other), strict=True)
     assert not all(np.array_equal(a, b) for a, b in pairs)
-    assert len(models._INITIALISERS) == 2
-    kept = models._initialiser(counted, {"hidden": 16}, (64,), 10, 0)
-    assert kept is models._initialiser(counted, {"hidden": 16}, (64,), 10, 0)
-    assert kept is not models._initialiser(counted, {"hidden": 16.0}, (64,), 10, 0)
-    assert kept is not models._initialiser(mlp, {"hidden": 16}, (64,), 10, 0)  # another class
-    for seed in range(2, 2 + models.KEEP_INITIALISERS):
-        models._initialiser(counted, {"hidden": 16}, (64,), 10, seed)
-    assert len(models._INITIALISERS) == models.KEEP_INITIALISERS  # the oldest went first
-    assert kept is not models._initialiser(counted, {"hidden": 16}, (64,), 10, 0)
+    assert models.create({**section, "unused": 1.0}, (64,), 10, 0)[0] is not apply
+    assert models.create({**section, "unused": True}, (64,), 10, 0)[0] is not apply
+    assert len(built) == 4
+    assert models.create({**section, "name": "mlp2"}, (64,), 10, 0)[0] is not apply
+    for _ in range(2):  # not config data: built anew each time
+        models.create({**section, "unused": object()}, (64,), 10, 0)
+    assert len(built) == 6
+
+
+def test_kept_values_go_oldest_first_and_plain_keys_tell_types_apart():
+    from omnilearn_jax.engine.memo import Kept, plain_key
+
+    kept, builds = Kept(2), []
+    for key in ("a", "b", "a", "c", "a", None, None):
+        kept.get(key, lambda key=key: builds.append(key) or key)
+    assert builds == ["a", "b", "c", "a", None, None] and list(kept.values) == ["c", "a"]
+    keys = {plain_key(v) for v in (1, 1.0, True, "1", None, (1,), {"a": 1})}
+    assert len(keys) == 7 and None not in keys
+    assert plain_key({"b": 1, "a": (2, 3)}) == plain_key({"a": [2, 3], "b": 1})
+    assert plain_key(1, object()) is None

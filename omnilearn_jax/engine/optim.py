@@ -8,6 +8,8 @@ from typing import Any
 import jax
 import optax
 
+from omnilearn_jax.engine.memo import Kept, plain_key
+
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("constant", "cosine", "warmup_cosine")
 
@@ -48,8 +50,17 @@ def create(
     `weighted=True` builds the optimiser of an asynchronous server (see `weighted`).
     """
     check(section)
-    tx = _weighted(section, num_steps) if weighted else _create(section, num_steps)
-    return optax.apply_if_finite(tx, skip_nonfinite) if skip_nonfinite > 0 else tx
+
+    def build() -> optax.GradientTransformation:
+        tx = _weighted(section, num_steps) if weighted else _create(section, num_steps)
+        return optax.apply_if_finite(tx, skip_nonfinite) if skip_nonfinite > 0 else tx
+
+    # The same transformation again for the same arguments (read when it is built): programs
+    # traced over it are reused by a process's later runs (memo.Kept).
+    return _KEPT.get(plain_key(section, num_steps, skip_nonfinite, weighted), build)
+
+
+_KEPT = Kept(16)
 
 
 def coupled_decay(section: Mapping[str, Any]) -> float:

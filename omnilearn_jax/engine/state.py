@@ -17,6 +17,8 @@ from typing import Any, NamedTuple
 
 import jax
 
+from omnilearn_jax.engine.memo import Kept
+
 
 class TrainState(NamedTuple):
     step: jax.Array
@@ -27,16 +29,25 @@ class TrainState(NamedTuple):
 class StateShape:
     """What a `FlatState` needs to give back its trees: the packer (flat.Flat) and the tree
     optimiser state's shapes. Compared by identity (it is a compiled program's static
-    argument): one a run, shared by every state of it (`StateShape.of`)."""
+    argument): one for every state of this structure in a process (`StateShape.of`), so
+    that a later run's programs are the earlier run's (jax.jit caches by it)."""
 
     def __init__(self, pack, opt_like):
         self.pack, self.opt_like = pack, opt_like
 
     @classmethod
     def of(cls, state: TrainState, pack) -> StateShape:
-        """The shape of `state` held flat by `pack` (flat.Flat)."""
+        """The shape of `state` held flat by `pack` (flat.Flat): the same object again for a
+        state of the same tree structure, leaf shapes and optimiser state."""
         like = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), state.opt_state)
-        return cls(pack, like)
+        key = (
+            type(pack), pack.treedef, tuple(pack.shapes), jax.tree.structure(like),
+            tuple(jax.tree.leaves(like)),
+        )  # fmt: skip
+        return _SHAPES.get(key, lambda: cls(pack, like))
+
+
+_SHAPES = Kept(8)
 
 
 @jax.tree_util.register_pytree_node_class

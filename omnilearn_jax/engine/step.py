@@ -34,6 +34,7 @@ from jax.sharding import PartitionSpec as P
 from omnilearn_jax.engine import sharing
 from omnilearn_jax.engine.buckets import Block
 from omnilearn_jax.engine.flat import Flat, flattenable
+from omnilearn_jax.engine.memo import Kept
 from omnilearn_jax.engine.state import FlatState, StateShape, TrainState, flatten, params_of
 from omnilearn_jax.models import ApplyFn
 
@@ -253,22 +254,8 @@ class Steps:
         self.shape: StateShape | None = None  # of a flat state (`hold`); None: trees
         self._vector: Callable | None = None  # jitted tree -> vector of that shape
 
-        def local(params, x, y, mask, delay=None):
-            if self.shape is not None:  # a FlatState's vector
-                params = self.shape.pack.tree(params)
-            if delay is not None:
-                x = injected_delay(x, delay[0])
-            sums = block_sums(apply, chunk, params, x[0], y[0], mask[0])
-            return jax.tree.map(lambda a: a[None], sums)  # a leading device axis of 1
-
-        def packed(params, x, y, mask, delay=None):
-            return pack_sums(jax.tree.map(lambda a: a[0], local(params, x, y, mask, delay)))[None]
-
-        self._local = jax.jit(packed)
-        # One device's sums of its block, un-jitted: for callers that build their own mesh
-        # programs over it (asp/batched.py: per-device parameters, one launch over the mesh).
-        self.device_sums = local
-        self._mesh_local, self._mesh_train = _mesh_programs(placement, packed, tx, 3 + inject)
+        self._apply, self._tx, self._chunk = apply, tx, chunk
+        self._built: tuple | None = None  # (shape, _local_programs(...)) for that shape
         self._shared_rows = 0  # the bucket the mesh-wide program is compiled for
         self._finish_ready = False
         self._zeros: dict[int, Sums] = {}
@@ -278,7 +265,43 @@ class Steps:
         workers = len(self.devices)
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="device")
         self._stacked = NamedSharding(placement.mesh, P(AXIS))
-        self.finish, self.eval, self._reduce, self._finish_timed = _backend(placement, apply, tx)
+        # The same programs for the same backend, devices, model and optimiser: a process's
+        # later runs of a config trace none of them again (memo.Kept).
+        key = (placement.backend, tuple(placement.devices), apply, tx)
+        programs = _BACKENDS.get(key, lambda: _backend(placement, apply, tx))
+        self.finish, self.eval, self._reduce, self._finish_timed = programs
+
+    # -- the programs --------------------------------------------------------------------
+    def _programs(self) -> tuple:
+        """`_local_programs` for this model, optimiser, chunk and state shape (built after
+        `hold` decides the shape), the same objects for every Steps of a process alike."""
+        if self._built is None or self._built[0] is not self.shape:
+            p = self.placement
+            key = (p.backend, tuple(p.devices), self._apply, self._tx, self._chunk, self.shape,
+                   self.inject)  # fmt: skip
+            build = lambda: _local_programs(  # noqa: E731
+                p, self._apply, self._tx, self._chunk, self.shape, self.inject
+            )
+            self._built = (self.shape, _LOCALS.get(key, build))
+        return self._built[1]
+
+    @property
+    def device_sums(self) -> Callable:
+        """One device's sums of its block, un-jitted: for callers that build their own mesh
+        programs over it (asp/batched.py: per-device parameters, one launch over the mesh)."""
+        return self._programs()[0]
+
+    @property
+    def _local(self) -> Callable:
+        return self._programs()[1]
+
+    @property
+    def _mesh_local(self) -> Callable:
+        return self._programs()[2]
+
+    @property
+    def _mesh_train(self) -> Callable:
+        return self._programs()[3]
 
     # -- the state -----------------------------------------------------------------------
     def hold(self, state):
@@ -742,6 +765,30 @@ def _agreed_update(tx, state: TrainState, summed, width: int, num_devices: int):
     agree = jnp.all(splits == splits[0])
     state = jax.tree.map(lambda a, b: jnp.where(agree, a, b), new, state)
     return state, metrics, rows[:, 0], splits
+
+
+_BACKENDS = Kept(8)
+_LOCALS = Kept(8)
+
+
+def _local_programs(placement, apply: ApplyFn, tx, chunk: int, shape, inject: bool) -> tuple:
+    """(local, packed, mesh local, mesh train): one device's sums of its block as a tree
+    with a leading device axis of 1 (`local(params, x, y, mask[, delay])`, params the vector
+    of a flat state of `shape`, or a tree where `shape` is None), the same packed
+    (`pack_sums`) and jitted, and `_mesh_programs` over it."""
+
+    def local(params, x, y, mask, delay=None):
+        if shape is not None:  # a FlatState's vector
+            params = shape.pack.tree(params)
+        if delay is not None:
+            x = injected_delay(x, delay[0])
+        sums = block_sums(apply, chunk, params, x[0], y[0], mask[0])
+        return jax.tree.map(lambda a: a[None], sums)  # a leading device axis of 1
+
+    def packed(params, x, y, mask, delay=None):
+        return pack_sums(jax.tree.map(lambda a: a[0], local(params, x, y, mask, delay)))[None]
+
+    return (local, jax.jit(packed), *_mesh_programs(placement, packed, tx, 3 + inject))
 
 
 def _backend(placement, apply: ApplyFn, tx) -> tuple[Callable, ...]:

@@ -15,6 +15,7 @@ from typing import Any
 import jax
 from flax import nnx
 
+from omnilearn_jax.engine.memo import Kept, plain_key
 from omnilearn_jax.models.cnn import CNN
 from omnilearn_jax.models.mlp import MLP
 from omnilearn_jax.models.resnet import ResNet18
@@ -52,44 +53,37 @@ def create(
     check_name(section["name"])
     kwargs = {k: v for k, v in dict(section).items() if k != "name"}
     cls = _MODELS[section["name"]]
-    model = _initialiser(cls, kwargs, tuple(input_shape), num_classes, seed)()
+    shape = tuple(input_shape)
+    key = plain_key(kwargs, shape, num_classes)
+
+    def initialiser():  # one compiled program instead of one tiny compile per parameter
+        args = copy.deepcopy(kwargs)  # the caller's may change later
+        return nnx.jit(
+            lambda: cls(input_shape=shape, num_classes=num_classes, rngs=nnx.Rngs(seed), **args)
+        )
+
+    model = _INITIALISERS.get(key and (cls, seed, key), initialiser)()
     graphdef, params = nnx.split(model, nnx.Param)
 
-    def apply(params, x):
-        return nnx.merge(graphdef, params)(x)
+    def pure(graphdef):
+        def apply(params, x):
+            return nnx.merge(graphdef, params)(x)
 
+        return apply
+
+    # apply depends on the graph alone (not the seed): the same function for the same graph
+    # lets jax.jit reuse every program traced over it.
+    apply = _APPLY.get(key and (cls, graphdef, key), lambda: pure(graphdef))
     return apply, nnx.to_pure_dict(params)
 
 
-# The last few models' jitted initialisers, kept for the process: a second run of a model and
-# seed traces nothing (0.1-0.3 s a run otherwise). Oldest out first past KEEP_INITIALISERS.
-_INITIALISERS: dict[tuple, Callable[[], nnx.Module]] = {}
+# What a process keeps for its next run of a model (oldest out first): each seed's jitted
+# initialiser (a second run of a model and seed traces nothing: 0.1-0.3 s a run otherwise)
+# and each graph's `apply`. Keyed by class and the arguments' repr (1, 1.0 and True differ);
+# arguments that are not plain config data are not kept.
 KEEP_INITIALISERS = 16
-
-
-def _initialiser(cls, kwargs: dict, input_shape: tuple, num_classes: int, seed: int):
-    """The jitted () -> model of `cls(**kwargs, ...)` for `seed`: one compiled program
-    instead of one tiny compile per parameter. Kept by class, seed and the arguments' repr
-    (which tells 1, 1.0 and True apart) where every argument is plain config data."""
-
-    def build() -> nnx.Module:
-        return cls(input_shape=input_shape, num_classes=num_classes, rngs=nnx.Rngs(seed), **kwargs)
-
-    if not all(_plain(v) for v in (*kwargs.values(), input_shape, num_classes, seed)):
-        return nnx.jit(build)
-    key = (cls, seed, repr((sorted(kwargs.items()), input_shape, num_classes)))
-    if key not in _INITIALISERS:
-        kwargs = copy.deepcopy(kwargs)  # the caller's may change later
-        while len(_INITIALISERS) >= KEEP_INITIALISERS:
-            del _INITIALISERS[next(iter(_INITIALISERS))]
-        _INITIALISERS[key] = nnx.jit(build)
-    return _INITIALISERS[key]
-
-
-def _plain(value: Any) -> bool:
-    if isinstance(value, list | tuple):
-        return all(_plain(v) for v in value)
-    return value is None or isinstance(value, bool | int | float | str)
+_INITIALISERS = Kept(KEEP_INITIALISERS)
+_APPLY = Kept(KEEP_INITIALISERS)
 
 
 def param_count(params) -> int:
