@@ -311,7 +311,7 @@ class Steps:
         if not isinstance(state, TrainState) or not flattenable(state.params):
             return state
         if self.shape is None:
-            if self.variants or self._finish_ready:
+            if self.variants or self._finish_ready or self._built is not None:
                 raise RuntimeError("Steps.hold: the first flat state must come before compiling")
             self.shape = StateShape.of(state, Flat(state.params))
             self._vector = jax.jit(self.shape.pack.vector)
@@ -767,8 +767,10 @@ def _agreed_update(tx, state: TrainState, summed, width: int, num_devices: int):
     return state, metrics, rows[:, 0], splits
 
 
-_BACKENDS = Kept(8)
-_LOCALS = Kept(8)
+# Each kept set holds its compiled programs (and so their memory maps) after its runs end:
+# a few sets, enough for the configs a process alternates between.
+_BACKENDS = Kept(4)
+_LOCALS = Kept(4)
 
 
 def _local_programs(placement, apply: ApplyFn, tx, chunk: int, shape, inject: bool) -> tuple:

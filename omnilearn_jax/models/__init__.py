@@ -62,7 +62,8 @@ def create(
             lambda: cls(input_shape=shape, num_classes=num_classes, rngs=nnx.Rngs(seed), **args)
         )
 
-    model = _INITIALISERS.get(key and (cls, seed, key), initialiser)()
+    seeded = plain_key(kwargs, shape, num_classes, seed)
+    model = _INITIALISERS.get(seeded and (cls, seeded), initialiser)()
     graphdef, params = nnx.split(model, nnx.Param)
 
     def pure(graphdef):
