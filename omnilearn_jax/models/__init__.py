@@ -66,16 +66,12 @@ def create(
     model = _INITIALISERS.get(seeded and (cls, seeded), initialiser)()
     graphdef, params = nnx.split(model, nnx.Param)
 
-    def pure(graphdef):
-        def apply(params, x):
-            return nnx.merge(graphdef, params)(x)
-
-        return apply
+    def apply(params, x):
+        return nnx.merge(graphdef, params)(x)
 
     # apply depends on the graph alone (not the seed): the same function for the same graph
     # lets jax.jit reuse every program traced over it.
-    apply = _APPLY.get(key and (cls, graphdef, key), lambda: pure(graphdef))
-    return apply, nnx.to_pure_dict(params)
+    return _APPLY.get(key and (cls, graphdef, key), lambda: apply), nnx.to_pure_dict(params)
 
 
 # What a process keeps for its next run of a model (oldest out first): each seed's jitted
