@@ -91,7 +91,7 @@ def test_any_split_gives_the_single_device_token_mean(corpus, backend):
         new_state, metrics = steps.train(fresh_state(), placement.split(layout, sizes, x, y, 7))
         assert abs(float(metrics["loss"]) - ref_loss) < 1e-5, sizes.tolist()
         worst = max(
-            float(jnp.max(jnp.abs(u - v)))
+            float(np.max(np.abs(np.asarray(u) - np.asarray(v))))  # host: no compiles
             for u, v in zip(
                 jax.tree.leaves(new_state.params), jax.tree.leaves(expected), strict=True
             )
