@@ -126,6 +126,39 @@ def test_blocks_over_the_memory_budget_accumulate_to_the_same_gradient(digits):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_shared_bucket_goes_over_whole_and_steps_as_blocks_placed_one_by_one(digits, backend):
+    """In one process, a split whose devices all compute one bucket is placed as one array a
+    field (`Blocks.whole`), each device's block holding its own shard; the mesh step takes
+    those arrays as they are (nothing compiles) and updates bit for bit as from the same
+    blocks placed device by device and assembled."""
+    apply, params = models.create({"name": "mlp", "hidden": 16}, digits.input_shape, 10, 0)
+    tx = optax.sgd(0.1, momentum=0.9)
+    layout = buckets.make_layout(num_workers=8, num_devices=8, capacity=B, ratio=2.0)
+    placement, steps = _steps(backend, apply, tx, layout, digits.x_train[:1], params)
+    sizes, x, y = np.full(8, B // 8), digits.x_train[:B], digits.y_train[:B]
+    whole = placement.split(layout, sizes, x, y)
+    assert whole.shared == B // 8 and len(whole.whole) == 3
+    for b in whole:
+        for field, array in zip((b.x, b.y, b.mask), whole.whole, strict=True):
+            assert field.devices() == {placement.devices[b.position]}
+            assert np.array_equal(np.asarray(field)[0], np.asarray(array)[b.position])
+    blocks = buckets.pack(sizes, layout, placement.local_positions)
+    xs, ys = zip(*(buckets.gather(x, y, b) for b in blocks), strict=True)
+    one_by_one = placement.blocks(blocks, list(xs), list(ys), [b.mask for b in blocks], None, 0)
+    one_by_one.shared = whole.shared  # the same step, its blocks placed device by device
+    assert one_by_one.whole is None
+    states = [_fresh_state(placement, params, tx) for _ in range(2)]
+    with CompileCounter() as counter:
+        a, metrics_a = steps.train(states[0], whole)
+        jax.block_until_ready(a)
+    assert counter.count == 0
+    b, metrics_b = steps.train(states[1], one_by_one)
+    assert _max_diff(a.params, b.params) == 0.0
+    assert float(metrics_a["loss"]) == float(metrics_b["loss"])
+    assert _max_diff(a.params, params) > 0  # the step moved the parameters
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_padded_rows_never_touch_the_result(digits, backend):
     """Padding filled with NaN, 1e30 or -inf gives bit for bit what padding of zeros gives
     (one compiled step for every fill)."""

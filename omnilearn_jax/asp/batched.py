@@ -42,7 +42,7 @@ from jax.sharding import PartitionSpec as P
 from omnilearn_jax.asp.eager import contribution
 from omnilearn_jax.engine.buckets import Block
 from omnilearn_jax.engine.flat import Flat, flattenable, packed_state, unpacker
-from omnilearn_jax.engine.step import AXIS, TrainState
+from omnilearn_jax.engine.step import AXIS, TrainState, whole_inputs
 
 
 def plan_of(applies: list, length: int, pull_at: np.ndarray) -> np.ndarray:
@@ -206,7 +206,9 @@ class BatchedServer:
         blocks = self.engine.batch(rows, sizes, None, next(iter(wave.values()))[2])
         host = self._per_device(coefficient, weight, fresh)
         if self.shared and blocks.shared == self.shared:
-            inputs = [self._assemble([f(b) for b in blocks]) for f in _FIELDS]
+            inputs = whole_inputs(blocks, len(_FIELDS)) or [
+                self._assemble([f(b) for b in blocks]) for f in _FIELDS
+            ]
             args = (pulled, *inputs, *host[:2], self.pushes, host[2])
             self.pushes, losses = self.wave_program(*args)
             losses = self.engine.shards(losses)

@@ -70,6 +70,8 @@ class Placement:
         `blocks`. `shared`: the bucket every device computes, when they all compute one
         (buckets.shared_bucket), else 0."""
         full = [i for i, b in enumerate(blocks) if b.rows > 0]
+        if shared and not self.multi_process and len(full) == len(self.devices):
+            return self._whole(blocks, xs, ys, masks, delays, shared)
 
         def host(i: int) -> list:  # what goes to device i: a placed mask is there already
             out = [xs[i][None], ys[i][None]]
@@ -88,6 +90,34 @@ class Placement:
             for i, b in enumerate(blocks)
         )
         out.shared = shared
+        return out
+
+    def _whole(self, blocks, xs: list, ys: list, masks: list, delays, shared: int):
+        """`blocks` of a step whose devices all compute the bucket `shared`, in one process:
+        each field goes over as one array on the data axis (one transfer a field, where
+        device by device took one a device and field and then assembling them: 0.58 ms
+        against 0.42 ms a step for the paper job's 4 CNN blocks of 32 rows, measured), and
+        each device's block holds its shards. A mask already placed (one a device) is
+        assembled."""
+        at = {b.position: i for i, b in enumerate(blocks)}
+        order = [at[p] for p in range(len(self.devices))]  # the rows of the data axis
+        host = [np.stack([xs[i] for i in order]), np.stack([ys[i] for i in order])]
+        placed = isinstance(masks[0], jax.Array)
+        host += [] if placed else [np.stack([np.asarray(masks[i]) for i in order])]
+        if delays is not None:
+            host.append(np.asarray([delays[blocks[i].position] for i in order], np.float32))
+        sent = jax.device_put(host, self._data)  # one call: every field, every device
+        if placed:
+            shape = (len(order), *masks[0].shape[1:])
+            mask = [masks[i] for i in order]
+            sent.insert(2, jax.make_array_from_single_device_arrays(shape, self._data, mask))
+        shards = [{s.device: s.data for s in a.addressable_shards} for a in sent]
+        out = step.Blocks(
+            step.DeviceBlock(b.position, b.rows, *(f[self.devices[b.position]] for f in shards),
+                             *([None] * (4 - len(shards))))
+            for b in blocks
+        )  # fmt: skip
+        out.shared, out.whole = shared, tuple(sent)
         return out
 
     def split(self, layout, sizes, x: np.ndarray, y: np.ndarray, fill: float = 0.0):

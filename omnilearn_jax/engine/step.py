@@ -202,10 +202,20 @@ class Blocks(tuple):
     """The `DeviceBlock`s of one step (this process's devices). `shared` is the bucket that
     every device of the mesh computes when they all compute the same one, else 0; `waits`
     each device's injected seconds [D] on the host when the steps wait them out on the host
-    (`Steps(host_wait=True)`), else None."""
+    (`Steps(host_wait=True)`), else None; `whole` the mesh-wide inputs (x, y, mask[, delay],
+    each [D, ...] over the data axis) where they were placed as whole arrays (a shared
+    bucket in one process, `Placement.blocks`), whose shards the device blocks hold."""
 
     shared: int = 0
     waits: np.ndarray | None = None
+    whole: tuple | None = None
+
+
+def whole_inputs(blocks: Blocks, count: int) -> list | None:
+    """The first `count` of the step's mesh-wide inputs as placed whole, or None where its
+    blocks were placed one device at a time (then they are assembled from the blocks)."""
+    whole = getattr(blocks, "whole", None)
+    return list(whole[:count]) if whole is not None and len(whole) >= count else None
 
 
 class SplitDisagreement(RuntimeError):
@@ -594,7 +604,8 @@ class Steps:
     def _mesh_inputs(self, blocks: Blocks) -> list:
         fields = (lambda b: b.x, lambda b: b.y, lambda b: b.mask)
         fields += ((lambda b: b.delay),) if self.inject else ()
-        return [self.assemble([f(b) for b in blocks]) for f in fields]
+        whole = whole_inputs(blocks, len(fields))
+        return whole or [self.assemble([f(b) for b in blocks]) for f in fields]
 
     def _launch_mesh(self, params, blocks: Blocks) -> jax.Array:
         return self._mesh_local(params, *self._mesh_inputs(blocks))
