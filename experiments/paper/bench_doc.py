@@ -143,6 +143,7 @@ def _end_to_end(r: dict) -> str:
             fmt(v["trainer_steps_per_s"], 4),
             fmt(v["plain_steps_per_s"], 4),
             fmt(v["ratio"], 3),
+            fmt(v["ratio_paired_median"], 3) if "ratio_paired_median" in v else "-",
             fmt(v["overhead_ms_per_step"], 3),
         ]
         for cap, v in r["by_capacity"].items()
@@ -153,13 +154,23 @@ def _end_to_end(r: dict) -> str:
         "jitted step over the global batch sharded on the same devices (no masks, controller, "
         "clock or logging). Blocks of "
         f"{r['steps_per_block']} steps alternate between the two, {r['blocks']} each; each "
-        "rate is the best block. *Capacity* is the most rows a device may hold: 32 = the "
-        "uniform share, 96 = the paper job's default (b_max). Each device computes only the "
-        "smallest bucket holding its rows (docs/trainer.md), so with the uniform split both "
-        "compute 32 rows a device (goal ratio >= 0.95 for both)."
+        "rate is the best block, and *paired* is the median over rounds of the ratio of a "
+        "round's two blocks (the figure a slow minute moves least). *Capacity* is the most "
+        "rows a device may hold: 32 = the uniform share, 96 = the paper job's default "
+        "(b_max). Each device computes only the smallest bucket holding its rows "
+        "(docs/trainer.md), so with the uniform split both compute 32 rows a device (goal "
+        "ratio >= 0.95 for both)."
         "\n\n"
         + md_table(
-            ["capacity", "trainer steps/s", "plain steps/s", "ratio", "overhead (ms/step)"], rows
+            [
+                "capacity",
+                "trainer steps/s",
+                "plain steps/s",
+                "ratio",
+                "paired",
+                "overhead (ms/step)",
+            ],
+            rows,
         )
     )
 
