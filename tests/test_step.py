@@ -128,34 +128,64 @@ def test_blocks_over_the_memory_budget_accumulate_to_the_same_gradient(digits):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_shared_bucket_goes_over_whole_and_steps_as_blocks_placed_one_by_one(digits, backend):
     """In one process, a split whose devices all compute one bucket is placed as one array a
-    field (`Blocks.whole`), each device's block holding its own shard; the mesh step takes
-    those arrays as they are (nothing compiles) and updates bit for bit as from the same
-    blocks placed device by device and assembled."""
+    field (`Blocks.whole`), each device's block holding its own rows as a shard; the mesh
+    step takes those arrays as they are (nothing compiles) and updates bit for bit as from
+    the same blocks placed device by device and assembled. Padded rows (7 of 8 on half the
+    devices), masks placed beforehand (as the trainer keeps them) and injected delays."""
     apply, params = models.create({"name": "mlp", "hidden": 16}, digits.input_shape, 10, 0)
     tx = optax.sgd(0.1, momentum=0.9)
     layout = buckets.make_layout(num_workers=8, num_devices=8, capacity=B, ratio=2.0)
     placement, steps = _steps(backend, apply, tx, layout, digits.x_train[:1], params)
-    sizes, x, y = np.full(8, B // 8), digits.x_train[:B], digits.y_train[:B]
-    whole = placement.split(layout, sizes, x, y)
-    assert whole.shared == B // 8 and len(whole.whole) == 3
-    for b in whole:
-        for field, array in zip((b.x, b.y, b.mask), whole.whole, strict=True):
-            assert field.devices() == {placement.devices[b.position]}
-            assert np.array_equal(np.asarray(field)[0], np.asarray(array)[b.position])
+    sizes = np.array([8, 7, 8, 7, 8, 7, 8, 7])  # every device's bucket 8: shared
+    x, y = digits.x_train[: sizes.sum()], digits.y_train[: sizes.sum()]
     blocks = buckets.pack(sizes, layout, placement.local_positions)
     xs, ys = zip(*(buckets.gather(x, y, b) for b in blocks), strict=True)
-    one_by_one = placement.blocks(blocks, list(xs), list(ys), [b.mask for b in blocks], None, 0)
-    one_by_one.shared = whole.shared  # the same step, its blocks placed device by device
+    xs, ys, where = list(xs), list(ys), placement.devices
+    placed = [jax.device_put(b.mask[None], where[b.position]) for b in blocks]
+    delays = np.arange(8, dtype=np.float32) / 8
+    whole = placement.blocks(blocks, xs, ys, placed, delays, 8)
+    assert whole.shared == 8 and len(whole.whole) == 4
+    for b, x_b, y_b in zip(whole, xs, ys, strict=True):  # each block holds its own rows
+        fields = (b.x, b.y, b.mask, b.delay)
+        assert all(f.devices() == {where[b.position]} for f in fields)
+        assert np.array_equal(np.asarray(b.x)[0], x_b) and np.array_equal(np.asarray(b.y)[0], y_b)
+        assert np.asarray(b.mask)[0].tolist() == blocks[b.position].mask.tolist()
+        assert float(np.asarray(b.delay)[0]) == delays[b.position]
+    assert int(np.asarray(whole.whole[2]).sum()) == sizes.sum()  # the padding is masked
+    one_by_one = placement.blocks(blocks, xs, ys, placed, None, 0)
+    one_by_one.shared = 8  # the same step, its blocks placed device by device
     assert one_by_one.whole is None
     states = [_fresh_state(placement, params, tx) for _ in range(2)]
     with CompileCounter() as counter:
         a, metrics_a = steps.train(states[0], whole)
-        jax.block_until_ready(a)
+        b, metrics_b = steps.train(states[1], one_by_one)
+        jax.block_until_ready((a, b))
     assert counter.count == 0
-    b, metrics_b = steps.train(states[1], one_by_one)
     assert _max_diff(a.params, b.params) == 0.0
     assert float(metrics_a["loss"]) == float(metrics_b["loss"])
     assert _max_diff(a.params, params) > 0  # the step moved the parameters
+
+
+def test_whole_fields_follow_the_mesh_rows_when_the_mesh_orders_devices_otherwise():
+    """Row r of a whole array is the mesh's r-th device's block, also where the mesh orders
+    the devices otherwise than the placement lists them (as a TPU mesh may): each block
+    still holds its own rows, on its own device."""
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    placement = Placement("shard_map", jax.devices())
+    shuffled = [jax.devices()[i] for i in (0, 1, 2, 3, 6, 7, 4, 5)]  # a v3-8's mesh order
+    placement.mesh = jax.make_mesh((8,), ("data",), devices=shuffled)
+    placement._data = NamedSharding(placement.mesh, P("data"))
+    layout = buckets.make_layout(num_workers=8, num_devices=8, capacity=B, ratio=2.0)
+    blocks = buckets.pack(np.full(8, 8), layout, placement.local_positions)
+    xs = [np.full((8, 2), p, np.float32) for p in range(8)]  # block p's rows hold p
+    ys = [np.full(8, p, np.int32) for p in range(8)]
+    whole = placement.blocks(blocks, xs, ys, [b.mask for b in blocks], None, 8)
+    assert np.asarray(whole.whole[1])[:, 0].tolist() == [0, 1, 2, 3, 6, 7, 4, 5]
+    for b in whole:
+        assert b.y.devices() == {placement.devices[b.position]}
+        assert int(np.asarray(b.y)[0, 0]) == b.position
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -317,7 +317,9 @@ class BatchedServer:
                 [Block(p, shared, np.zeros(shared, np.int64), blank) for p in range(self.w)],
                 [empty[0]] * self.w, [empty[1]] * self.w, [blank] * self.w, None, shared,
             )  # fmt: skip
-            inputs = [self._assemble([f(b) for b in blocks]) for f in _FIELDS]
+            inputs = whole_inputs(blocks, len(_FIELDS)) or [
+                self._assemble([f(b) for b in blocks]) for f in _FIELDS
+            ]  # as `run` takes them
             out = self.wave_program(pulled, *inputs, *host[:2], self.pushes, host[2])
             jax.block_until_ready(out)
             self.shared = shared

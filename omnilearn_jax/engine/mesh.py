@@ -68,7 +68,8 @@ class Placement:
         """Places each device's block on its own device (nothing for an empty device), with
         a leading axis of 1; returns `step.Blocks` of `step.DeviceBlock`s in the order of
         `blocks`. `shared`: the bucket every device computes, when they all compute one
-        (buckets.shared_bucket), else 0."""
+        (buckets.shared_bucket), else 0; in one process such a step's fields are placed
+        whole over the data axis instead (`_whole`)."""
         full = [i for i, b in enumerate(blocks) if b.rows > 0]
         if shared and not self.multi_process and len(full) == len(self.devices):
             return self._whole(blocks, xs, ys, masks, delays, shared)
@@ -99,10 +100,12 @@ class Placement:
         against 0.42 ms a step for the paper job's 4 CNN blocks of 32 rows, measured), and
         each device's block holds its shards. A mask already placed (one a device) is
         assembled."""
-        at = {b.position: i for i, b in enumerate(blocks)}
-        order = [at[p] for p in range(len(self.devices))]  # the rows of the data axis
+        # Row r of the data axis is the mesh's r-th device (not always `devices[r]`: a TPU
+        # mesh may order its devices otherwise); it takes the block of that device.
+        at = {self.devices[b.position]: i for i, b in enumerate(blocks)}
+        order = [at[d] for d in self.mesh.devices.flat]
         host = [np.stack([xs[i] for i in order]), np.stack([ys[i] for i in order])]
-        placed = isinstance(masks[0], jax.Array)
+        placed = all(isinstance(m, jax.Array) for m in masks)
         host += [] if placed else [np.stack([np.asarray(masks[i]) for i in order])]
         if delays is not None:
             host.append(np.asarray([delays[blocks[i].position] for i in order], np.float32))
