@@ -166,6 +166,22 @@ def test_a_shared_bucket_goes_over_whole_and_steps_as_blocks_placed_one_by_one(d
     assert _max_diff(a.params, params) > 0  # the step moved the parameters
 
 
+def test_the_data_axis_keeps_the_order_of_the_placements_devices(monkeypatch):
+    """Position p on the data axis is devices[p] even where JAX would reorder a mesh's
+    devices for a physical topology (planted here as a TPU slice's reordering)."""
+    from jax._src import mesh_utils
+
+    made = mesh_utils.create_device_mesh
+    monkeypatch.setattr(
+        mesh_utils,
+        "create_device_mesh",
+        lambda shape, devices=None, **kw: made(shape, devices[::-1]),
+    )
+    devices = jax.devices()
+    for backend in BACKENDS:
+        assert list(Placement(backend, devices).mesh.devices.flat) == devices
+
+
 def test_whole_fields_follow_the_mesh_rows_when_the_mesh_orders_devices_otherwise():
     """Row r of a whole array is the mesh's r-th device's block, also where the mesh orders
     the devices otherwise than the placement lists them (as a TPU mesh may): each block

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding
+from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from omnilearn_jax.engine import step
@@ -41,9 +41,10 @@ class Placement:
         # pmap returns replicated results on a mesh of Auto axes; placing its state on the
         # same kind of mesh makes the first output match the input and avoids a recompile.
         kind = jax.sharding.AxisType.Auto if backend == "pmap" else jax.sharding.AxisType.Explicit
-        self.mesh = jax.make_mesh(
-            (len(devices),), (step.AXIS,), axis_types=(kind,), devices=devices
-        )
+        # The data axis in the order of `devices` (position p is devices[p]): what the
+        # per-device placement, the per-device constants and the evaluation's rows assume.
+        # (`jax.make_mesh` may reorder devices for a TPU slice's topology.)
+        self.mesh = Mesh(np.asarray(devices), (step.AXIS,), axis_types=(kind,))
         self._data = NamedSharding(self.mesh, P(step.AXIS))
         self._replicated = NamedSharding(self.mesh, P())
         # This process's devices, as positions on the data axis. In a multi-process run each
