@@ -186,12 +186,12 @@ def test_whole_fields_follow_the_mesh_rows_when_the_mesh_orders_devices_otherwis
     """Row r of a whole array is the mesh's r-th device's block, also where the mesh orders
     the devices otherwise than the placement lists them (as a TPU mesh may): each block
     still holds its own rows, on its own device."""
-    from jax.sharding import NamedSharding
+    from jax.sharding import AxisType, Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
     placement = Placement("shard_map", jax.devices())
     shuffled = [jax.devices()[i] for i in (0, 1, 2, 3, 6, 7, 4, 5)]  # a v3-8's mesh order
-    placement.mesh = jax.make_mesh((8,), ("data",), devices=shuffled)
+    placement.mesh = Mesh(np.asarray(shuffled), ("data",), axis_types=(AxisType.Explicit,))
     placement._data = NamedSharding(placement.mesh, P("data"))
     layout = buckets.make_layout(num_workers=8, num_devices=8, capacity=B, ratio=2.0)
     blocks = buckets.pack(np.full(8, 8), layout, placement.local_positions)

@@ -107,7 +107,7 @@ class Placement:
         order = [at[d] for d in self.mesh.devices.flat]
         host = [np.stack([xs[i] for i in order]), np.stack([ys[i] for i in order])]
         placed = all(isinstance(m, jax.Array) for m in masks)
-        host += [] if placed else [np.stack([np.asarray(masks[i]) for i in order])]
+        host += [] if placed else [np.stack([np.asarray(masks[i]).reshape(-1) for i in order])]
         if delays is not None:
             host.append(np.asarray([delays[blocks[i].position] for i in order], np.float32))
         sent = jax.device_put(host, self._data)  # one call: every field, every device
