@@ -42,7 +42,7 @@ from jax.sharding import PartitionSpec as P
 from omnilearn_jax.asp.eager import contribution
 from omnilearn_jax.engine.buckets import Block
 from omnilearn_jax.engine.flat import Flat, flattenable, packed_state, unpacker
-from omnilearn_jax.engine.step import AXIS, TrainState, whole_inputs
+from omnilearn_jax.engine.step import AXIS, TrainState, mesh_inputs
 
 
 def plan_of(applies: list, length: int, pull_at: np.ndarray) -> np.ndarray:
@@ -206,9 +206,7 @@ class BatchedServer:
         blocks = self.engine.batch(rows, sizes, None, next(iter(wave.values()))[2])
         host = self._per_device(coefficient, weight, fresh)
         if self.shared and blocks.shared == self.shared:
-            inputs = whole_inputs(blocks, len(_FIELDS)) or [
-                self._assemble([f(b) for b in blocks]) for f in _FIELDS
-            ]
+            inputs = mesh_inputs(blocks, 3, self._assemble)  # x, y, mask
             args = (pulled, *inputs, *host[:2], self.pushes, host[2])
             self.pushes, losses = self.wave_program(*args)
             losses = self.engine.shards(losses)
@@ -317,13 +315,8 @@ class BatchedServer:
                 [Block(p, shared, np.zeros(shared, np.int64), blank) for p in range(self.w)],
                 [empty[0]] * self.w, [empty[1]] * self.w, [blank] * self.w, None, shared,
             )  # fmt: skip
-            inputs = whole_inputs(blocks, len(_FIELDS)) or [
-                self._assemble([f(b) for b in blocks]) for f in _FIELDS
-            ]  # as `run` takes them
+            inputs = mesh_inputs(blocks, 3, self._assemble)  # as `run` takes them
             out = self.wave_program(pulled, *inputs, *host[:2], self.pushes, host[2])
             jax.block_until_ready(out)
             self.shared = shared
         self.state, self.pushes, self.losses = kept
-
-
-_FIELDS = (lambda b: b.x, lambda b: b.y, lambda b: b.mask)

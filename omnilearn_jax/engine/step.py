@@ -211,11 +211,17 @@ class Blocks(tuple):
     whole: tuple | None = None
 
 
-def whole_inputs(blocks: Blocks, count: int) -> list | None:
-    """The first `count` of the step's mesh-wide inputs as placed whole, or None where its
-    blocks were placed one device at a time (then they are assembled from the blocks)."""
+_FIELDS = (lambda b: b.x, lambda b: b.y, lambda b: b.mask, lambda b: b.delay)
+
+
+def mesh_inputs(blocks: Blocks, count: int, assemble: Callable[[list], jax.Array]) -> list:
+    """The first `count` of a step's mesh-wide inputs (x, y, mask, delay), each [D, ...] over
+    the data axis: as placed whole (`Blocks.whole`), or assembled from the device blocks by
+    `assemble` where they were placed one device at a time."""
     whole = getattr(blocks, "whole", None)
-    return list(whole[:count]) if whole is not None and len(whole) >= count else None
+    if whole is not None and len(whole) >= count:
+        return list(whole[:count])
+    return [assemble([f(b) for b in blocks]) for f in _FIELDS[:count]]
 
 
 class SplitDisagreement(RuntimeError):
@@ -602,10 +608,7 @@ class Steps:
         return bool(self._shared_rows) and getattr(blocks, "shared", 0) == self._shared_rows
 
     def _mesh_inputs(self, blocks: Blocks) -> list:
-        fields = (lambda b: b.x, lambda b: b.y, lambda b: b.mask)
-        fields += ((lambda b: b.delay),) if self.inject else ()
-        whole = whole_inputs(blocks, len(fields))
-        return whole or [self.assemble([f(b) for b in blocks]) for f in fields]
+        return mesh_inputs(blocks, 3 + self.inject, self.assemble)
 
     def _launch_mesh(self, params, blocks: Blocks) -> jax.Array:
         return self._mesh_local(params, *self._mesh_inputs(blocks))
