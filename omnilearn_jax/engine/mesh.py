@@ -97,9 +97,9 @@ class Placement:
     def _whole(self, blocks, xs: list, ys: list, masks: list, delays, shared: int):
         """`blocks` of a step whose devices all compute the bucket `shared`, in one process:
         each field goes over as one array on the data axis (one transfer a field, where
-        device by device took one a device and field and then assembling them: 0.58 ms
-        against 0.42 ms a step for the paper job's 4 CNN blocks of 32 rows, measured), and
-        each device's block holds its shards. A mask already placed (one a device) is
+        device by device took one a device and field and then assembling them: 0.83-0.93x
+        the time for the paper job's 4 CNN blocks of 32 rows, `benchmarks.placement_cost`),
+        and each device's block holds its shards. A mask already placed (one a device) is
         assembled."""
         # Row r of the data axis is the mesh's r-th device (not always `devices[r]`: a TPU
         # mesh may order its devices otherwise); it takes the block of that device.
