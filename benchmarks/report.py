@@ -240,7 +240,7 @@ def _trainer_loop(trainer, workdir: str):
         for t in range(first, first + n):
             carry[0], carry[1] = loop.step(t, carry[0], carry[1])
             if (t + 1) % every == 0:
-                loop.flush(log)
+                loop.flush(log, wait=False)  # as the trainer's loop does between evaluations
         loop.flush(log)
         jax.block_until_ready(trainer.state)
         return time.perf_counter() - start

@@ -152,6 +152,10 @@ def test_a_shared_bucket_goes_over_whole_and_steps_as_blocks_placed_one_by_one(d
         assert np.asarray(b.mask)[0].tolist() == blocks[b.position].mask.tolist()
         assert float(np.asarray(b.delay)[0]) == delays[b.position]
     assert int(np.asarray(whole.whole[2]).sum()) == sizes.sum()  # the padding is masked
+    again = placement.blocks(blocks, xs, ys, placed, delays, 8)  # the split held: its masks
+    assert again.whole[2] is whole.whole[2]  # are assembled once
+    fresh = [jax.device_put(m, where[b.position]) for m, b in zip(placed, blocks, strict=True)]
+    assert placement.blocks(blocks, xs, ys, fresh, delays, 8).whole[2] is not whole.whole[2]
     one_by_one = placement.blocks(blocks, xs, ys, placed, None, 0)
     one_by_one.shared = 8  # the same step, its blocks placed device by device
     assert one_by_one.whole is None
@@ -197,11 +201,17 @@ def test_whole_fields_follow_the_mesh_rows_when_the_mesh_orders_devices_otherwis
     blocks = buckets.pack(np.full(8, 8), layout, placement.local_positions)
     xs = [np.full((8, 2), p, np.float32) for p in range(8)]  # block p's rows hold p
     ys = [np.full(8, p, np.int32) for p in range(8)]
+    order = [0, 1, 2, 3, 6, 7, 4, 5]
     whole = placement.blocks(blocks, xs, ys, [b.mask for b in blocks], None, 8)
-    assert np.asarray(whole.whole[1])[:, 0].tolist() == [0, 1, 2, 3, 6, 7, 4, 5]
+    assert np.asarray(whole.whole[1])[:, 0].tolist() == order
     for b in whole:
         assert b.y.devices() == {placement.devices[b.position]}
         assert int(np.asarray(b.y)[0, 0]) == b.position
+    # Masks placed beforehand (block p's mask holds p rows) are assembled in mesh order too.
+    masks = [jax.device_put((np.arange(8) < p)[None], d) for p, d in enumerate(jax.devices())]
+    whole = placement.blocks(blocks, xs, ys, masks, None, 8)
+    assert np.asarray(whole.whole[2]).sum(axis=1).tolist() == order
+    assert [int(np.asarray(b.mask).sum()) for b in whole] == list(range(8))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -180,3 +180,27 @@ def test_a_bsp_trainer_holds_its_state_flat_and_an_async_one_as_trees(tmp_path):
     config.mode = "asp"
     a = Trainer(config, str(tmp_path / "asp"))
     assert isinstance(a.state, TrainState)
+
+
+def test_a_periodic_flush_writes_only_the_computed_records_in_order():
+    """Between evaluations a flush does not wait for the devices: it writes the oldest
+    records whose metrics are computed and keeps the rest, in order, for the next flush;
+    a flush that waits (evaluation, checkpoint, the end) writes every one."""
+    from omnilearn_jax.run.loop import Runner
+
+    class Metric:
+        def __init__(self, ready: bool):
+            self.ready = ready
+
+        def is_ready(self) -> bool:
+            return self.ready
+
+    runner = Runner.__new__(Runner)
+    runner.pending = [(1, Metric(True)), (2, Metric(True)), (3, Metric(False)), (4, Metric(True))]
+    due = [r[0] for r in runner.due(False, lambda r: r[1])]
+    assert due == [1, 2] and [r[0] for r in runner.pending] == [3, 4]
+    assert runner.due(False, lambda r: r[1]) == []
+    runner.pending[0][1].ready = True
+    runner.pending.append((5, Metric(False)))
+    assert [r[0] for r in runner.due(False, lambda r: r[1])] == [3, 4]
+    assert [r[0] for r in runner.due(True, lambda r: r[1])] == [5] and runner.pending == []

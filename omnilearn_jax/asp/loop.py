@@ -344,14 +344,13 @@ class AsyncLoop(Runner):
         self.exec.warm_up(buckets.uniform_bucket(self.b, t.layout))
 
     # -- records -------------------------------------------------------------------------
-    def flush(self, log: RunLog) -> None:
-        for record in self.pending:
+    def flush(self, log: RunLog, wait: bool = True) -> None:
+        for record in self.due(wait, lambda r: r["_loss"]):
             loss = float(np.asarray(record.pop("_loss")).sum()) / max(record["worker_batch"], 1)
             log.train({**record, "loss": loss})
             if not math.isfinite(loss):
                 self.nonfinite(log, record["step"], loss)
             self._last = (record["step"], loss, record["batch_sizes"])
-        self.pending.clear()
 
     def progress(self, log: RunLog, start: float, extra: str = "") -> None:
         stale = self.staleness_summary()["staleness_mean"]
