@@ -4,7 +4,7 @@
 
 The paper job's uniform split (configs/paper_bsp.py: CNN on 28x28x1 digits, 4 devices of 32
 rows): `Placement.blocks` of one step as the trainer calls it (masks already placed), once
-placing each field whole over the data axis (`Placement._whole`, one transfer a field) and
+placing each field whole over the data axis (`Placement.whole`, one transfer a field) and
 once device by device (the path every other split takes) followed by assembling the mesh
 inputs (`Steps.assemble`, what a shared-bucket step did before). Each variant runs `--reps`
 times a round, alternated over `--rounds` rounds in this process, inputs ready before the

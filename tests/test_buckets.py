@@ -109,4 +109,19 @@ def test_a_trainer_runs_each_block_at_its_bucket_with_no_compile_after_warm_up(t
                 start += n
             t.state, metrics = t.engine.steps.train(t.state, batch)
             assert np.isfinite(float(metrics["loss"]))
+        # A shared bucket with padding (61 rows, the last device's 5 in a bucket of 8) is
+        # gathered for every device at once, in the mesh's rows: each device still holds
+        # its own rows, its padding zeros, and the whole mask counts the 61.
+        rows, sizes = t.sampler.indices(0)[:61], np.array([8] * 7 + [5])
+        whole = t.engine.batch(rows, sizes, None, 0)
+        assert whole.shared == 8 and int(np.asarray(whole.whole[2]).sum()) == 61
+        for b in whole:
+            n, at = sizes[b.position], rows[8 * b.position : 8 * b.position + sizes[b.position]]
+            x, y = np.asarray(b.x)[0], np.asarray(b.y)[0]
+            np.testing.assert_array_equal(x[:n], t.dataset.x_train[at])
+            np.testing.assert_array_equal(y[:n], t.dataset.y_train[at])
+            assert not x[n:].any() and not y[n:].any()
+            assert b.x.devices() == {t.engine.placement.devices[b.position]}
+        t.state, metrics = t.engine.steps.train(t.state, whole)
+        assert np.isfinite(float(metrics["loss"]))
     assert compiles.count == 0

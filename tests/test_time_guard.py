@@ -63,10 +63,27 @@ def test_row_medians_are_nanmedians_to_the_last_bit():
     """The guard's reference is each worker's median of its finite recent rates: the fast
     median must give np.nanmedian's values exactly, NaN for a worker with none."""
     rng = np.random.default_rng(3)
-    for _ in range(300):
-        a = rng.random((4, 5))
-        a[rng.random((4, 5)) < 0.4] = np.nan
+    for i in range(300):  # full rows (the usual case, its own branch) a third of the time
+        a = rng.random((4, 4 + i % 3))
+        a[rng.random(a.shape) < (0.4 if i % 3 else 0.0)] = np.nan
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows
             want = np.nanmedian(a, axis=1)
         np.testing.assert_array_equal(row_medians(a), want)
+
+
+def test_every_workers_reference_is_the_median_of_its_last_five_accepted_rates():
+    """Steps where every worker is read (moved in place) and steps where one is idle (moved
+    row by row) keep the same yardstick: each worker's median of its last five accepted
+    per-sample times; readings inside the factor come back unchanged."""
+    rng = np.random.default_rng(0)
+    g = TimeGuard(3, 10.0)
+    rates: list[list[float]] = [[], [], []]
+    for step in range(30):
+        sizes = np.array([8, 0 if step % 4 == 3 else 16, 4])
+        times = sizes * 0.01 * rng.uniform(0.5, 2.0, 3)
+        np.testing.assert_array_equal(g(step, times, sizes), times)
+        for k in np.flatnonzero(sizes):
+            rates[k].append(times[k] / sizes[k])
+        want = [np.median(r[-5:]) for r in rates]
+        np.testing.assert_array_equal(g.per_sample, want)

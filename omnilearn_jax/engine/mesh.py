@@ -71,10 +71,11 @@ class Placement:
         a leading axis of 1; returns `step.Blocks` of `step.DeviceBlock`s in the order of
         `blocks`. `shared`: the bucket every device computes, when they all compute one
         (buckets.shared_bucket), else 0; in one process such a step's fields are placed
-        whole over the data axis instead (`_whole`)."""
+        whole over the data axis instead (`whole`)."""
+        if shared and (order := self.whole_order(blocks)) is not None:
+            x, y = (np.stack([f[i] for i in order]) for f in (xs, ys))
+            return self.whole(blocks, order, x, y, masks, delays, shared)
         full = [i for i, b in enumerate(blocks) if b.rows > 0]
-        if shared and not self.multi_process and len(full) == len(self.devices):
-            return self._whole(blocks, xs, ys, masks, delays, shared)
 
         def host(i: int) -> list:  # what goes to device i: a placed mask is there already
             out = [xs[i][None], ys[i][None]]
@@ -95,19 +96,28 @@ class Placement:
         out.shared = shared
         return out
 
-    def _whole(self, blocks, xs: list, ys: list, masks: list, delays, shared: int):
-        """`blocks` of a step whose devices all compute the bucket `shared`, in one process:
-        each field goes over as one array on the data axis (one transfer a field, where
-        device by device took one a device and field and then assembling them: 0.83-0.93x
-        the time for the paper job's 4 CNN blocks of 32 rows, `benchmarks.placement_cost`),
-        and each device's block holds its shards. Masks already placed (one a device, kept
-        by the engine for the split) are assembled once and the whole mask is kept while
-        the same ones come back (`_mask_of`)."""
-        # Row r of the data axis is the mesh's r-th device (not always `devices[r]`: a TPU
-        # mesh may order its devices otherwise); it takes the block of that device.
+    def whole_order(self, blocks) -> list[int] | None:
+        """Where a step whose devices all compute one bucket goes over whole (one process,
+        every device holding rows): `blocks`' indexes in the mesh's row order (row r of the
+        data axis is the mesh's r-th device, not always `devices[r]`: a TPU mesh may order
+        its devices otherwise); else None."""
+        if self.multi_process or len(blocks) != len(self.devices):
+            return None
+        if any(b.rows == 0 for b in blocks):
+            return None
         at = {self.devices[b.position]: i for i, b in enumerate(blocks)}
-        order = [at[d] for d in self.mesh.devices.flat]
-        host = [np.stack([xs[i] for i in order]), np.stack([ys[i] for i in order])]
+        return [at[d] for d in self.mesh.devices.flat]
+
+    def whole(self, blocks, order: list[int], x, y, masks: list, delays, shared: int):
+        """`blocks` of a step whose devices all compute the bucket `shared`, in one process,
+        with their rows x [D, shared, ...] and y [D, shared] stacked in the mesh's row order
+        (`order`, from `whole_order`): each field goes over as one array on the data axis
+        (one transfer a field, where device by device took one a device and field and then
+        assembling them: 0.83-0.93x the time for the paper job's 4 CNN blocks of 32 rows,
+        `benchmarks.placement_cost`), and each device's block holds its shards. Masks
+        already placed (one a device, kept by the engine for the split) are assembled once
+        and the whole mask is kept while the same ones come back (`_mask_of`)."""
+        host = [x, y]
         placed = all(isinstance(m, jax.Array) for m in masks)
         host += [] if placed else [np.stack([np.asarray(masks[i]).reshape(-1) for i in order])]
         if delays is not None:
