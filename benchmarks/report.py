@@ -248,21 +248,31 @@ def _trainer_loop(trainer, workdir: str):
     return run
 
 
-def _compare_loops(
-    trainer, workdir: str, n: int, rounds: int, warm: int
-) -> tuple[float, float, float]:
+def _compare_loops(trainer, workdir: str, n: int, rounds: int, warm: int) -> dict:
     """Best-block steps/s of the trainer's loop and of the plain loop, blocks alternating
-    (so machine load hits both alike), and the median over rounds of the ratio of a round's
-    two blocks (plain time / trainer time: the figure least moved by a slow minute)."""
+    (so machine load hits both alike); the median over rounds of the ratio of a round's
+    two blocks (plain time / trainer time: the figure least moved by a slow minute); and
+    each loop's median host CPU a step (the calling thread's CPU time, `time.thread_time`):
+    on a CPU backend the host's work takes cores from the devices' compute, and this figure
+    moves far less with the machine than the wall clock does."""
     ours, plain = _trainer_loop(trainer, workdir), _plain_loop(trainer)
     ours(0, warm), plain(0, warm)  # compile and warm up both
-    t_ours, t_plain, at = [], [], warm
+    wall: dict = {"ours": [], "plain": []}
+    cpu: dict = {"ours": [], "plain": []}
+    at = warm
     for _ in range(rounds):
-        t_ours.append(ours(at, n))
-        t_plain.append(plain(at, n))
+        for name, loop in (("ours", ours), ("plain", plain)):
+            start = time.thread_time()
+            wall[name].append(loop(at, n))
+            cpu[name].append((time.thread_time() - start) / n)
         at += n
-    paired = float(np.median(np.array(t_plain) / np.array(t_ours)))
-    return n / min(t_ours), n / min(t_plain), paired
+    return {
+        "trainer_steps_per_s": n / min(wall["ours"]),
+        "plain_steps_per_s": n / min(wall["plain"]),
+        "ratio_paired_median": float(np.median(np.array(wall["plain"]) / np.array(wall["ours"]))),
+        "trainer_host_cpu_ms_per_step": 1e3 * float(np.median(cpu["ours"])),
+        "plain_host_cpu_ms_per_step": 1e3 * float(np.median(cpu["plain"])),
+    }
 
 
 def end_to_end(small: bool) -> dict:
@@ -279,12 +289,11 @@ def end_to_end(small: bool) -> dict:
     for label, capacity in cases:
         with tempfile.TemporaryDirectory() as tmp:
             trainer = paper_trainer(tmp, steps=2 * total, capacity=capacity, small=small)
-            ours, plain, paired = _compare_loops(trainer, tmp, n, rounds, warm)
+            got = _compare_loops(trainer, tmp, n, rounds, warm)
+        ours, plain = got["trainer_steps_per_s"], got["plain_steps_per_s"]
         out["by_capacity"][label] = {
-            "trainer_steps_per_s": ours,
-            "plain_steps_per_s": plain,
+            **got,
             "ratio": ours / plain,
-            "ratio_paired_median": paired,
             "overhead_ms_per_step": 1e3 * (1 / ours - 1 / plain),
             "buckets": list(trainer.layout.buckets),
         }
