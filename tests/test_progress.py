@@ -28,3 +28,26 @@ def test_eta_starts_after_the_first_step(tmp_path, monkeypatch, capsys):
     eta = re.search(r"ETA (\d+)m(\d+)s", first)
     # Counting the 4 s compile would give 4 s / 10 steps * 30 steps = 12 s.
     assert eta and int(eta[1]) * 60 + int(eta[2]) <= 3, first
+
+
+def test_each_progress_line_is_said_once_with_its_own_steps_loss(tmp_path, capsys):
+    """A flush between evaluations writes only computed records (`Runner.due`), so a step's
+    progress line may wait for its record: every line still comes once, in order, with that
+    step's own loss as the run store has it, and before the evaluation of its step."""
+    from omnilearn_jax.run.runstore import read_metrics
+
+    config = smoke_config()
+    config.train.num_steps, config.train.log_every, config.train.eval_every = 20, 5, 10
+    train_and_evaluate(config, str(tmp_path))
+    out = capsys.readouterr().out.splitlines()
+    lines = [line for line in out if re.match(r"step \d+/20 ", line)]
+    assert [int(line.split()[1].split("/")[0]) for line in lines] == [5, 10, 15, 20]
+    train = {r["step"]: r for r in read_metrics(str(tmp_path)) if "accuracy" in r}
+    assert sorted(train) == list(range(1, 21))
+    for line in lines:
+        step = int(line.split()[1].split("/")[0])
+        assert float(line.split()[3]) == round(train[step]["loss"], 4), line
+        assert line.split("clock ")[1].startswith(f"{train[step]['time']:.2f}s"), line
+    for step in (10, 20):
+        said = out.index(next(line for line in lines if line.startswith(f"step {step}/")))
+        assert said < next(i for i, line in enumerate(out) if f"eval step {step}:" in line)

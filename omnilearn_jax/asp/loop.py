@@ -119,7 +119,7 @@ class AsyncLoop(Runner):
         self.events: list = []  # heap of (finish time, worker, start version, rows)
         self.flights: dict[int, Flight] = {}  # worker -> its gradient in flight
         self._round_of: dict[int, int] = {}  # worker -> the round it started in
-        self._last = (0, math.nan, np.zeros(self.w))
+        self._last = (0, math.nan, np.zeros(self.w), 0.0)
 
     @property
     def version(self) -> int:
@@ -344,13 +344,13 @@ class AsyncLoop(Runner):
         self.exec.warm_up(buckets.uniform_bucket(self.b, t.layout))
 
     # -- records -------------------------------------------------------------------------
-    def flush(self, log: RunLog, wait: bool = True) -> None:
-        for record in self.due(wait, lambda r: r["_loss"]):
+    def flush(self, log: RunLog, wait: bool = True, upto: int = 0) -> None:
+        for record in self.due(wait, lambda r: r["_loss"], upto):
             loss = float(np.asarray(record.pop("_loss")).sum()) / max(record["worker_batch"], 1)
             log.train({**record, "loss": loss})
             if not math.isfinite(loss):
                 self.nonfinite(log, record["step"], loss)
-            self._last = (record["step"], loss, record["batch_sizes"])
+            self._last = (record["step"], loss, record["batch_sizes"], record["time"])
 
     def progress(self, log: RunLog, start: float, extra: str = "") -> None:
         stale = self.staleness_summary()["staleness_mean"]

@@ -195,22 +195,26 @@ class Runner:
     def advance(self, cstate, sizes) -> tuple[Any, np.ndarray]:
         raise NotImplementedError
 
-    def flush(self, log: RunLog, wait: bool = True) -> None:
+    def flush(self, log: RunLog, wait: bool = True, upto: int = 0) -> None:
         raise NotImplementedError
 
-    def due(self, wait: bool, value) -> list:
-        """The pending records to write now, oldest first: all of them, or without `wait`
-        those before the first whose `value(record)` the devices have not computed yet.
+    def due(self, wait: bool, value, upto: int = 0) -> list:
+        """The pending records to write now, oldest first: all of them (up to step `upto`
+        when given), or without `wait` those before the first whose `value(record)` the
+        devices have not computed yet.
 
         A periodic flush does not wait: fetching a value not yet computed drains the queue of
         dispatched steps, and the devices then idle while the host prepares the next step.
         The paper job's virtual clock flushes every 11 steps: its loop spent 0.43-0.58 ms a
         step (wall) in flushes that waited, 0.25-0.30 ms in these (1,000 steps, two runs
-        each, 2026-12-05). The rest is written at the next flush; evaluations, checkpoints
-        and the end write everything."""
+        each, 2026-12-05). The rest is written at the next flush, and the progress line of a
+        step waits, a step or two, for its record (`run`); evaluations, checkpoints and the
+        end write everything."""
         n = len(self.pending)
+        if upto:  # the pending records are the steps after the last written, in order
+            n = min(n, max(upto - self.written(), 0))
         if not wait:
-            ready = (getattr(value(r), "is_ready", lambda: True)() for r in self.pending)
+            ready = (getattr(value(r), "is_ready", lambda: True)() for r in self.pending[:n])
             n = next((i for i, r in enumerate(ready) if not r), n)
         out, self.pending[:] = self.pending[:n], self.pending[n:]
         return out
@@ -325,6 +329,7 @@ class Runner:
                 + (f"; resumed at {self.unit} {latest}" if latest is not None else "")
             )
             start = time.perf_counter()
+            lines: list[int] = []  # steps whose progress lines wait for their records (`due`)
             # A signal stops the loop after a whole step (one process only: a checkpoint
             # needs every process, and a signal may reach only some of them).
             with deferred(enabled=jax.process_count() == 1) as stop:
@@ -336,13 +341,20 @@ class Runner:
                         self.steps_wall = time.perf_counter() - start
                     if done == first + 1:  # compiles end with the first step: ETA from here
                         self.warm = (time.perf_counter(), done)
-                    if done % cfg.train.log_every == 0 or last:
-                        self.flush(log, wait=last)
-                        self.progress(log, start)
-                    if done % cfg.train.eval_every == 0 or last:
-                        self.evaluate(log)
                     every = cfg.train.checkpoint_every
-                    if (every and done % every == 0) or last:
+                    evaluate = done % cfg.train.eval_every == 0 or last
+                    save = bool(every and done % every == 0) or last
+                    if done % cfg.train.log_every == 0 or last:
+                        lines.append(done)  # said once step `done`'s record is written
+                    while lines:  # an evaluation or a save waits for the step anyway
+                        self.flush(log, wait=evaluate or save, upto=lines[0])
+                        if self.written() < lines[0]:
+                            break
+                        self.progress(log, start)
+                        lines.pop(0)
+                    if evaluate:
+                        self.evaluate(log)
+                    if save:
                         self.flush(log)
                         self.save(cstate, sizes, tracker.run_id)
                     if not last:
@@ -416,11 +428,16 @@ class Runner:
             f"Set train.nan_policy=skip to drop such updates and continue."
         )
 
+    def written(self) -> int:
+        """The last step (or update) whose train record is written, 0 before any."""
+        last = getattr(self, "_last", None)
+        return 0 if last is None else int(last[0])
+
     def progress(self, log: RunLog, start: float, extra: str = "") -> None:
         if getattr(self, "_last", None) is None:  # no record written yet (`due`)
             return
         now = time.perf_counter()
-        done, loss, sizes = self._last
+        done, loss, sizes, clock = self._last  # the step of the line, as its record has it
         # The rate comes from the steps after the first one of this session, which carries
         # the compiles; an ETA that included them would overstate the rest several times.
         warm_at, warm_done = self.warm or (now, done)
@@ -430,7 +447,7 @@ class Runner:
             eta = format_duration(rate * (self.cfg.train.num_steps - done))
         log.say(
             f"{self.unit} {done}/{self.cfg.train.num_steps} loss {loss:.4f} "
-            f"sizes {np.asarray(sizes).tolist()} clock {self.clock_time():.2f}s{extra} | "
+            f"sizes {np.asarray(sizes).tolist()} clock {clock:.2f}s{extra} | "
             f"wall {format_duration(now - start)} ETA {eta}"
         )
 
@@ -490,13 +507,13 @@ class Loop(Runner):
         batch = t.batch(step, sizes, t.timer.batch_extras(sizes, speeds))
         return t.timer.train_step(t.engine.steps, t.state, batch, step, sizes, speeds)
 
-    def flush(self, log: RunLog, wait: bool = True) -> None:
+    def flush(self, log: RunLog, wait: bool = True, upto: int = 0) -> None:
         """Writes buffered train records (`Runner.due`); fetching metrics only here keeps
         dispatch async."""
         for said in self.disagreements:
             log.say(said)
         self.disagreements.clear()
-        records = self.due(wait, lambda r: r[4]["accuracy"])  # a step's last metric
+        records = self.due(wait, lambda r: r[4]["accuracy"], upto)  # a step's last metric
         fetched = jax.device_get([r[4] for r in records])  # one transfer for them all
         for (done, sizes, speeds, rec, _), metrics in zip(records, fetched, strict=True):
             loss = float(metrics["loss"])
@@ -516,7 +533,7 @@ class Loop(Runner):
             )
             if not math.isfinite(loss):
                 self.nonfinite(log, done, loss)
-            self._last = (done, loss, sizes)
+            self._last = (done, loss, sizes, rec["time"])
 
     def summary_extra(self) -> dict[str, Any]:
         totals = self.t.timer.totals()
