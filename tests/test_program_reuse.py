@@ -24,7 +24,8 @@ def test_a_second_trainer_of_a_config_traces_no_step_program(tmp_path, monkeypat
     second = Trainer(config, str(tmp_path / "b"))
     assert second.compile_variants() > 0 and len(traced) == count  # compiled, not traced
     assert second.engine.steps._programs() is first.engine.steps._programs()
-    config.model.hidden = 32  # another model: its own programs
+    config.model.hidden = 40  # another model (none of this process's tests has it, unlike
+    # the smoke config's 32, traced before this test when another file ran first)
     third = Trainer(config, str(tmp_path / "c"))
     third.compile_variants()
     assert len(traced) > count
