@@ -144,7 +144,7 @@ class Placement:
         rows] over the data axis, assembled again only when other masks come (the engine
         keeps a split's placed masks while the split holds: 124 us a step saved on the
         paper job's loop, 2026-12-05)."""
-        kept = getattr(self, "_kept_mask", None)
+        kept = self._kept_mask
         if (
             kept is None
             or len(kept[0]) != len(masks)

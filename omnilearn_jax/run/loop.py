@@ -170,8 +170,9 @@ class Runner:
     flush/eval/checkpoint, summary, Ctrl-C and failure handling are written here once.
 
     A mode (BSP: `Loop`; async: `asp.AsyncLoop`) supplies `advance` (one step or one
-    update, including controller decisions; sets `self.done`), `flush(log, wait)` (its
-    buffered train records: all of them, or with `wait` False those already computed),
+    update, including controller decisions; sets `self.done`), `flush(log, wait, upto)` (its
+    buffered train records, up to step `upto` when given: all of them, or with `wait` False
+    those already computed, `due`),
     `clock_time()`, `summary_extra()` and, for checkpoints, `extra_arrays`, `extra_meta` and
     `load`. It reaches the trainer through its public methods only.
     """
@@ -346,8 +347,11 @@ class Runner:
                     save = bool(every and done % every == 0) or last
                     if done % cfg.train.log_every == 0 or last:
                         lines.append(done)  # said once step `done`'s record is written
-                    while lines:  # an evaluation or a save waits for the step anyway
-                        self.flush(log, wait=evaluate or save, upto=lines[0])
+                    # An evaluation or a save waits for the step anyway. Processes of one
+                    # run flush alike (a non-finite loss stops them all at the same step).
+                    wait = evaluate or save or jax.process_count() > 1
+                    while lines:
+                        self.flush(log, wait=wait, upto=lines[0])
                         if self.written() < lines[0]:
                             break
                         self.progress(log, start)
