@@ -3,6 +3,8 @@
 import re
 import time
 
+import pytest
+
 from omnilearn_jax.run.job import train_and_evaluate
 from omnilearn_jax.run.loop import Loop
 from tests.test_train import smoke_config
@@ -51,3 +53,39 @@ def test_each_progress_line_is_said_once_with_its_own_steps_loss(tmp_path, capsy
     for step in (10, 20):
         said = out.index(next(line for line in lines if line.startswith(f"step {step}/")))
         assert said < next(i for i, line in enumerate(out) if f"eval step {step}:" in line)
+
+
+def test_a_resumed_run_says_each_line_once_when_a_record_is_late(tmp_path, monkeypatch, capsys):
+    """A run resumed at step 4 whose step-5 record is not computed at its first flush (one
+    line a step) says steps 5 to 12 once each, in order: the lines wait on the records
+    written since the resume, not on a record of the first session."""
+    from omnilearn_jax.run.loop import Runner
+
+    config = smoke_config()
+    config.train.num_steps, config.train.log_every, config.train.eval_every = 12, 1, 100
+    config.train.checkpoint_every = 4
+    step, due, held = Loop.step, Runner.due, []
+
+    def crash(self, index, cstate, sizes):
+        if index == 6:
+            raise RuntimeError("planted crash")
+        return step(self, index, cstate, sizes)
+
+    monkeypatch.setattr(Loop, "step", crash)
+    with pytest.raises(RuntimeError, match="planted crash"):
+        train_and_evaluate(config, str(tmp_path))
+    monkeypatch.setattr(Loop, "step", step)
+    capsys.readouterr()
+
+    def late(self, wait, value, upto=0):  # step 5's record is not computed at first
+        if not wait and not held and self.pending and self.pending[0][0] == 5:
+            held.append(5)
+            return []
+        return due(self, wait, value, upto)
+
+    monkeypatch.setattr(Runner, "due", late)
+    train_and_evaluate(config, str(tmp_path))
+    out = capsys.readouterr().out.splitlines()
+    assert held == [5]
+    said = [int(line.split()[1].split("/")[0]) for line in out if re.match(r"step \d+/12 ", line)]
+    assert said == list(range(5, 13))

@@ -433,9 +433,9 @@ class Runner:
         )
 
     def written(self) -> int:
-        """The last step (or update) whose train record is written, 0 before any."""
-        last = getattr(self, "_last", None)
-        return 0 if last is None else int(last[0])
+        """The last step (or update) whose train record is written (or, resumed, was written
+        before): every step leaves one record, pending until a flush writes it."""
+        return self.done - len(self.pending)
 
     def progress(self, log: RunLog, start: float, extra: str = "") -> None:
         if getattr(self, "_last", None) is None:  # no record written yet (`due`)
