@@ -204,10 +204,10 @@ def test_a_periodic_flush_writes_only_the_computed_records_in_order():
     runner.pending.append((5, Metric(False)))
     assert [r[0] for r in runner.due(False, lambda r: r[1])] == [3, 4]
     assert [r[0] for r in runner.due(True, lambda r: r[1])] == [5] and runner.pending == []
-    # Up to a step (a progress line's): the pending records follow the last one written.
-    runner._last = (5, 0.0, None, 0.0)
-    runner.pending = [(6, Metric(True)), (7, Metric(True)), (8, Metric(True))]
+    # Up to a step (a progress line's): the pending records are the steps done last.
+    runner.done, runner.pending = 8, [(6, Metric(True)), (7, Metric(True)), (8, Metric(True))]
+    assert runner.written() == 5
     assert [r[0] for r in runner.due(False, lambda r: r[1], upto=7)] == [6, 7]
-    runner._last = (7, 0.0, None, 0.0)
+    assert runner.written() == 7
     assert [r[0] for r in runner.due(True, lambda r: r[1], upto=7)] == []
     assert [r[0] for r in runner.due(True, lambda r: r[1])] == [8]
