@@ -32,15 +32,29 @@ def test_eta_starts_after_the_first_step(tmp_path, monkeypatch, capsys):
     assert eta and int(eta[1]) * 60 + int(eta[2]) <= 3, first
 
 
-def test_each_progress_line_is_said_once_with_its_own_steps_loss(tmp_path, capsys):
+def test_each_progress_line_is_said_once_with_its_own_steps_loss(tmp_path, monkeypatch, capsys):
     """A flush between evaluations writes only computed records (`Runner.due`), so a step's
-    progress line may wait for its record: every line still comes once, in order, with that
-    step's own loss as the run store has it, and before the evaluation of its step."""
+    progress line may wait for its record (planted: steps 5 and 15 not computed at their
+    first one and two flushes): every line still comes once, in order, with that step's own
+    loss and clock as the run store has them, and before the evaluation of its step."""
+    from omnilearn_jax.run.loop import Runner
     from omnilearn_jax.run.runstore import read_metrics
 
+    due, late = Runner.due, {5: 1, 15: 2}
+
+    def planted(self, wait, value, upto=0):  # step k's record not computed yet
+        pending = {r[0] for r in self.pending}
+        for k in late:
+            if not wait and late[k] > 0 and k in pending and k <= (upto or k):
+                late[k] -= 1
+                upto = k - 1  # only the records before it are due
+        return due(self, wait, value, upto)
+
+    monkeypatch.setattr(Runner, "due", planted)
     config = smoke_config()
     config.train.num_steps, config.train.log_every, config.train.eval_every = 20, 5, 10
     train_and_evaluate(config, str(tmp_path))
+    assert late == {5: 0, 15: 0}  # the planted delays were taken
     out = capsys.readouterr().out.splitlines()
     lines = [line for line in out if re.match(r"step \d+/20 ", line)]
     assert [int(line.split()[1].split("/")[0]) for line in lines] == [5, 10, 15, 20]
