@@ -125,3 +125,30 @@ def test_a_trainer_runs_each_block_at_its_bucket_with_no_compile_after_warm_up(t
         t.state, metrics = t.engine.steps.train(t.state, whole)
         assert np.isfinite(float(metrics["loss"]))
     assert compiles.count == 0
+
+
+def test_an_unplaced_uneven_step_updates_as_the_placed_one_bit_for_bit(tmp_path):
+    """On the virtual clock an uneven step's rows stay on the host and each device's program
+    takes them as it launches (`Engine.batch(place=False)`): the update equals the placed
+    step's bit for bit, nothing compiles, and a step placed whole is still placed."""
+    from omnilearn_jax.engine.compiles import CompileCounter
+
+    t = Trainer(smoke_config(bucket_ratio=2.0), str(tmp_path))
+    t.warm_up(0, np.full(8, 8, np.int32), t.timer.speeds(0))
+    sizes = np.array([0, 1, 2, 3, 4, 5, 6, 43], np.int32)  # an empty device, padding
+    with CompileCounter() as compiles:
+        host, placed = t.batch(1, sizes, place=False), t.batch(1, sizes)
+        assert host[0].x is None and isinstance(host[7].x, np.ndarray)
+        assert all(isinstance(b.x, jax.Array) for b in placed if b.rows)
+        a, metrics_a = t.engine.steps.train(t.engine.state_copy(t.state), host)
+        b, metrics_b = t.engine.steps.train(t.engine.state_copy(t.state), placed)
+        jax.block_until_ready((a, b))
+    assert compiles.count == 0
+    assert float(metrics_a["loss"]) == float(metrics_b["loss"])
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
+    assert not np.array_equal(
+        np.asarray(jax.tree.leaves(a)[0]), np.asarray(jax.tree.leaves(t.state)[0])
+    )
+    whole = t.batch(2, np.full(8, 8, np.int32), place=False)
+    assert whole.whole is not None and isinstance(whole[0].x, jax.Array)

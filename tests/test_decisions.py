@@ -33,14 +33,14 @@ def test_a_step_whose_processes_disagree_runs_again_on_process_0s_split():
     class Trainer:
         timer, state, engine = Timer, "before", type("E", (), {"steps": None})
         faults = type("F", (), {"crash": staticmethod(lambda step: None)})
-        batch = staticmethod(lambda step, sizes, extras: ("batch", tuple(sizes)))
+        batch = staticmethod(lambda step, sizes, extras, place=True: ("batch", tuple(sizes)))
         checked = staticmethod(lambda sizes: np.asarray(sizes, np.int32))
         observe = staticmethod(lambda step, sizes, times, ahead: sizes)
         next_sizes = staticmethod(lambda cstate, obs: (obs, cstate))
 
     loop = Loop.__new__(Loop)
     loop.t, loop.pending, loop.disagreements = Trainer, [], []
-    loop.cfg = type("C", (), {"train": type("T", (), {"num_steps": 10})})
+    loop.cfg = type("C", (), {"train": type("T", (), {"num_steps": 10}), "clock": "wall"})
     _, sizes = loop.step(3, "cstate", mine)
     assert [c[2] for c in calls] == [mine.tolist(), theirs.tolist()]
     assert calls[1][:2] == ("before", ("batch", (40, 8, 8, 8)))

@@ -508,7 +508,9 @@ class Loop(Runner):
     def train_step(self, step: int, sizes, speeds):
         """Step `step` on the split `sizes`: (state, metrics, the timer's record)."""
         t = self.t
-        batch = t.batch(step, sizes, t.timer.batch_extras(sizes, speeds))
+        # On the virtual clock nothing of the step is timed: its programs may take its rows.
+        place = self.cfg.clock == "wall"
+        batch = t.batch(step, sizes, t.timer.batch_extras(sizes, speeds), place)
         return t.timer.train_step(t.engine.steps, t.state, batch, step, sizes, speeds)
 
     def flush(self, log: RunLog, wait: bool = True, upto: int = 0) -> None:

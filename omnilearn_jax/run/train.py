@@ -188,14 +188,19 @@ class Trainer:
         return calibrate_per_sample_cost(self.engine.steps, batch, copy, rows=int(max(uniform)))
 
     # -- pieces of a step ----------------------------------------------------------------
-    def batch(self, step_index: int, sizes: np.ndarray, extras: dict | None = None) -> dict:
-        """This process's devices' part of the global batch of `step_index`, placed."""
-        return self.batch_of(self.sampler.indices(step_index), sizes, extras, step_index)
+    def batch(
+        self, step_index: int, sizes: np.ndarray, extras: dict | None = None, place: bool = True
+    ) -> dict:
+        """This process's devices' part of the global batch of `step_index`, placed (or,
+        without `place`, an uneven step's rows left for the devices' programs to take)."""
+        return self.batch_of(self.sampler.indices(step_index), sizes, extras, step_index, place)
 
-    def batch_of(self, rows, sizes: np.ndarray, extras: dict | None, step_index: int) -> list:
+    def batch_of(
+        self, rows, sizes: np.ndarray, extras: dict | None, step_index: int, place: bool = True
+    ) -> list:
         """Lays training rows `rows` (sum(sizes) of them, in worker order) on the devices
         (`Engine.batch`)."""
-        return self.engine.batch(rows, sizes, (extras or {}).get("delay"), step_index)
+        return self.engine.batch(rows, sizes, (extras or {}).get("delay"), step_index, place)
 
     def compile_variants(self) -> int:
         """Compiles every (device, bucket) local program not compiled yet; returns how many."""
