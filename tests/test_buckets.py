@@ -127,13 +127,14 @@ def test_a_trainer_runs_each_block_at_its_bucket_with_no_compile_after_warm_up(t
     assert compiles.count == 0
 
 
-def test_an_unplaced_uneven_step_updates_as_the_placed_one_bit_for_bit(tmp_path):
+@pytest.mark.parametrize("backend", ["shard_map", "pmap"])
+def test_an_unplaced_uneven_step_updates_as_the_placed_one_bit_for_bit(tmp_path, backend):
     """On the virtual clock an uneven step's rows stay on the host and each device's program
     takes them as it launches (`Engine.batch(place=False)`): the update equals the placed
     step's bit for bit, nothing compiles, and a step placed whole is still placed."""
     from omnilearn_jax.engine.compiles import CompileCounter
 
-    t = Trainer(smoke_config(bucket_ratio=2.0), str(tmp_path))
+    t = Trainer(smoke_config(bucket_ratio=2.0, backend=backend), str(tmp_path))
     t.warm_up(0, np.full(8, 8, np.int32), t.timer.speeds(0))
     sizes = np.array([0, 1, 2, 3, 4, 5, 6, 43], np.int32)  # an empty device, padding
     with CompileCounter() as compiles:
