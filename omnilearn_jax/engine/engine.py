@@ -100,8 +100,8 @@ class Engine:
     ) -> step.Blocks:
         """Lays training rows `rows` (sum(sizes) of them, in worker order) on the devices:
         each device receives only its own block (its bucket's rows). `delays`: each
-        device's injected seconds (hetero.inject), or None. Without `place` (one process, no
-        delays, nothing timed) an uneven step's rows stay on the host and each device's
+        device's injected seconds (hetero.inject), or None. Without `place` (one process,
+        nothing timed) an uneven step's rows stay on the host and each device's
         program takes them as it launches: one transfer call for 4 devices' rows cost 355 us
         where the programs' own transfers added 33 us (the paper job's 16/16/16/80 blocks,
         2026-12-05); a step placed whole is placed as before."""
@@ -140,15 +140,7 @@ class Engine:
                 x, y = buckets.gather(self.x, self.y, at)
                 xs.append(self._inputs(step_index, x))
                 ys.append(y)
-            if place or delays is not None or placement.multi_process:
-                out = placement.blocks(blocks, xs, ys, masks, kept, shared)
-            else:  # the host's rows, each device's mask already there
-                out = step.Blocks(
-                    step.DeviceBlock(b.position, b.rows, xs[i][None], ys[i][None], masks[i], None)
-                    if b.rows else step.DeviceBlock(b.position, 0, None, None, None, None)
-                    for i, b in enumerate(blocks)
-                )  # fmt: skip
-                out.shared = shared
+            out = placement.blocks(blocks, xs, ys, masks, kept, shared, place)
         if self.steps.host_wait:
             out.waits = None if delays is None else np.asarray(delays, np.float64)
         return out

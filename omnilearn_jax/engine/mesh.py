@@ -66,12 +66,16 @@ class Placement:
         waits it out on the host instead (`Steps.run_local`)."""
         return step.Steps(apply, tx, self, chunk, inject, host_wait)
 
-    def blocks(self, blocks, xs: list, ys: list, masks: list, delays=None, shared: int = 0):
+    def blocks(
+        self, blocks, xs: list, ys: list, masks: list, delays=None, shared: int = 0, place=True
+    ):
         """Places each device's block on its own device (nothing for an empty device), with
         a leading axis of 1; returns `step.Blocks` of `step.DeviceBlock`s in the order of
         `blocks`. `shared`: the bucket every device computes, when they all compute one
         (buckets.shared_bucket), else 0; in one process such a step's fields are placed
-        whole over the data axis instead (`whole`)."""
+        whole over the data axis instead (`whole`). Without `place`, in one process, an
+        uneven step's fields stay on the host (placed masks stay placed) for each device's
+        program to take as it launches (`Engine.batch`)."""
         if shared and (order := self.whole_order(blocks)) is not None:
             x, y = (np.stack([f[i] for i in order]) for f in (xs, ys))
             return self.whole(blocks, order, x, y, masks, delays, shared)
@@ -83,7 +87,9 @@ class Placement:
             return out + ([] if delays is None else [np.float32([delays[blocks[i].position]])])
 
         where = [self.devices[blocks[i].position] for i in full]
-        sent = jax.device_put([host(i) for i in full], where)  # one call: each costs ~0.1 ms
+        sent = [host(i) for i in full]
+        if place or self.multi_process:
+            sent = jax.device_put(sent, where)  # one call: each costs ~0.1 ms
         placed = {}
         for i, got in zip(full, sent, strict=True):
             mask = masks[i] if isinstance(masks[i], jax.Array) else got.pop(2)

@@ -438,8 +438,6 @@ class Runner:
         return self.done - len(self.pending)
 
     def progress(self, log: RunLog, start: float, extra: str = "") -> None:
-        if getattr(self, "_last", None) is None:  # no record written yet (`due`)
-            return
         now = time.perf_counter()
         done, loss, sizes, clock = self._last  # the step of the line, as its record has it
         # The rate comes from the steps after the first one of this session, which carries
