@@ -154,7 +154,21 @@ def test_a_planted_nan_stops_the_run_at_its_step(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["last_checkpoint"] == 5
     losses = [r["loss"] for r in read_metrics(tmp_path) if "loss" in r]
-    assert len(losses) >= 8 and losses[7] is None and all(np.isfinite(losses[:7]))
+    assert len(losses) == 8 and losses[7] is None and all(np.isfinite(losses[:7]))
+
+
+def test_a_failed_run_writes_the_records_of_the_steps_it_finished(tmp_path):
+    """No flush comes before the crash (lines, evaluations and checkpoints only at the
+    end): the records of the steps done were pending, and the run store keeps them."""
+    config = smoke_config(few_buckets=True)
+    config.train.num_steps = config.train.eval_every = config.train.log_every = 20
+    config.train.checkpoint_every = 0
+    config.faults.crash_step = 9
+    with pytest.raises(RuntimeError, match="planted crash before step 9"):
+        train_and_evaluate(config, str(tmp_path))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["steps"] == 9
+    assert [r["step"] for r in read_metrics(tmp_path)] == list(range(1, 10))
 
 
 def test_skip_policy_drops_the_nan_update_and_continues(tmp_path):

@@ -8,6 +8,7 @@ needed to continue exactly is saved; a rerun in the same workdir continues from 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import math
@@ -375,10 +376,13 @@ class Runner:
             if getattr(error, "at_boundary", False) and self.last_saved != self.done:
                 self.flush(log)
                 self.save(cstate, sizes, tracker.run_id)
+            else:
+                self.salvage(log)
             log.summary(self.stopped("interrupted", error))
             self.message = stop_message(self.done, num_steps, self.last_saved, unit=self.unit)
             raise
         except BaseException as error:  # the run store must say that the run failed
+            self.salvage(log)
             log.summary(self.stopped("failed", error))
             raise
         finally:
@@ -393,6 +397,14 @@ class Runner:
             f"{t.workdir} (config.json, metrics.jsonl, summary.json)"
         )
         return summary
+
+    def salvage(self, log: RunLog) -> None:
+        """A run that fails or is interrupted inside a step still writes the records of the
+        steps it finished (a resume truncates those past its checkpoint). The run's own
+        error is the one reported: one raised here (a device that failed, a non-finite
+        loss, which drops the records after it) leaves the rest unwritten."""
+        with contextlib.suppress(Exception):  # the run's own error is already on its way
+            self.flush(log)
 
     def stopped(self, status: str, error: BaseException) -> dict[str, Any]:
         """The summary of a run that did not finish; `resume_step` is where a rerun starts."""
@@ -427,6 +439,7 @@ class Runner:
                 f"warning: non-finite loss {loss} at {self.unit} {step}; its update was skipped"
             )
             return
+        self.pending.clear()  # the run stops at this step: no record after it is written
         raise FloatingPointError(
             f"non-finite loss ({loss}) at {self.unit} {step}; last good checkpoint: {where}. "
             f"Set train.nan_policy=skip to drop such updates and continue."
