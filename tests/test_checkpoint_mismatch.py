@@ -40,3 +40,24 @@ def test_a_checkpoint_of_another_state_names_the_arrays_that_differ(tmp_path):
     assert "saved only there: none" in message
     assert "--config.train.resume=False" in message
     ckpt.close()
+
+
+def test_every_process_of_a_launched_run_resumes_from_the_config_process_0_wrote(tmp_path):
+    """Process 0 writes config.json; process 1 of the same run compares its own config (its
+    process id and the launcher's new port differ) and must resume, not call it another run
+    (it did: `distributed.process_id: 0 -> 1`, and both processes then aborted)."""
+    from omnilearn_jax.run.loop import check_same_config
+    from omnilearn_jax.run.runstore import RunStore
+    from tests.test_train import smoke_config
+
+    config = smoke_config()
+    config.distributed.enabled = True
+    config.distributed.process_id = 0
+    config.distributed.coordinator_address = "127.0.0.1:5001"
+    RunStore(str(tmp_path)).write_config(config.to_dict())
+    config.distributed.process_id = 1
+    config.distributed.coordinator_address = "127.0.0.1:5002"
+    check_same_config(str(tmp_path), config)
+    config.distributed.num_processes = 3  # another run
+    with pytest.raises(ValueError, match=r"distributed.num_processes: 0 -> 3"):
+        check_same_config(str(tmp_path), config)

@@ -104,6 +104,8 @@ RESUMABLE_CHANGES = (
     "wandb.mode",
     "faults.crash_step",
     "distributed.coordinator_address",
+    # Which process reads the config: process 0 wrote config.json, the others compare with it.
+    "distributed.process_id",
 )
 
 
@@ -153,7 +155,10 @@ def resume_point(ckpt: Checkpointer, workdir: str, cfg) -> tuple[int | None, dic
     check_same_config(workdir, cfg)
     previous = read_summary(workdir)
     if previous and previous.get("status") == "complete":
-        print(f"run in {workdir} is already complete ({previous['steps']} steps); nothing to do")
+        if jax.process_index() == 0:  # the others print nothing of their own but errors
+            print(
+                f"run in {workdir} is already complete ({previous['steps']} steps); nothing to do"
+            )
         return latest, previous
     return latest, None
 
