@@ -205,6 +205,17 @@ def test_launcher_arguments_and_environment(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps({"status": "complete"}))
     launch.mark_failed(str(tmp_path), {"error": "late"})
     assert json.loads((tmp_path / "summary.json").read_text()) == {"status": "complete"}
+    # An interruption process 0 recorded stays as it said; a run it could not record is marked.
+    said = {"status": "interrupted", "steps": 9, "resume_step": 5}
+    (tmp_path / "summary.json").write_text(json.dumps(said))
+    launch.mark_failed(str(tmp_path), {"error": "launcher's"}, status="interrupted")
+    assert json.loads((tmp_path / "summary.json").read_text()) == said
+    (tmp_path / "summary.json").write_text(json.dumps({"status": "running", "steps": 0}))
+    launch.mark_failed(str(tmp_path), {"error": "launcher's"}, status="interrupted")
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "interrupted"
+    assert [launch.interrupted(c) for c in (130, 143, -2, -15, 1, 2, -9, -6)] == [True] * 4 + [
+        False
+    ] * 4
 
 
 @pytest.mark.slow
@@ -322,6 +333,52 @@ def test_launcher_stops_the_run_when_a_process_dies(tmp_path):
     summary = json.loads((workdir / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["failed_process"] == 1
     assert len(read_metrics(workdir)) >= 20  # what was logged before the failure is kept
+
+
+@pytest.mark.slow
+def test_ctrl_c_to_the_launcher_interrupts_the_run_it_does_not_fail_it(tmp_path):
+    """The launcher alone gets Ctrl-C (its processes have groups of their own) and tells each
+    process once: the run says `interrupted`, keeps a record of every step done and exits 130.
+    Before, a Ctrl-C to the launcher alone left a traceback, and one to the whole group
+    marked the run `failed` (a process's 130 counted as a failure)."""
+    workdir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "omnilearn_jax.launch", "--num_processes=2", "--grace=20"]
+    proc = subprocess.Popen(
+        [*cmd, "--", *long_run_args(workdir)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    out = Output(proc)
+    try:
+        pids = [
+            int(out.wait_for(f"[launch] started process {i} pid", 30).split()[-1]) for i in (0, 1)
+        ]
+        out.wait_for("[p0] step 20/", 180)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = out.text()
+    assert code == 130, text[-3000:]
+    assert "[launch] interrupted; run the same command again" in text and "FAILED" not in text
+    assert "Traceback" not in text, text[-3000:]
+    assert not any(alive(pid) for pid in pids)
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["steps"] >= 20
+    steps = [r["step"] for r in read_metrics(workdir) if "loss" in r]
+    assert steps == list(range(1, summary["steps"] + 1))
+
+
+def test_launcher_rejects_counts_below_their_least():
+    for bad in ("--num_processes=0", "--num_processes=-1"):
+        with pytest.raises(SystemExit) as err:
+            launch.parse([bad, "--", "--config=c.py"])
+        assert err.value.code == 2
+    with pytest.raises(SystemExit):
+        launch.parse(["--num_processes=2", "--grace=-1", "--", "--config=c.py"])
 
 
 @pytest.mark.slow

@@ -9,7 +9,9 @@ line by line with a `[p<i>] ` prefix. If one process fails, the launcher stops t
 (SIGTERM, then SIGKILL after `--grace` seconds), names the one that failed first (not a
 peer the runtime aborted because of it), marks the run
 store's summary.json `status: failed` and exits non-zero; it exits 0 only if every process
-does.
+does. Ctrl-C, SIGTERM and SIGHUP reach the launcher alone (each process has a process group
+of its own); it sends each process one SIGINT, so the run stops as a signal stops it
+(`status: interrupted`), and exits 130, 143 or 129.
 
 `--cpu_quota=1.0,0.25` puts each process in a cgroup with that share of a core (a real
 heterogeneous cluster on one Linux machine) and `--cpus=0,1` pins them to cores; see
@@ -28,6 +30,7 @@ Gloo's rendezvous and every step still runs under it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -41,6 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from omnilearn_jax.config.errors import EXIT_USER_ERROR
 from omnilearn_jax.run import cgroups, cpu_limit
 from omnilearn_jax.run.runstore import RunStore
 
@@ -172,8 +176,9 @@ def workdir_of(main_args: list[str]) -> str:
     return ""
 
 
-def mark_failed(workdir: str, details: dict) -> None:
-    """Records a failure in WORKDIR/summary.json unless the run had already completed.
+def mark_failed(workdir: str, details: dict, status: str = "failed") -> None:
+    """Records a failure (or, with `status="interrupted"`, an interruption) in
+    WORKDIR/summary.json unless the run had already completed or says so already.
 
     A surviving process does not get to do this itself: when a peer dies, JAX's distributed
     runtime aborts the survivors from C++ (SIGABRT, no Python exception), and process 0,
@@ -186,9 +191,9 @@ def mark_failed(workdir: str, details: dict) -> None:
     if os.path.exists(path):
         with open(path) as f:
             summary = json.load(f)
-    if summary.get("status") == "complete":
-        return
-    summary.update(status="failed", **{k: v for k, v in details.items() if k not in summary})
+    if summary.get("status") == "complete" or summary.get("status") == status == "interrupted":
+        return  # process 0 said it was interrupted, with its step and checkpoint
+    summary.update(status=status, **{k: v for k, v in details.items() if k not in summary})
     store = RunStore(workdir, append=True)  # append: never truncate the metrics written
     store.write_summary(summary)
     store.close()
@@ -212,6 +217,12 @@ def root_cause(ends: list[tuple[float, int, int]], settle: float = _SETTLE_SECON
     window = [(t, i, code) for t, i, code in failures if t - first <= settle]
     cause = next((f for f in window if f[2] != -signal.SIGABRT), window[0])
     return cause[1]
+
+
+def interrupted(code: int) -> bool:
+    """Whether an exit code is a process's answer to Ctrl-C or SIGTERM (main.py exits 130 or
+    143 after it saved and wrote `status: interrupted`), or its death by either signal."""
+    return code in (130, 143, -signal.SIGINT, -signal.SIGTERM)
 
 
 def _watch(index: int, proc: subprocess.Popen, ended: queue.Queue) -> None:
@@ -272,10 +283,17 @@ def launch(
     threads: list[threading.Thread] = []
     # SIGTERM to the launcher (a scheduler cancelling the job) or SIGHUP (its terminal
     # closed) must reach the children too, or they would linger as orphans holding the port
-    # and the CPUs, and the quota groups would stay.
+    # and the CPUs, and the quota groups would stay; they stop the run as Ctrl-C does.
     exits = {signal.SIGTERM: 143, signal.SIGHUP: 129}
-    previous = {s: signal.signal(s, lambda number, _: sys.exit(exits[number])) for s in exits}
+    received: list[int] = []  # the exit code of the signal that stopped the launcher
+
+    def on_signal(number: int, _frame) -> None:
+        received.append(exits[number])
+        raise KeyboardInterrupt  # stopped as Ctrl-C stops it: each process told once
+
+    previous = {s: signal.signal(s, on_signal) for s in exits}
     groups: list[cgroups.Group] = []
+    failed, stopped = None, False  # stopped: Ctrl-C, SIGTERM or SIGHUP reached the launcher
     try:
         if cpu_quota:
             groups = cgroups.create(cpu_quota, cpus=cpus)
@@ -298,6 +316,7 @@ def launch(
                 text=True,
                 bufsize=1,
                 preexec_fn=_enter(group, cpus[i] if cpus else frozenset()),
+                process_group=0,  # Ctrl-C reaches the launcher alone, which tells each once
             )
             procs.append(p)
             _say(lock, f"[launch] started process {i} pid {p.pid}")
@@ -312,9 +331,21 @@ def launch(
         for i, p in enumerate(procs):
             threading.Thread(target=_watch, args=(i, p, ended), daemon=True).start()
         failed = root_cause(_wait_for_failure(ended, num_processes))
-        if failed is not None:
+        if failed is not None and not interrupted(procs[failed].returncode):
             code = procs[failed].returncode
             _say(lock, f"[launch] process {failed} {_describe(code)}; stopping the others")
+    except KeyboardInterrupt:
+        # Ctrl-C: each process gets one SIGINT and stops as a signal stops a run (a second
+        # one would cut its own shutdown short; SIGTERM is taken by JAX's preemption notifier
+        # in a multi-process run, so `stop` would have to kill them after `grace`).
+        stopped = True
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + grace
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # `stop` below
+                p.wait(timeout=max(deadline - time.monotonic(), 0.0))
     finally:
         stop(procs, grace)  # also on an exception or SIGTERM; a no-op once all have ended
         for t in threads:
@@ -322,14 +353,23 @@ def launch(
         cgroups.release(groups)  # after stop(): a group empties when its process is reaped
         for number, handler in previous.items():
             signal.signal(number, handler)
+    if stopped or (failed is not None and interrupted(procs[failed].returncode)):
+        # Each process stops at once (a multi-process run cannot checkpoint on a signal that
+        # reaches only some processes); process 0 wrote `status: interrupted` if it could.
+        details = {"error": "interrupted (SIGINT or SIGTERM)"}
+        mark_failed(workdir_of(main_args), details, status="interrupted")
+        _say(lock, "[launch] interrupted; run the same command again to resume from the last "
+                   "checkpoint")  # fmt: skip
+        return received[0] if received else 130
     if failed is None:
         _say(lock, f"[launch] all {num_processes} processes finished")
         return 0
     code = procs[failed].returncode
     error = f"process {failed} of {num_processes} {_describe(code)}"
-    mark_failed(
-        workdir_of(main_args), {"error": error, "failed_process": failed, "exit_code": code}
-    )
+    if code != EXIT_USER_ERROR:  # a user error is said before anything is written (main.py)
+        mark_failed(
+            workdir_of(main_args), {"error": error, "failed_process": failed, "exit_code": code}
+        )
     _say(lock, f"[launch] FAILED: {error}")
     return code if code > 0 else 128 - code  # shell convention for a signal: 128 + number
 
@@ -369,6 +409,10 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         "compiling and warm-up, from the first step)",
     )
     args = parser.parse_args(argv[:cut])
+    for name in ("num_processes", "devices_per_process", "port", "grace"):
+        least = 1 if name == "num_processes" else 0
+        if getattr(args, name) < least:
+            parser.error(f"--{name} must be at least {least}, got {getattr(args, name)}")
     try:
         if args.cpu_quota:
             args.cpu_quota = cgroups.parse_quotas(args.cpu_quota, args.num_processes)
@@ -401,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
     except cgroups.CgroupError as e:
         print(f"[launch] {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # a second Ctrl-C while the processes were stopping
+        print("[launch] interrupted again: the processes were killed", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
