@@ -176,6 +176,26 @@ class Output:
         return "".join(self.lines)
 
 
+def launched_long_run(workdir, grace: float) -> tuple[subprocess.Popen, Output]:
+    """2 launched processes of `long_run_args`, their output collected."""
+    cmd = [sys.executable, "-m", "omnilearn_jax.launch", "--num_processes=2", f"--grace={grace}"]
+    proc = subprocess.Popen(
+        [*cmd, "--", *long_run_args(workdir)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return proc, Output(proc)
+
+
+def training_pids(out: Output) -> list[int]:
+    """The launched processes' pids, once training is under way (step 20 said)."""
+    pids = [int(out.wait_for(f"[launch] started process {i} pid", 30).split()[-1]) for i in (0, 1)]
+    out.wait_for("[p0] step 20/", 180)
+    return pids
+
+
 def test_launcher_arguments_and_environment(tmp_path):
     args, main_args = launch.parse(["--num_processes=4", "--", "--config=c.py", "--workdir", "d"])
     assert (args.num_processes, args.devices_per_process, main_args) == (
@@ -304,20 +324,9 @@ def test_waiting_collects_the_deaths_that_follow_a_failure_within_the_window():
 @pytest.mark.slow
 def test_launcher_stops_the_run_when_a_process_dies(tmp_path):
     workdir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "omnilearn_jax.launch", "--num_processes=2", "--grace=5"]
-    proc = subprocess.Popen(
-        [*cmd, "--", *long_run_args(workdir)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    out = Output(proc)
+    proc, out = launched_long_run(workdir, grace=5)
     try:
-        pids = [
-            int(out.wait_for(f"[launch] started process {i} pid", 30).split()[-1]) for i in (0, 1)
-        ]
-        out.wait_for("[p0] step 20/", 180)  # training is under way
+        pids = training_pids(out)
         os.kill(pids[1], signal.SIGKILL)
         killed = time.monotonic()
         code = proc.wait(timeout=60)
@@ -342,20 +351,9 @@ def test_ctrl_c_to_the_launcher_interrupts_the_run_it_does_not_fail_it(tmp_path)
     Before, a Ctrl-C to the launcher alone left a traceback, and one to the whole group
     marked the run `failed` (a process's 130 counted as a failure)."""
     workdir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "omnilearn_jax.launch", "--num_processes=2", "--grace=20"]
-    proc = subprocess.Popen(
-        [*cmd, "--", *long_run_args(workdir)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    out = Output(proc)
+    proc, out = launched_long_run(workdir, grace=20)
     try:
-        pids = [
-            int(out.wait_for(f"[launch] started process {i} pid", 30).split()[-1]) for i in (0, 1)
-        ]
-        out.wait_for("[p0] step 20/", 180)
+        pids = training_pids(out)
         proc.send_signal(signal.SIGINT)
         code = proc.wait(timeout=60)
     finally:
