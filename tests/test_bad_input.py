@@ -183,6 +183,34 @@ CASES = [
         "train.target_perplexity=5.0 is for text data (perplexity is reported for "
         "dataset.name=text only); for dataset.name=digits set train.target_accuracy",
     ),
+    # Periods and limits that crashed after compiling (a zero period divides a step count) or
+    # were silently accepted; their sentinels (0, -1) stay valid where the key documents one.
+    ({"train.log_every": 0}, "train.log_every must be >= 1 (steps between progress lines), got 0"),
+    ({"train.eval_every": 0}, "train.eval_every must be >= 1 (steps between evaluations), got 0"),
+    ({"train.eval_batch_size": 0}, "train.eval_batch_size must be >= 1 (rows an evaluation"),
+    (
+        {"train.checkpoint_every": -1},
+        "train.checkpoint_every must be >= 0 (steps between checkpoints; 0 = only at the end), "
+        "got -1",
+    ),
+    ({"train.keep_checkpoints": 0}, "train.keep_checkpoints must be >= 1 (checkpoints kept; 0 "),
+    ({"train.max_skipped": -1}, "train.max_skipped must be >= 0 (non-finite updates skipped"),
+    (
+        {"train.nan_policy": "skip", "train.max_skipped": 0},
+        "train.max_skipped must be >= 1 with train.nan_policy=skip (non-finite updates skipped",
+    ),
+    ({"controller.b_min": -2}, "controller.b_min must be >= 0 or -1 (the paper's rule B/(2W))"),
+    ({"controller.b_max": -2}, "controller.b_max must be >= 0 (0 = no upper bound) or -1 (the"),
+    (
+        {"mode": "asp", "asp.time_budget": -1.0},
+        "asp.time_budget must be >= 0 seconds (0 = no budget: stop after train.num_steps "
+        "updates), got -1.0",
+    ),
+    ({"mode": "asp", "asp.time_budget": float("nan")}, "asp.time_budget must be >= 0 seconds"),
+    (
+        {"mode": "asp", "asp.staleness_bound": -2},
+        "asp.staleness_bound must be >= 0 or -1 (no bound: plain ASP), got -2",
+    ),
 ]
 
 

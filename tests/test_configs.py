@@ -239,3 +239,41 @@ def test_overriding_one_derived_key_leaves_the_others_alone():
     steps = c.train.num_steps
     c.train.eval_every = 3  # its own reference: num_steps must not follow it
     assert (c.train.num_steps, c.train.eval_every, c.train.log_every) == (steps, 3, steps // 10)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"controller.b_min": -1, "controller.b_max": -1},  # the paper's rule (PAPER_BOUND)
+        {"controller.b_min": 0, "controller.b_max": 0},  # no bounds
+        {"train.checkpoint_every": 0},  # only at the end (configs/paper_lm.py)
+        {"train.max_skipped": 0},  # unused under nan_policy=stop
+        {"train.nan_policy": "skip", "train.max_skipped": 1},
+        {"train.log_every": 1, "train.eval_every": 1, "train.eval_batch_size": 1},
+        {"mode": "asp", "asp.time_budget": 0.0, "asp.staleness_bound": -1},  # no budget, ASP
+        {"mode": "asp", "asp.time_budget": 2.5, "asp.staleness_bound": 0},  # BSP-like SSP
+    ],
+    ids=str,
+)
+def test_documented_sentinels_and_smallest_values_pass_the_checks(changes):
+    c = _paper(**changes)
+    c.num_devices = c.num_workers  # mode=asp: one worker a device
+    assert check_config(c) is None
+
+
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"train.eval_every": 0}, r"train.eval_every must be >= 1 \(steps between evaluations\)"),
+        ({"train.keep_checkpoints": 0}, r"train.keep_checkpoints must be >= 1"),
+        ({"controller.b_min": -3}, r"controller.b_min must be >= 0 or -1 .*, got -3"),
+        ({"mode": "asp", "asp.time_budget": -1.0}, r"asp.time_budget must be >= 0 seconds"),
+        ({"mode": "asp", "asp.staleness_bound": -5}, r"asp.staleness_bound must be >= 0 or -1"),
+    ],
+)
+def test_check_config_rejects_out_of_range_values(changes, message):
+    c = _paper(**changes)
+    c.num_devices = c.num_workers
+    with pytest.raises(ValueError, match=message) as info:
+        check_config(c)
+    assert "\n" not in str(info.value)

@@ -29,7 +29,8 @@ CASES = [
     ),
     (
         ["--config=configs/smoke.py", "--config.train.num_step=3"],
-        "unknown config key 'train.num_step' (did you mean 'train.num_steps'?)",
+        "unknown config key 'train.num_step' (did you mean 'train.num_steps'?); "
+        "omnilearn_jax/config/schema.py lists every key",
     ),
     (
         ["--config=configs/smoke.py", "--config.trian.num_steps=3"],
@@ -52,6 +53,17 @@ CASES = [
         "controller.sizes has 2 entries for 8 workers",
     ),
     (["--config=configs/nope.py"], "No such file or directory: 'configs/nope.py'"),
+    # Values out of range: before these checks a zero period crashed after compiling and a
+    # negative budget ran 0 steps and reported the run complete.
+    (
+        ["--config=configs/smoke.py", "--config.train.log_every=0"],
+        "train.log_every must be >= 1 (steps between progress lines), got 0",
+    ),
+    (
+        ["--config=configs/smoke.py", "--config.mode=asp", "--config.asp.time_budget=-1"],
+        "asp.time_budget must be >= 0 seconds (0 = no budget: stop after train.num_steps "
+        "updates), got -1.0",
+    ),
 ]
 
 

@@ -12,7 +12,7 @@ a config built in Python can still carry them.
 `check_for_devices(config, num_devices, num_processes)` checks against the machine: device
 count, one process for async, and the per-section rules (buckets, text data, measured costs).
 `check_static_sizes` checks an explicit split against the resolved bounds. Every check of a
-config lives here; the keys and their defaults are in config_base.py.
+config lives here; the keys and their defaults are in omnilearn_jax/config/schema.py.
 """
 
 from __future__ import annotations
@@ -184,6 +184,8 @@ def check_for_devices(
         raise ValueError(f"train.outlier_factor must be > 1, got {config.train.outlier_factor}")
     if config.train.num_steps < 1:
         raise ValueError(f"train.num_steps must be >= 1, got {config.train.num_steps}")
+    _check_train(config.train)
+    _check_bound_sentinels(config.controller)
     num_devices = config.num_devices or num_available_devices
     if num_devices > num_available_devices:
         raise ValueError(
@@ -196,6 +198,43 @@ def check_for_devices(
             f"{num_workers}"
         )
     _check_sizes_shape(config)
+
+
+# train.KEY: (the least valid value, what the key is), for the loop's periods and limits.
+_TRAIN_MIN = {
+    "log_every": (1, "steps between progress lines"),
+    "eval_every": (1, "steps between evaluations"),
+    "eval_batch_size": (1, "rows an evaluation computes at once"),
+    "checkpoint_every": (0, "steps between checkpoints; 0 = only at the end"),
+    "keep_checkpoints": (1, "checkpoints kept; 0 would keep none to resume from"),
+    "max_skipped": (0, "non-finite updates skipped in a row"),
+}
+
+
+def _check_train(train) -> None:
+    """A zero period would divide a step count after compiling; a negative one or a zero
+    limit would be silently accepted (checkpoint every step, no checkpoint kept)."""
+    for key, (least, what) in _TRAIN_MIN.items():
+        if train[key] < least:
+            raise ValueError(f"train.{key} must be >= {least} ({what}), got {train[key]}")
+    if train.nan_policy == "skip" and train.max_skipped < 1:  # 0 would skip nothing
+        raise ValueError(
+            f"train.max_skipped must be >= 1 with train.nan_policy=skip (non-finite updates "
+            f"skipped in a row), got {train.max_skipped}; or set train.nan_policy=stop"
+        )
+
+
+def _check_bound_sentinels(section) -> None:
+    """b_min and b_max are sizes or a sentinel (controllers/base.py, `resolve_bounds`); any
+    other negative value would silently act as the paper's rule."""
+    allowed = {
+        "b_min": "0 or -1 (the paper's rule B/(2W))",
+        "b_max": "0 (0 = no upper bound) or -1 (the paper's rule 3B/W)",
+    }
+    for key, what in allowed.items():
+        value = section[key]
+        if np.any(np.asarray(value) < controllers.PAPER_BOUND):
+            raise ValueError(f"controller.{key} must be >= {what}, got {value}")
 
 
 def _check_sizes_shape(config) -> None:
@@ -256,6 +295,16 @@ def _check_asp(config, num_available_devices: int, num_processes: int) -> None:
             "asp.server_process=True gives the server a process of its own in an async run "
             "across processes; run it through omnilearn_jax.launch --num_processes="
             f"{config.num_workers + 1} (one a worker, one the server), or set it False"
+        )
+    budget, bound = config.asp.time_budget, config.asp.staleness_bound
+    if not budget >= 0:  # a negative budget ran no update and reported the run complete
+        raise ValueError(
+            f"asp.time_budget must be >= 0 seconds (0 = no budget: stop after "
+            f"train.num_steps updates), got {budget}"
+        )
+    if bound < -1:
+        raise ValueError(
+            f"asp.staleness_bound must be >= 0 or -1 (no bound: plain ASP), got {bound}"
         )
     _choice("asp.weighting", config.asp.weighting, ("share", "lr", "mean"))
     _choice("asp.lr_scaling", config.asp.lr_scaling, ("none", "linear"))

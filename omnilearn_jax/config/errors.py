@@ -75,7 +75,7 @@ def unknown_override(error: BaseException, argv: list[str], config=None) -> str 
         if not hint and match["close"]:
             fixed = ".".join(match["close"] if p == part else p for p in parts)
             hint = f" (did you mean {fixed!r}?)"
-        return f"unknown config key {key!r}{hint}; config_base.py lists every key"
+        return f"unknown config key {key!r}{hint}; omnilearn_jax/config/schema.py lists every key"
     return f"unknown config key {part!r}"
 
 

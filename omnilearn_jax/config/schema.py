@@ -132,10 +132,10 @@ def base_config() -> ml_collections.ConfigDict:
     c.train.target_perplexity = 0.0
     c.train.save_params = False  # write WORKDIR/final_params.npz at the end
     c.train.checkpoint_every = 50  # steps between checkpoints (and one at the end); 0 = end only
-    c.train.keep_checkpoints = 2
+    c.train.keep_checkpoints = 2  # newest checkpoints kept (>= 1: a run resumes from one)
     c.train.resume = True  # continue from WORKDIR/checkpoints when a checkpoint is there
     c.train.nan_policy = "stop"  # stop | skip (drop non-finite updates, max_skipped in a row)
-    c.train.max_skipped = 10
+    c.train.max_skipped = 10  # >= 1 under nan_policy=skip (0 would skip nothing)
     c.train.outlier_factor = 10.0  # reject a worker time this far from its last per-sample time
 
     # Planted faults, for robustness experiments (see omnilearn_jax/engine/faults.py).
