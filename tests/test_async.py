@@ -156,7 +156,7 @@ def test_async_crash_and_resume_equals_an_unbroken_run(tmp_path):
         try:
             train_and_evaluate(config(crash), str(tmp_path / "broken"))
         except RuntimeError as err:
-            assert f"planted crash before step {crash}" in str(err)
+            assert f"planted crash after step {crash}" in str(err)
         else:
             raise AssertionError("the planted crash did not happen")
     train_and_evaluate(config(-1), str(tmp_path / "broken"))

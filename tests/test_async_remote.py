@@ -54,7 +54,7 @@ def test_two_processes_give_the_one_process_run_to_the_last_bit(tmp_path):
         cmd += ["--", "--config=configs/smoke.py", f"--workdir={broken}", *args, *extra]
         crashed = subprocess.run([*cmd, "--config.faults.crash_step=12"], cwd=ROOT,
                                  capture_output=True, text=True, timeout=300)  # fmt: skip
-        assert crashed.returncode != 0 and "planted crash before step 12" in crashed.stdout
+        assert crashed.returncode != 0 and "planted crash after step 12" in crashed.stdout
         if extra:
             layout = "workers 0-1 in processes of their own, the server in process 0 alone"
             assert layout in crashed.stdout

@@ -111,9 +111,9 @@ def test_resuming_twice_equals_an_unbroken_run_calibrated_and_across_rejected_ti
     rejected = capsys.readouterr().err.count("rejected measured time")
     assert rejected >= 2
     calls.clear()
-    for crash in (6, 10):  # crash before step 6 (resume at 4), then before 10 (resume at 8)
+    for crash in (6, 10):  # crash after step 6 (resume at 4), then after 10 (resume at 8)
         config.faults.crash_step = crash
-        with pytest.raises(RuntimeError, match=f"planted crash before step {crash}"):
+        with pytest.raises(RuntimeError, match=f"planted crash after step {crash}"):
             train_and_evaluate(config, str(tmp_path / "parts"))
     config.faults.crash_step = -1
     train_and_evaluate(config, str(tmp_path / "parts"))
@@ -164,7 +164,7 @@ def test_a_failed_run_writes_the_records_of_the_steps_it_finished(tmp_path):
     config.train.num_steps = config.train.eval_every = config.train.log_every = 20
     config.train.checkpoint_every = 0
     config.faults.crash_step = 9
-    with pytest.raises(RuntimeError, match="planted crash before step 9"):
+    with pytest.raises(RuntimeError, match="planted crash after step 9"):
         train_and_evaluate(config, str(tmp_path))
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["steps"] == 9

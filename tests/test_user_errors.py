@@ -109,3 +109,15 @@ def test_suggestions_are_added_to_any_unknown_name_with_a_list():
     text = "unknown clock 'xyz'; valid values: virtual, wall"
     assert add(text) == text  # nothing close: no guess
     assert add("x (did you mean 'y'?)") == "x (did you mean 'y'?)"
+
+
+def test_a_non_finite_loss_stops_the_command_with_one_line_and_status_1(tmp_path):
+    """Not a user error (status 1, not 2), but said as plainly: it was a 28-line traceback."""
+    args = ["--config=configs/smoke.py", "--config.train.num_steps=6", "--config.faults.nan_step=2"]
+    proc = main(tmp_path / "run", *args)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    (line,) = [s for s in proc.stderr.strip().splitlines() if not s.startswith("warning")]
+    assert line.startswith("error: non-finite loss (nan) at step 3; last good checkpoint: none")
+    assert "train.nan_policy=skip" in line
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["steps"] >= 3

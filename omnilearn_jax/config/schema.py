@@ -140,9 +140,9 @@ def base_config() -> ml_collections.ConfigDict:
 
     # Planted faults, for robustness experiments (see omnilearn_jax/engine/faults.py).
     c.faults = ml_collections.ConfigDict()
-    c.faults.nan_step = -1  # this step's inputs become NaN; -1 = never
+    c.faults.nan_step = -1  # 0-based: this step's inputs become NaN (7: the 8th); -1 = never
     c.faults.bad_times = ()  # flat (step, worker, seconds) triples replacing measured times
-    c.faults.crash_step = -1  # the run raises before this step (a stand-in for a kill)
+    c.faults.crash_step = -1  # the run raises after this many steps (a stand-in for a kill)
 
     c.controller = ml_collections.ConfigDict(controller_defaults())
     # -1 = by the clock: 0 on the virtual clock, 0.1 s on the wall clock (make_controller).

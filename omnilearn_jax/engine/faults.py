@@ -1,7 +1,10 @@
 """Planted faults (for robustness experiments and tests) and the guard on measured times.
 
-`faults.nan_step` fills every input of that step with NaN, so its loss is NaN.
-`faults.crash_step` raises before that step, as a killed process would stop there.
+Steps are counted from 0 here, as the loop indexes them (records and messages count from 1):
+`faults.nan_step` fills every input of that step with NaN, so its loss is NaN (`nan_step=7`:
+the 8th step, `non-finite loss (nan) at step 8`). `faults.crash_step` raises before that
+step, after `crash_step` steps are done, as a killed process would stop there (`crash_step=9`:
+`planted crash after step 9`, the records of steps 1-9 written).
 `faults.bad_times` is a flat tuple of (step, worker, seconds) triples: the measured time of
 that worker at that step is replaced by the given value (0, negative, NaN, huge...), as a
 broken timer would report it.
@@ -45,7 +48,7 @@ class PlantedFaults:
 
     def crash(self, step: int) -> None:
         if step == self.crash_step:
-            raise RuntimeError(f"planted crash before step {step} (faults.crash_step)")
+            raise RuntimeError(f"planted crash after step {step} (faults.crash_step={step})")
 
     def times(self, step: int, times: np.ndarray) -> np.ndarray:
         for (s, w), value in self.bad_times.items():

@@ -171,6 +171,11 @@ def read_summary(workdir: str) -> dict | None:
         return json.load(f)
 
 
+class NonFiniteLoss(FloatingPointError):
+    """A non-finite training loss under `train.nan_policy=stop`; the command line says it
+    in one line (main.py)."""
+
+
 class Runner:
     """The one loop of a run, whatever advances it: resume, tracker, run log, periodic
     flush/eval/checkpoint, summary, Ctrl-C and failure handling are written here once.
@@ -445,7 +450,7 @@ class Runner:
             )
             return
         self.pending.clear()  # the run stops at this step: no record after it is written
-        raise FloatingPointError(
+        raise NonFiniteLoss(
             f"non-finite loss ({loss}) at {self.unit} {step}; last good checkpoint: {where}. "
             f"Set train.nan_policy=skip to drop such updates and continue."
         )

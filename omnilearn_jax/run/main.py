@@ -3,7 +3,7 @@
 Flags live here and nowhere else; everything else takes the config. Exit status: 0 done,
 2 a user error (one line on stderr; `--verbose` or OMNILEARN_VERBOSE=1 adds the traceback),
 130/143 stopped by Ctrl-C/SIGTERM (the run saved a checkpoint; the same command resumes), 1
-anything else.
+anything else (a non-finite loss under `train.nan_policy=stop` in one line, too).
 """
 
 from __future__ import annotations
@@ -138,6 +138,11 @@ def run(argv: list[str]) -> int:
         return errors.report(e)
     except interrupt.Interrupted as e:  # the loop has saved and said where it stopped
         return e.exit_code
+    except FloatingPointError as e:  # the loop's NonFiniteLoss: the run store says failed
+        if verbose:
+            raise
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
