@@ -363,6 +363,7 @@ def test_ctrl_c_to_the_launcher_interrupts_the_run_it_does_not_fail_it(tmp_path)
     assert code == 130, text[-3000:]
     assert "[launch] interrupted; run the same command again" in text and "FAILED" not in text
     assert "Traceback" not in text, text[-3000:]
+    assert "[p0] starting mlp" in text and "[p1] starting" not in text  # process 0 speaks
     assert not any(alive(pid) for pid in pids)
     summary = json.loads((workdir / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["steps"] >= 20

@@ -80,15 +80,17 @@ def parse_flags(argv: list[str]) -> list[str]:
 def main(argv):
     del argv
     config = _CONFIG.value
-    # The first line comes at once: building the model and compiling take a while.
-    print(
-        f"starting {config.model.name} on {config.dataset.name}: {config.num_workers} workers, "
-        f"B={config.global_batch_size}, {config.train.num_steps} steps, controller "
-        f"{config.controller.name}, cluster {config.hetero.name}, {config.clock} clock, "
-        f"workdir {_WORKDIR.value}; loading the data, then compiling the model's init, train "
-        f"and eval steps (which takes longer than the steps themselves)",
-        flush=True,
-    )
+    # The first line comes at once: building the model and compiling take a while. The
+    # processes of a launched run other than process 0 print nothing of their own but errors.
+    if config.distributed.process_id <= 0:
+        print(
+            f"starting {config.model.name} on {config.dataset.name}: {config.num_workers} workers, "
+            f"B={config.global_batch_size}, {config.train.num_steps} steps, controller "
+            f"{config.controller.name}, cluster {config.hetero.name}, {config.clock} clock, "
+            f"workdir {_WORKDIR.value}; loading the data, then compiling the model's init, train "
+            f"and eval steps (which takes longer than the steps themselves)",
+            flush=True,
+        )
     logging.set_verbosity(logging.WARNING)  # keep JAX's backend-probing INFO lines quiet
     from omnilearn_jax.run import cpu_limit, distributed
 
