@@ -42,7 +42,10 @@ def test_cores_length():
 
 
 def test_schedule_longer_than_run():
-    with pytest.raises(ValueError, match=r"8 segments x 2 epochs = 160 steps.*num_steps=100"):
+    with pytest.raises(
+        ValueError,
+        match=r"8 segments x 2 epochs = 160 steps.*num_steps=100; set train.num_steps >= 160",
+    ):
         make_profile({"name": "schedule", "levels": (1, 2, 4, 8, 8, 4, 2, 1), "segment": 2}, **RUN)
     with pytest.raises(ValueError, match="exactly one of hetero.levels"):
         make_profile({"name": "schedule"}, **RUN)

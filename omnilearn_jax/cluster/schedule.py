@@ -59,7 +59,9 @@ def schedule_profile(
     if total > num_steps:
         raise ValueError(
             f"schedule is longer than the run: {table.shape[0]} segments x {segment} {unit} "
-            f"= {total} steps, but the run has num_steps={num_steps}"
+            f"= {total} steps, but the run has num_steps={num_steps}; set train.num_steps >= "
+            f"{total}, or shorten the schedule (hetero.segment, fewer hetero.levels or "
+            f"hetero.unit=steps), or a fixed level (hetero.name=hl, hetero.level=8)"
         )
     change_steps = np.arange(table.shape[0]) * seg_steps
     return PiecewiseProfile(
