@@ -326,3 +326,13 @@ def test_notebook_runs_headless_and_writes_figures_and_table(ablation, tmp_path)
     assert all(not c.get("outputs") for c in source.cells if c.cell_type == "code")
     executed = nbformat.read(os.path.join(out, "analysis.ipynb"), as_version=4)
     assert sum(bool(c.get("outputs")) for c in executed.cells if c.cell_type == "code") >= 5
+
+
+def test_a_missing_runs_path_is_one_line_before_the_notebook_starts(tmp_path, capsys):
+    from experiments.notebooks import run_analysis
+
+    with pytest.raises(SystemExit) as err:
+        run_analysis.main(["--runs", str(tmp_path / "nonexist"), "--out", str(tmp_path / "o")])
+    assert err.value.code == 2
+    assert f"--runs {tmp_path / 'nonexist'}: no such file or directory" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()  # no half-run notebook left behind

@@ -72,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebook", default=NOTEBOOK, help="notebook to run")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
     args = parser.parse_args(argv)
+    if args.runs and not os.path.exists(args.runs):  # before the notebook starts
+        parser.error(f"--runs {args.runs}: no such file or directory")
+    if not os.path.isfile(args.notebook):
+        parser.error(f"--notebook {args.notebook}: no such file")
     out = os.path.abspath(args.out)
     params = {
         "RUNS_PATH": os.path.abspath(args.runs) if args.runs else "",
