@@ -181,6 +181,22 @@ def test_skip_policy_drops_the_nan_update_and_continues(tmp_path):
     assert losses[7] is None and sum(v is None for v in losses) == 1
 
 
+def test_skipping_stops_the_run_once_optax_would_apply_a_non_finite_update(tmp_path):
+    """A learning rate that blows the parameters up after the first step: every later loss is
+    non-finite. `optax.apply_if_finite` skips `max_skipped` such updates in a row and applies
+    the next; the run stops there (it went on saying "its update was skipped")."""
+    config = smoke_config(few_buckets=True)
+    config.train.nan_policy = "skip"
+    config.train.max_skipped = 2
+    config.optimizer.learning_rate = 1e30
+    config.train.checkpoint_every = 0
+    with pytest.raises(FloatingPointError) as err:
+        train_and_evaluate(config, str(tmp_path))
+    assert "at step 4, 3 in a row: past train.max_skipped=2 the update is applied" in str(err.value)
+    losses = [r["loss"] for r in read_metrics(tmp_path) if "loss" in r]
+    assert len(losses) == 4 and np.isfinite(losses[0]) and all(v is None for v in losses[1:])
+
+
 def test_planted_bad_timings_leave_the_controller_decisions_unchanged(tmp_path):
     def run(name, bad):
         config = smoke_config(few_buckets=True)

@@ -202,6 +202,7 @@ class Runner:
         self.last_saved: int | None = None
         self.warm: tuple[float, int] | None = None  # (time, step) when compiling was over
         self.message = ""  # said after the run store and tracker are closed
+        self.skipped = 0  # non-finite losses in a row (nan_policy=skip)
 
     # -- what a mode provides --------------------------------------------------------------
     def advance(self, cstate, sizes) -> tuple[Any, np.ndarray]:
@@ -444,16 +445,32 @@ class Runner:
             if self.last_saved is not None
             else "none"
         )
-        if self.cfg.train.nan_policy == "skip":
+        limit = self.cfg.train.max_skipped
+        self.skipped = self.skipped + 1 if self.cfg.train.nan_policy == "skip" else 0
+        if 0 < self.skipped <= limit:
             log.say(
                 f"warning: non-finite loss {loss} at {self.unit} {step}; its update was skipped"
             )
             return
         self.pending.clear()  # the run stops at this step: no record after it is written
+        if self.skipped:  # optax.apply_if_finite applies the update past the limit
+            raise NonFiniteLoss(
+                f"non-finite loss ({loss}) at {self.unit} {step}, {self.skipped} in a row: "
+                f"past train.max_skipped={limit} the update is applied, so the run stops; last "
+                f"good checkpoint: {where}"
+            )
         raise NonFiniteLoss(
             f"non-finite loss ({loss}) at {self.unit} {step}; last good checkpoint: {where}. "
             f"Set train.nan_policy=skip to drop such updates and continue."
         )
+
+    def check_loss(self, log: RunLog, step: int, loss: float) -> None:
+        """A written record's loss: a finite one ends a run of skipped updates, a non-finite
+        one stops the run or is skipped (`nonfinite`)."""
+        if math.isfinite(loss):
+            self.skipped = 0
+        else:
+            self.nonfinite(log, step, loss)
 
     def written(self) -> int:
         """The last step (or update) whose train record is written (or, resumed, was written
@@ -558,8 +575,7 @@ class Loop(Runner):
                     "speeds": speeds,
                 }
             )
-            if not math.isfinite(loss):
-                self.nonfinite(log, done, loss)
+            self.check_loss(log, done, loss)
             self._last = (done, loss, sizes, rec["time"])
 
     def summary_extra(self) -> dict[str, Any]:
