@@ -172,8 +172,8 @@ def read_summary(workdir: str) -> dict | None:
 
 
 class NonFiniteLoss(FloatingPointError):
-    """A non-finite training loss under `train.nan_policy=stop`; the command line says it
-    in one line (main.py)."""
+    """A non-finite training loss that stops the run (`train.nan_policy=stop`, or past
+    `train.max_skipped` in a row under `skip`); the command line says it in one line."""
 
 
 class Runner:
