@@ -18,7 +18,7 @@ import os
 import sys
 
 from experiments.ablation import spec, table
-from experiments.ablation.runner import Runner, cell_command, is_complete
+from experiments.ablation.runner import Runner, cell_command, is_complete, stale_cells
 from omnilearn_jax.run import interrupt
 
 
@@ -79,6 +79,16 @@ def main(argv: list[str] | None = None) -> int:
         for cell in cells:
             print(" ".join(cell_command(ablation, cell, args.workdir)))
         return 0
+    stale = stale_cells(ablation, args.workdir)
+    if stale:
+        print(
+            f"ablate: {args.workdir} holds {len(stale)} complete cell(s) run with another "
+            f"command than this ablation gives them ({', '.join(stale[:3])}"
+            f"{', ...' if len(stale) > 3 else ''}; the first line of each cell's log.txt "
+            f"names its command); use a new --workdir, or delete those cells to rerun them",
+            file=sys.stderr,
+        )
+        return 2
     table.write_manifest(args.workdir, ablation.grid, cells)
     print(
         f"[ablate] {ablation.group}: {len(cells)} cells of {ablation.base} in {args.workdir}, "

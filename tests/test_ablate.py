@@ -94,6 +94,31 @@ def test_rerun_after_kill_finishes_only_the_missing_cells(resumed):
         assert log.count("training mlp") == 1
 
 
+def test_a_rerun_with_another_command_for_a_complete_cell_stops_before_running(
+    resumed, tmp_path, capsys
+):
+    """A changed ablation file (here: one cell's logged command) must not have its complete
+    cells skipped and reported as the new ablation's results (they were)."""
+    import shutil
+
+    workdir = str(tmp_path / "copy")
+    shutil.copytree(resumed[0], workdir)  # moved: its cells still resume
+    assert ablate.main([f"--config={SMOKE}", f"--workdir={workdir}"]) == 0
+    assert "4 of 4 cells already complete" in capsys.readouterr().out
+    name = spec.load(SMOKE).cells()[0].name
+    log = os.path.join(workdir, name, "log.txt")
+    text = read_text(log)
+    head, rest = text.split("\n", 1)
+    with open(log, "w") as f:
+        f.write(head + " --config.train.num_steps=5\n" + rest)
+    before = read_text(os.path.join(workdir, name, "summary.json"))
+    assert ablate.main([f"--config={SMOKE}", f"--workdir={workdir}"]) == 2
+    assert f"1 complete cell(s) run with another command than this ablation gives them ({name}" in (
+        capsys.readouterr().err
+    )
+    assert read_text(os.path.join(workdir, name, "summary.json")) == before
+
+
 def test_every_cell_has_an_offline_wandb_run_matching_its_metrics(resumed):
     from omnilearn_jax.run.runstore import read_metrics
     from omnilearn_jax.tracking import find_offline_runs, read_offline_history

@@ -16,7 +16,9 @@ its P processes share the slot's cores (they inherit the launcher's affinity), a
 max(1, cores // P) threads, so the cell as a whole asks for as many threads as it has cores.
 
 Resuming: a cell whose summary.json says status 'complete' is skipped; any other cell
-directory (a killed or failed run) is deleted and the cell rerun from scratch.
+directory (a killed or failed run) is deleted and the cell rerun from scratch. A complete
+cell whose log header names another command than this ablation gives it (`stale_cells`: the
+ablation file changed) stops the rerun before anything runs (experiments/ablate.py).
 """
 
 from __future__ import annotations
@@ -46,6 +48,30 @@ def is_complete(cell_dir: str) -> bool:
             return json.load(f).get("status") == "complete"
     except (OSError, ValueError):
         return False
+
+
+def stale_cells(ablation: Ablation, workdir: str) -> list[str]:
+    """The complete cells of `workdir` whose command (their log's header, the interpreter
+    and the cell's own folder aside, so a moved workdir still resumes) is not the one this
+    ablation gives them: another ablation's results, which a rerun would otherwise skip and
+    report as this one's."""
+
+    def args(command: list[str]) -> list[str]:
+        return [a for a in command[1:] if not a.startswith("--workdir=")]
+
+    stale = []
+    for cell in ablation.cells():
+        cell_dir = os.path.join(workdir, cell.name)
+        if not is_complete(cell_dir):
+            continue
+        try:
+            with open(os.path.join(cell_dir, "log.txt")) as f:
+                ran = args(f.readline().removeprefix("# ").split())
+        except OSError:
+            ran = []
+        if ran != args(cell_command(ablation, cell, workdir)):
+            stale.append(cell.name)
+    return stale
 
 
 def cell_command(ablation: Ablation, cell: Cell, workdir: str) -> list[str]:
