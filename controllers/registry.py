@@ -21,7 +21,8 @@ _CONFIG_ONLY_KEYS = ("name", "plugin")
 def register(name: str) -> Callable[[Factory], Factory]:
     """Decorator: `@register("mine")` over `def mine(*, b_min=..., ...) -> Controller`.
 
-    Arguments must be keyword-only so configs can pass them by name. Registering the same
+    Arguments must be keyword-only so configs can pass them by name, each with a default
+    (it becomes its config key's default). Registering the same
     function again (a re-imported plug-in) is allowed; a different one under a taken name is not.
     """
 
@@ -30,6 +31,9 @@ def register(name: str) -> Callable[[Factory], Factory]:
         positional = [p.name for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
         if positional:
             raise TypeError(f"controller {name!r}: arguments {positional} must be keyword-only")
+        bare = [p.name for p in params if p.default is inspect.Parameter.empty]
+        if bare:  # the config section takes every argument's default as its key's value
+            raise TypeError(f"controller {name!r}: arguments {bare} need a default value")
         old = _FACTORIES.get(name)
         if old is not None and _qualified(old) != _qualified(factory):
             raise ValueError(f"controller name {name!r} is already registered by {_qualified(old)}")

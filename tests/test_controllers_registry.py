@@ -153,3 +153,32 @@ def test_trainers_of_equal_configs_trace_the_decision_once(tmp_path, monkeypatch
     config.global_batch_size = 2 * b  # another batch: another program
     Trainer(config, str(tmp_path / "c")).warm_decisions(state, np.full(w, 2 * b // w))
     assert traced == [(w,), (w,)]
+
+
+def test_a_policy_argument_needs_a_default_and_one_shared_default(monkeypatch):
+    """An argument without a default could never be set (no config key holds it); a shared
+    argument with another default silently became the other policies' default too (a plug-in's
+    deadband=0.5 ran proportional at 0.5), or lost its own, by the order of the names."""
+    from controllers import registry
+    from omnilearn_jax.config import schema
+
+    with pytest.raises(TypeError, match=r"arguments \['shift'\] need a default value"):
+        controllers.register("test_no_default")(lambda *, shift, b_min=0, b_max=0: None)
+    assert "test_no_default" not in controllers.available()
+
+    def clash(*, deadband: float = 0.5, b_min: int = 0, b_max: int = 0):
+        return None
+
+    monkeypatch.setitem(registry._FACTORIES, "alpha_test", clash)  # sorts before `pi`
+    with pytest.raises(ValueError, match=r"'alpha_test' and 'pi' declare deadband=0.5"):
+        schema.controller_defaults()
+
+    def same(*, deadband: float = 0.1, b_min: int = 0, b_max: int = 0):
+        return None
+
+    monkeypatch.setitem(registry._FACTORIES, "alpha_test", same)
+    assert schema.controller_defaults()["deadband"] == 0.1
+    # `jump` is shared with other defaults and set by the schema: every config runs 0.25.
+    config = schema.base_config()
+    config.controller.name = "predictive"
+    assert registry._policy_arguments(config.controller)[1]["jump"] == 0.25

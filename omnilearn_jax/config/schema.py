@@ -12,17 +12,34 @@ import ml_collections
 import controllers
 from omnilearn_jax.cluster import cost_defaults, hetero_defaults
 
+# Arguments several policies share with different defaults, whose one value in a config
+# `base_config` sets itself (each policy's own default applies only to `controllers.make`).
+SET_BY_SCHEMA = ("b_min", "b_max", "jump")
+
 
 def controller_defaults() -> dict:
     """Every keyword argument of every registered controller, with its default.
 
     One section holds them all, so `--config.controller.name=pi --config.controller.ki=0.5`
-    works on any config; `controllers.make_from_config` passes each policy only its own.
+    works on any config; `controllers.make_from_config` passes each policy only its own. An
+    argument two policies declare with different defaults has one value there, so it is an
+    error (a plug-in's `deadband=0.5` had become proportional's default, or the other way
+    round, by the order of the names), unless `base_config` sets it (SET_BY_SCHEMA).
     """
     merged: dict = {}
+    owner: dict = {}
     for name in controllers.available():
         for arg, default in controllers.default_kwargs(name).items():
-            merged.setdefault(arg, tuple(default) if isinstance(default, list) else default)
+            value = tuple(default) if isinstance(default, list) else default
+            if arg in merged and merged[arg] != value and arg not in SET_BY_SCHEMA:
+                raise ValueError(
+                    f"controllers {owner[arg]!r} and {name!r} declare {arg}={merged[arg]!r} "
+                    f"and {arg}={value!r}: one config section holds every registered "
+                    f"policy's arguments, so a shared argument needs one default; give one "
+                    f"of them another name or the same default"
+                )
+            merged.setdefault(arg, value)
+            owner.setdefault(arg, name)
     return merged
 
 
@@ -155,6 +172,10 @@ def base_config() -> ml_collections.ConfigDict:
     # 0/0 = none (device capacity only); -1 = the paper's rule B/(2W) and 3B/W.
     c.controller.b_min = 0
     c.controller.b_max = 0
+    # One `jump` for pi, proportional and predictive: 0.25 (predictive's own default, 0.6,
+    # applies to `controllers.make("predictive")`; configs ran it at 0.25, which the held-out
+    # tuning also picks for it, benchmarks/controller_heldout.py).
+    c.controller.jump = 0.25
 
     c.hetero = ml_collections.ConfigDict(hetero_defaults())
     c.cost = ml_collections.ConfigDict(cost_defaults())
