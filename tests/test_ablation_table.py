@@ -61,3 +61,14 @@ def test_summary_says_when_accuracy_differs(tmp_path):
     (line,) = table.summary_lines(rows)
     assert line.endswith("final accuracy ranges from 0.900 to 0.950.")
     assert "proportional finishes 2.00x faster" in line
+
+
+def test_summary_names_a_controller_with_no_complete_cell(tmp_path):
+    """A controller whose every cell failed was counted among those whose accuracy agrees."""
+    workdir = _workdir(tmp_path, {"static": (2.0, 2.0), "broken": (1.0, 1.0)})
+    for seed in (0, 1):
+        summary = tmp_path / f"name-broken__seed-{seed}" / "summary.json"
+        summary.write_text(json.dumps({"status": "failed", "steps": 1}))
+    (line,) = table.summary_lines(table.build_table(workdir))
+    assert "the same for every controller with results (0.950)" in line
+    assert line.endswith("; no complete cell for broken.")

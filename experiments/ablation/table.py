@@ -204,6 +204,7 @@ def summary_lines(rows: list[dict]) -> list[str]:
 
 def _group_sentence(group: list[dict], others: list[str]) -> str:
     by_name = {r[CONTROLLER]: r for r in group if not math.isnan(r["total_time_mean"])}
+    missing = [str(r[CONTROLLER]) for r in group if r[CONTROLLER] not in by_name]
     label = ", ".join(f"{k.removesuffix('.name')} {_cell_text(group[0][k])}" for k in others)
     parts = []
     static = by_name.get("static")
@@ -235,8 +236,9 @@ def _group_sentence(group: list[dict], others: list[str]) -> str:
     if accuracy:
         low, high = min(accuracy), max(accuracy)
         if high - low < 5e-4:
+            every = "every controller with results" if missing else "every controller"
             parts.append(
-                f"final accuracy is the same for every controller ({high:.3f}), since a split "
+                f"final accuracy is the same for {every} ({high:.3f}), since a split "
                 f"changes how long a step takes, not the update"
             )
         else:
@@ -249,6 +251,8 @@ def _group_sentence(group: list[dict], others: list[str]) -> str:
             f"final perplexity (lower is better) ranges from {perplexity[best]:.3f} "
             f"({best}) to {perplexity[worst]:.3f} ({worst})"
         )
+    if missing:  # a controller whose every cell failed is named, not counted as agreeing
+        parts.append(f"no complete cell for {_and(missing)}")
     text = "; ".join(parts) + "." if parts else ""
     text = text[:1].upper() + text[1:]
     return f"{label}: {text}" if label and text else text

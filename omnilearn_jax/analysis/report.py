@@ -96,9 +96,11 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
         accuracy = rows["final_eval_accuracy_mean"].dropna()
         if len(accuracy):
             low, high = accuracy.min(), accuracy.max()
+            missing = list(rows[rows["final_eval_accuracy_mean"].isna()]["controller"])
             if high - low < 5e-4:
+                every = "every controller with results" if missing else "every controller"
                 lines.append(
-                    f"- {prefix}Final accuracy is the same for every controller "
+                    f"- {prefix}Final accuracy is the same for {every} "
                     f"({_fmt(high)}): the split changes how long a step takes, not the update."
                 )
             else:
