@@ -7,9 +7,11 @@ equal virtual time budget (accuracy at equal time, as in OmniLearn's async resul
 
 import ml_collections
 
+from omnilearn_jax.config.args import parse_arg
+
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
-    del arg
+    parse_arg(arg)  # no variants: reject any
     c = ml_collections.ConfigDict()
     c.base = "configs/paper_asp.py:runlocal,model=mlp,epochs=8"
     c.group = "async_controllers"

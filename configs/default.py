@@ -3,10 +3,12 @@
 Usage: python -m omnilearn_jax.main --config=configs/default.py --workdir=runs/default
 """
 
+from omnilearn_jax.config.args import parse_arg
 from omnilearn_jax.config.schema import base_config
 
 
 def get_config(arg: str = ""):
+    parse_arg(arg)  # no variants: reject any
     c = base_config()
     c.num_workers = 8
     c.global_batch_size = 128

@@ -1,9 +1,11 @@
 """A tiny, fast config for tests: an MLP on digits, a few steps, W&B off."""
 
+from omnilearn_jax.config.args import parse_arg
 from omnilearn_jax.config.schema import base_config
 
 
 def get_config(arg: str = ""):
+    parse_arg(arg)  # no variants: reject any
     c = base_config()
     c.num_workers = 8
     c.global_batch_size = 64

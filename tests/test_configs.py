@@ -277,3 +277,16 @@ def test_check_config_rejects_out_of_range_values(changes, message):
     with pytest.raises(ValueError, match=message) as info:
         check_config(c)
     assert "\n" not in str(info.value)
+
+
+def test_every_config_file_rejects_a_variant_it_does_not_take():
+    """configs/ablation_asp.py dropped its argument: `:seeds=1,hetro=hl8` ran all 18 cells."""
+    import importlib.util
+    import pathlib
+
+    for path in sorted(pathlib.Path(ROOT, "configs").glob("*.py")):
+        module_spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+        with pytest.raises(ValueError, match="unknown variant key 'no_such_key'"):
+            module.get_config("no_such_key=1")
