@@ -153,7 +153,10 @@ def _typed(value: Any) -> Any:
 
 def _lookup(name: str) -> Factory:
     if name not in _FACTORIES:
-        raise ValueError(f"unknown controller {name!r}; registered: {list(available())}")
+        raise ValueError(
+            f"unknown controller {name!r}; registered: {list(available())} (a plug-in's "
+            f"policy is registered by importing its module: --config.controller.plugin=MODULE)"
+        )
     return _FACTORIES[name]
 
 

@@ -121,3 +121,11 @@ def test_a_non_finite_loss_stops_the_command_with_one_line_and_status_1(tmp_path
     assert "train.nan_policy=skip" in line
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["steps"] >= 3
+
+
+def test_a_plug_in_policy_or_argument_without_its_module_says_how_to_load_it(tmp_path):
+    for extra in ("--config.controller.name=nudge", "--config.controller.shift=2"):
+        proc = main(tmp_path / "run", "--config=configs/smoke.py", extra)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        (line,) = proc.stderr.strip().splitlines()
+        assert "--config.controller.plugin=MODULE" in line, line

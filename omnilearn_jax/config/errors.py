@@ -75,7 +75,16 @@ def unknown_override(error: BaseException, argv: list[str], config=None) -> str 
         if not hint and match["close"]:
             fixed = ".".join(match["close"] if p == part else p for p in parts)
             hint = f" (did you mean {fixed!r}?)"
-        return f"unknown config key {key!r}{hint}; omnilearn_jax/config/schema.py lists every key"
+        plugin = (
+            "; a plug-in policy's argument needs its module first: --config.controller.plugin="
+            "MODULE"
+            if key.startswith("controller.") and not hint
+            else ""
+        )
+        return (
+            f"unknown config key {key!r}{hint}; omnilearn_jax/config/schema.py lists every "
+            f"key{plugin}"
+        )
     return f"unknown config key {part!r}"
 
 
