@@ -182,3 +182,34 @@ def test_a_policy_argument_needs_a_default_and_one_shared_default(monkeypatch):
     config = schema.base_config()
     config.controller.name = "predictive"
     assert registry._policy_arguments(config.controller)[1]["jump"] == 0.25
+
+
+def test_the_trainer_names_a_policy_whose_update_breaks_the_contract():
+    """A plug-in's update returning the sizes alone, W + 1 sizes, or a state whose dtype
+    changed failed deep in the allocation (or recompiled every step) without naming it."""
+    import jax
+    import jax.numpy as jnp
+
+    from omnilearn_jax.run.train import checked_update
+
+    policy = controllers.make("proportional")
+    state = policy.init(4, 128)
+    obs = controllers.Observation.make(0, np.full(4, 32, np.int32), np.ones(4, np.float32))
+    good = checked_update(policy.update, "proportional")
+    assert jax.eval_shape(good, state, obs)[0].shape == (4,)
+    broken = {
+        "update must return \\(sizes, state\\), got an array of shape \\(4,\\)": lambda s, o: (
+            o.batch_sizes
+        ),
+        "update.s sizes must have shape \\(4,\\) \\(one a worker\\), got \\(5,\\)": lambda s, o: (
+            jnp.ones(5, jnp.int32),
+            s,
+        ),
+        "update must return a state of its input's structure, shapes and dtypes": lambda s, o: (
+            o.batch_sizes,
+            jax.tree.map(lambda a: jnp.asarray(a, jnp.float32) + 0.5, s),
+        ),
+    }
+    for message, update in broken.items():
+        with pytest.raises(ValueError, match="controller 'mine': " + message):
+            jax.eval_shape(checked_update(update, "mine"), state, obs)

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
@@ -43,16 +44,66 @@ def allocation(global_batch: int):
     return jax.jit(lambda s, lo, hi: controllers.allocate(s, global_batch, lo, hi, literal=True))
 
 
+def checked_update(update, name: str):
+    """`update`, whose output is checked as it is traced: (sizes [W], a state of the input
+    state's structure, shapes and dtypes). A policy that breaks this failed deep inside the
+    allocation ("Incompatible types for broadcasting", "too many values to unpack"), or,
+    with a state whose dtype changed, compiled its decision anew at every step."""
+
+    def run(cstate, obs):
+        out = update(cstate, obs)
+        if not (isinstance(out, tuple) and len(out) == 2):
+            got = (
+                f"a tuple of {len(out)}"
+                if isinstance(out, tuple)
+                else f"an array of shape {jnp.shape(out)}"
+                if hasattr(out, "shape")
+                else type(out).__name__
+            )
+            raise ValueError(f"controller {name!r}: update must return (sizes, state), got {got}")
+        w = obs.batch_sizes.shape
+        if jnp.shape(out[0]) != w:
+            raise ValueError(
+                f"controller {name!r}: update's sizes must have shape {w} (one a worker), "
+                f"got {jnp.shape(out[0])}"
+            )
+        kind = lambda a: (jnp.shape(a), str(jnp.result_type(a)))  # noqa: E731
+        if jax.tree.structure(cstate) != jax.tree.structure(out[1]):
+            changed = ["its structure"]
+        else:
+            leaves = jax.tree.leaves(out[1])
+            pairs = zip(jax.tree_util.tree_leaves_with_path(cstate), leaves, strict=True)
+            changed = [
+                f"{jax.tree_util.keystr(path)} {kind(a)} -> {kind(b)}"
+                for (path, a), b in pairs
+                if kind(a) != kind(b)
+            ]
+        if changed:
+            raise ValueError(
+                f"controller {name!r}: update must return a state of its input's structure, "
+                f"shapes and dtypes (else the decision compiles again at every step); changed: "
+                + ", ".join(changed[:3])
+                + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+            )
+        return out
+
+    return run
+
+
 @functools.lru_cache(maxsize=64)
-def decision(controller: controllers.Controller, global_batch: int, device: jax.Device):
+def decision(
+    controller: controllers.Controller, global_batch: int, device: jax.Device, name: str = ""
+):
     """The controller's update and the allocation rule as one jitted dispatch on `device`
     (inputs and outputs placed there): (state, obs, lo, hi) -> (sizes, state). Placed by
     shardings rather than under `jax.default_device`, whose context a step entered for
     nothing else (`Trainer.next_sizes` 77 us against 84 us a step for the static controller
     of `benchmarks.report`'s paper job, 2026-12-05)."""
 
+    update = checked_update(controller.update, name)
+
     def decide(cstate, obs, lo, hi):
-        shares, cstate = controller.update(cstate, obs)
+        shares, cstate = update(cstate, obs)
         return controllers.allocate(shares, global_batch, lo, hi, literal=True), cstate
 
     there = jax.sharding.SingleDeviceSharding(device)
@@ -163,7 +214,7 @@ class Trainer:
         )
         self.timer.workers_per_device = r
         self.allocate = allocation(b)
-        self.decide = decision(self.controller, b, self.engine.host)
+        self.decide = decision(self.controller, b, self.engine.host, config.controller.name)
 
     def measured_cost(self, kept: dict) -> float:
         """The calibrated per-sample cost: the one `kept` from the start of the run being
