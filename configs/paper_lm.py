@@ -8,7 +8,8 @@ Variants (after ':', comma separated):
   mode=bsp|asp                      synchronous, or parameter-server async (as paper_asp.py)
   hetero=uniform|hl1|hl2|hl4|hl8    heterogeneity level (BSP or async core tables)
   controller=NAME                   any registered controller
-  steps=N                           BSP steps (async: the update cap is 4 W times this)
+  steps=N                           BSP steps, default 300 (8 with runlocal); async: the
+                                    update cap is 4 W times this
   budget=SECONDS                    async: stop at this virtual time (0: after the update cap)
   target=F                          perplexity for time_to_target (lower is better; 0 = none)
   runlocal                          a tiny model and corpus slice: runs in seconds on a CPU
@@ -30,7 +31,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
         mode="bsp",
         hetero="hl8",
         controller="proportional",
-        steps=300,
+        steps=0,  # 0: 300, or 8 with runlocal
         budget=0.0,
         target=0.0,
         runlocal=False,
@@ -51,7 +52,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     c.model.num_heads = 2 if a.runlocal else 4
     c.model.mlp_ratio = 4
 
-    steps = 8 if a.runlocal else a.steps
+    steps = a.steps or (8 if a.runlocal else 300)  # a given steps=N wins over runlocal's
     # Async counts updates, not steps: a generous cap (W updates a step, 4x), as paper_asp.
     c.train.num_steps = steps * (4 * c.num_workers if mode == "asp" else 1)
     c.train.eval_every = 4 if a.runlocal else 25

@@ -290,3 +290,17 @@ def test_every_config_file_rejects_a_variant_it_does_not_take():
         module_spec.loader.exec_module(module)
         with pytest.raises(ValueError, match="unknown variant key 'no_such_key'"):
             module.get_config("no_such_key=1")
+
+
+def test_paper_lm_takes_a_given_step_count_with_runlocal():
+    """`runlocal,steps=3` ran 8 steps: runlocal's own count replaced the one given."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "paper_lm", os.path.join(ROOT, "configs/paper_lm.py")
+    )
+    paper_lm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(paper_lm)
+    assert paper_lm.get_config("runlocal,steps=3").train.num_steps == 3
+    assert paper_lm.get_config("runlocal").train.num_steps == 8
+    assert paper_lm.get_config("").train.num_steps == 300
