@@ -1,7 +1,7 @@
 """Runs an ablation grid and prints its results table.
 
     python -m experiments.ablate --config=configs/ablation_default.py --workdir=runs/abl \
-        [--parallel 2] [--export_sweep sweep.yaml] [--dry_run]
+        [--parallel 2] [--export_sweep sweep.yaml] [--dry_run] [--set KEY=VALUE ...]
 
 Every cell runs `python -m omnilearn_jax.main` (through `omnilearn_jax.launch` when the
 ablation sets num_processes > 1) in its own process and DIR/<cell>/; a rerun
@@ -36,7 +36,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="wandb.mode of the exported sweep's runs (default online, so agents report)",
     )
     parser.add_argument("--dry_run", action="store_true", help="list the cells' commands")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config key every cell sets (repeatable), e.g. --set train.num_steps=20 for a "
+        "short trial of a shipped ablation; a grid key cannot be set",
+    )
     args = parser.parse_args(argv)
+    for item in args.set:
+        if "=" not in item or not item.partition("=")[0]:
+            parser.error(f"--set takes KEY=VALUE, got {item!r}")
     if not (args.export_sweep or args.workdir):
         parser.error("--workdir is required unless --export_sweep is given")
     if args.parallel < 1:
@@ -48,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         ablation = spec.load(args.config)
+        sets = {k: _literal(v) for k, v in (item.partition("=")[::2] for item in args.set)}
+        if clash := sorted(set(sets) & set(ablation.grid)):
+            raise ValueError(f"--set {clash[0]}: a grid key of this ablation cannot be set")
+        if sets:  # passed as the command line gives them; main.py checks each
+            ablation = dataclasses.replace(ablation, overrides={**ablation.overrides, **sets})
         base = spec.load_config_file(ablation.base, "_base")
         if "group" in base.wandb and "wandb.group" not in {**ablation.grid, **ablation.overrides}:
             # W&B groups the cells' runs under the ablation's name (when tracking is on).
@@ -115,6 +131,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[ablate] {len(failed)} cell(s) failed: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _literal(text: str):
+    """A --set value as Python reads it (20, 0.5, (1, 2), 'hl8'); true/false as booleans."""
+    import ast
+
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
 
 
 def _log(line: str) -> None:

@@ -297,3 +297,18 @@ def test_a_plugin_controllers_own_arguments_can_be_swept(tmp_path, monkeypatch):
     spec.check_cells(ablation)
     tilts = [spec.run_config(ablation, cell).controller.tilt for cell in ablation.cells()]
     assert tilts == [0.25, 0.5]
+
+
+def test_set_gives_every_cell_a_key_a_grid_key_cannot_be_set(tmp_path, capsys):
+    """A shipped ablation could not be shortened without copying its file."""
+    workdir = str(tmp_path / "w")
+    args = [f"--config={SMOKE}", f"--workdir={workdir}", "--dry_run"]
+    assert ablate.main([*args, "--set", "train.num_steps=3", "--set", "hetero.level=4"]) == 0
+    commands = capsys.readouterr().out.strip().splitlines()
+    assert len(commands) == 4
+    for command in commands:
+        words = command.split()
+        assert "--config.train.num_steps=3" in words and "--config.train.num_steps=6" not in words
+        assert "--config.hetero.level=4" in words
+    assert ablate.main([*args, "--set", "controller.name=pi"]) == 2
+    assert "--set controller.name: a grid key" in capsys.readouterr().err
