@@ -129,3 +129,15 @@ def test_a_plug_in_policy_or_argument_without_its_module_says_how_to_load_it(tmp
         assert proc.returncode == 2, proc.stderr[-2000:]
         (line,) = proc.stderr.strip().splitlines()
         assert "--config.controller.plugin=MODULE" in line, line
+
+
+def test_an_unknown_key_set_inside_a_config_file_gets_a_suggestion(tmp_path):
+    config = tmp_path / "mine.py"
+    config.write_text(
+        "from omnilearn_jax.config.schema import base_config\n\n\n"
+        "def get_config(arg=''):\n    c = base_config()\n    c.data.name = 'digits'\n    return c\n"
+    )
+    proc = main(tmp_path / "run", f"--config={config}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert line == "error: unknown config key 'data' (did you mean 'dataset'?)"

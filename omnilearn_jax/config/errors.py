@@ -85,7 +85,12 @@ def unknown_override(error: BaseException, argv: list[str], config=None) -> str 
             f"unknown config key {key!r}{hint}; omnilearn_jax/config/schema.py lists every "
             f"key{plugin}"
         )
-    return f"unknown config key {part!r}"
+    # Set inside a config file (no command-line key names it): the closest name of any
+    # section or key of the schema.
+    from omnilearn_jax.config.schema import base_config
+
+    names = {n for key in _dotted_keys(base_config()) for n in key.split(".")}
+    return f"unknown config key {part!r}{suggest(part, sorted(names))}"
 
 
 def _dotted_keys(config, prefix: str = "") -> list[str]:
