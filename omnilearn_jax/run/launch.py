@@ -9,9 +9,9 @@ line by line with a `[p<i>] ` prefix. If one process fails, the launcher stops t
 (SIGTERM, then SIGKILL after `--grace` seconds), names the one that failed first (not a
 peer the runtime aborted because of it), marks the run
 store's summary.json `status: failed` and exits non-zero; it exits 0 only if every process
-does. Ctrl-C, SIGTERM and SIGHUP reach the launcher alone (each process has a process group
-of its own); it sends each process one SIGINT, so the run stops as a signal stops it
-(`status: interrupted`), and exits 130, 143 or 129.
+does. A terminal's Ctrl-C or hang-up reaches the launcher alone (each process has a process
+group of its own); on Ctrl-C, SIGTERM or SIGHUP it sends each process one SIGINT, so the run
+stops as a signal stops it (`status: interrupted`), and exits 130, 143 or 129.
 
 `--cpu_quota=1.0,0.25` puts each process in a cgroup with that share of a core (a real
 heterogeneous cluster on one Linux machine) and `--cpus=0,1` pins them to cores; see
