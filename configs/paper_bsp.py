@@ -11,7 +11,9 @@ Variants (after ':', comma separated; see omnilearn_jax/config/args.py):
                                     (default: synthetic, or digits under runlocal)
   epochs=N                          run length in epochs (num_steps follows the batch size)
   target=F                          accuracy for time_to_target (0 = not reported)
-  runlocal                          shrink everything to run on a laptop CPU in seconds
+  runlocal                          shrink everything to run on a laptop CPU: seconds with
+                                    model=mlp or cnn; the default ResNet-18, narrowed, still
+                                    compiles for a minute or two
 
 Derived values are lazy references, never frozen numbers: `train.num_steps` is epochs times
 steps per epoch (dataset.num_train // global_batch_size, the trainer's own rule), evaluation is
