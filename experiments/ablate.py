@@ -19,6 +19,7 @@ import sys
 
 from experiments.ablation import spec, table
 from experiments.ablation.runner import Runner, cell_command, is_complete, stale_cells
+from omnilearn_jax.config.args import literal
 from omnilearn_jax.run import interrupt
 
 
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         ablation = spec.load(args.config)
-        sets = {k: _literal(v) for k, v in (item.partition("=")[::2] for item in args.set)}
+        sets = {k: literal(v) for k, v in (item.partition("=")[::2] for item in args.set)}
         if clash := sorted(set(sets) & set(ablation.grid)):
             raise ValueError(f"--set {clash[0]}: a grid key of this ablation cannot be set")
         if sets:  # passed as the command line gives them; main.py checks each
@@ -131,18 +132,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[ablate] {len(failed)} cell(s) failed: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
-
-
-def _literal(text: str):
-    """A --set value as Python reads it (20, 0.5, (1, 2), 'hl8'); true/false as booleans."""
-    import ast
-
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
 
 
 def _log(line: str) -> None:

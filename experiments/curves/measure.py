@@ -29,12 +29,9 @@ def load_config(spec: str):
 
 def set_value(config, key: str, value: str) -> None:
     """`--set a.b=VALUE`: VALUE read as a Python literal (a bare word stays a string)."""
-    import ast
+    from omnilearn_jax.config.args import literal
 
-    try:
-        parsed = ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        parsed = value
+    parsed = literal(value)
     *parents, leaf = key.split(".")
     for name in parents:
         config = config[name]

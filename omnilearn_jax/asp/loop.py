@@ -348,8 +348,7 @@ class AsyncLoop(Runner):
         for record in self.due(wait, lambda r: r["_loss"], upto):
             loss = float(np.asarray(record.pop("_loss")).sum()) / max(record["worker_batch"], 1)
             log.train({**record, "loss": loss})
-            self.check_loss(log, record["step"], loss)
-            self._last = (record["step"], loss, record["batch_sizes"], record["time"])
+            self.wrote(log, record["step"], loss, record["batch_sizes"], record["time"])
 
     def progress(self, log: RunLog, start: float, extra: str = "") -> None:
         stale = self.staleness_summary()["staleness_mean"]

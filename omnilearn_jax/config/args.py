@@ -25,6 +25,20 @@ def suggest(word: str, candidates: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def literal(text: str) -> Any:
+    """A `--set KEY=VALUE` value as Python reads it (20, 0.5, (1, 2), True), true/false as
+    booleans, and a bare word as itself ('hl8'): for tools that set config keys from text
+    without a default to type them (experiments.ablate, experiments.curves.measure)."""
+    import ast
+
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
 def _convert(key: str, text: str, default: Any, arg: str) -> Any:
     kind = type(default)
     if kind is bool:

@@ -75,16 +75,13 @@ def unknown_override(error: BaseException, argv: list[str], config=None) -> str 
         if not hint and match["close"]:
             fixed = ".".join(match["close"] if p == part else p for p in parts)
             hint = f" (did you mean {fixed!r}?)"
-        plugin = (
-            "; a plug-in policy's argument needs its module first: --config.controller.plugin="
-            "MODULE"
-            if key.startswith("controller.") and not hint
-            else ""
+        message = (
+            f"unknown config key {key!r}{hint}; omnilearn_jax/config/schema.py lists every key"
         )
-        return (
-            f"unknown config key {key!r}{hint}; omnilearn_jax/config/schema.py lists every "
-            f"key{plugin}"
-        )
+        if key.startswith("controller.") and not hint:
+            message += "; a plug-in policy's argument needs its module first: "
+            message += "--config.controller.plugin=MODULE"
+        return message
     # Set inside a config file (no command-line key names it): the closest name of any
     # section or key of the schema.
     from omnilearn_jax.config.schema import base_config

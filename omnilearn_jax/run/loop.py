@@ -446,14 +446,15 @@ class Runner:
             else "none"
         )
         limit = self.cfg.train.max_skipped
-        self.skipped = self.skipped + 1 if self.cfg.train.nan_policy == "skip" else 0
-        if 0 < self.skipped <= limit:
+        skip = self.cfg.train.nan_policy == "skip"
+        self.skipped += skip
+        if skip and self.skipped <= limit:
             log.say(
                 f"warning: non-finite loss {loss} at {self.unit} {step}; its update was skipped"
             )
             return
         self.pending.clear()  # the run stops at this step: no record after it is written
-        if self.skipped:  # optax.apply_if_finite applies the update past the limit
+        if skip:  # optax.apply_if_finite applies the update past the limit
             raise NonFiniteLoss(
                 f"non-finite loss ({loss}) at {self.unit} {step}, {self.skipped} in a row: "
                 f"past train.max_skipped={limit} the update is applied, so the run stops; last "
@@ -464,13 +465,15 @@ class Runner:
             f"Set train.nan_policy=skip to drop such updates and continue."
         )
 
-    def check_loss(self, log: RunLog, step: int, loss: float) -> None:
-        """A written record's loss: a finite one ends a run of skipped updates, a non-finite
-        one stops the run or is skipped (`nonfinite`)."""
+    def wrote(self, log: RunLog, step: int, loss: float, sizes, clock: float) -> None:
+        """After a train record is written: a finite loss ends a run of skipped updates, a
+        non-finite one stops the run or is skipped (`nonfinite`); the record is the one the
+        next progress line names."""
         if math.isfinite(loss):
             self.skipped = 0
         else:
             self.nonfinite(log, step, loss)
+        self._last = (step, loss, sizes, clock)
 
     def written(self) -> int:
         """The last step (or update) whose train record is written (or, resumed, was written
@@ -575,8 +578,7 @@ class Loop(Runner):
                     "speeds": speeds,
                 }
             )
-            self.check_loss(log, done, loss)
-            self._last = (done, loss, sizes, rec["time"])
+            self.wrote(log, done, loss, sizes, rec["time"])
 
     def summary_extra(self) -> dict[str, Any]:
         totals = self.t.timer.totals()

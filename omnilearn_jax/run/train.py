@@ -53,13 +53,8 @@ def checked_update(update, name: str):
     def run(cstate, obs):
         out = update(cstate, obs)
         if not (isinstance(out, tuple) and len(out) == 2):
-            got = (
-                f"a tuple of {len(out)}"
-                if isinstance(out, tuple)
-                else f"an array of shape {jnp.shape(out)}"
-                if hasattr(out, "shape")
-                else type(out).__name__
-            )
+            tuple_of = isinstance(out, tuple)
+            got = f"a tuple of {len(out)}" if tuple_of else f"an array of shape {np.shape(out)}"
             raise ValueError(f"controller {name!r}: update must return (sizes, state), got {got}")
         w = obs.batch_sizes.shape
         if jnp.shape(out[0]) != w:
