@@ -181,6 +181,30 @@ def test_skip_policy_drops_the_nan_update_and_continues(tmp_path):
     assert losses[7] is None and sum(v is None for v in losses) == 1
 
 
+def test_a_failure_inside_a_decision_writes_no_record_past_the_steps_counted(tmp_path, monkeypatch):
+    """A step's record is pending before its decision and `done` counts the step after it:
+    a signal there (the launched Ctrl-C test caught one, 1 run in ~10) wrote the record of a
+    step the summary did not count (metrics up to 21, `steps` 20)."""
+    calls = []
+    real = Trainer.next_sizes
+
+    def next_sizes(self, *args):
+        calls.append(1)
+        if len(calls) == 9:  # inside step 9's decision: its record is pending already
+            raise RuntimeError("planted failure inside a decision")
+        return real(self, *args)
+
+    monkeypatch.setattr(Trainer, "next_sizes", next_sizes)
+    config = smoke_config(few_buckets=True)
+    config.train.num_steps = config.train.eval_every = config.train.log_every = 20
+    config.train.checkpoint_every = 0
+    with pytest.raises(RuntimeError, match="planted failure inside a decision"):
+        train_and_evaluate(config, str(tmp_path))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["steps"] == 8
+    assert [r["step"] for r in read_metrics(tmp_path)] == list(range(1, 9))
+
+
 def test_skipping_stops_the_run_once_optax_would_apply_a_non_finite_update(tmp_path):
     """A learning rate that blows the parameters up after the first step: every later loss is
     non-finite. `optax.apply_if_finite` skips `max_skipped` such updates in a row and applies

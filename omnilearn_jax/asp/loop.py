@@ -344,6 +344,9 @@ class AsyncLoop(Runner):
         self.exec.warm_up(buckets.uniform_bucket(self.b, t.layout))
 
     # -- records -------------------------------------------------------------------------
+    def step_of(self, record) -> int:
+        return record["step"]
+
     def flush(self, log: RunLog, wait: bool = True, upto: int = 0) -> None:
         for record in self.due(wait, lambda r: r["_loss"], upto):
             loss = float(np.asarray(record.pop("_loss")).sum()) / max(record["worker_batch"], 1)

@@ -224,13 +224,17 @@ class Runner:
         step waits, a step or two, for its record (`run`); evaluations, checkpoints and the
         end write everything."""
         n = len(self.pending)
-        if upto:  # the pending records are the steps after the last written, in order
-            n = min(n, max(upto - self.written(), 0))
+        if upto:  # the pending records are in step order
+            n = sum(1 for r in self.pending if self.step_of(r) <= upto)
         if not wait:
             ready = (getattr(value(r), "is_ready", lambda: True)() for r in self.pending[:n])
             n = next((i for i, r in enumerate(ready) if not r), n)
         out, self.pending[:] = self.pending[:n], self.pending[n:]
         return out
+
+    def step_of(self, record) -> int:
+        """The step (or update) a pending record is of."""
+        raise NotImplementedError
 
     def clock_time(self) -> float:
         raise NotImplementedError
@@ -415,7 +419,10 @@ class Runner:
         error is the one reported: one raised here (a device that failed, a non-finite
         loss, which drops the records after it) leaves the rest unwritten."""
         with contextlib.suppress(Exception):  # the run's own error is already on its way
-            self.flush(log)
+            # Up to the last step counted: a signal may land after a step's record is
+            # pending and before `done` counts it (the summary says `done` steps).
+            if self.done:
+                self.flush(log, upto=self.done)
 
     def stopped(self, status: str, error: BaseException) -> dict[str, Any]:
         """The summary of a run that did not finish; `resume_step` is where a rerun starts."""
@@ -545,6 +552,9 @@ class Loop(Runner):
         ahead = t.timer.speeds(min(step + 1, self.cfg.train.num_steps - 1))
         sizes, cstate = t.next_sizes(cstate, t.observe(step, sizes, rec["worker_times"], ahead))
         return cstate, sizes
+
+    def step_of(self, record) -> int:
+        return record[0]
 
     def train_step(self, step: int, sizes, speeds):
         """Step `step` on the split `sizes`: (state, metrics, the timer's record)."""
