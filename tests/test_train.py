@@ -212,3 +212,21 @@ def test_a_periodic_flush_writes_only_the_computed_records_in_order():
     assert runner.written() == 7
     assert [r[0] for r in runner.due(True, lambda r: r[1], upto=7)] == []
     assert [r[0] for r in runner.due(True, lambda r: r[1])] == [8]
+
+
+def test_workers_sharing_a_device_keep_their_bounds_unless_the_capacity_binds():
+    """4 workers on 1 device (one GPU): b_max (3B/W = 48) stays each worker's bound, as on 4
+    devices; it was capacity // 4 = 16 = B/W, so no controller could move the split."""
+    from omnilearn_jax.run.train import worker_bounds
+
+    config = smoke_config()  # B = 64
+    config.num_workers, config.controller.b_min, config.controller.b_max = 4, -1, -1  # paper's
+    lo, hi, capacity = worker_bounds(config, per_device=4)
+    assert hi.tolist() == [48] * 4 and lo.tolist() == [8] * 4 and capacity == 64
+    lo, hi, capacity = worker_bounds(config, per_device=1)
+    assert hi.tolist() == [48] * 4 and capacity == 48
+    config.capacity = 40  # a device holds 40 rows: its 4 workers share them
+    assert worker_bounds(config, per_device=4)[1].tolist() == [10] * 4
+    assert worker_bounds(config, per_device=1)[1].tolist() == [40] * 4
+    config.capacity, config.controller.b_max = 40, 10  # 4 x 10 cannot overfill it
+    assert worker_bounds(config, per_device=4)[1].tolist() == [10] * 4

@@ -105,6 +105,26 @@ def decision(
     return jax.jit(decide, in_shardings=there, out_shardings=there)
 
 
+def worker_bounds(config: ml_collections.ConfigDict, per_device: int) -> tuple:
+    """(lo, hi, capacity): each worker's bounds and the rows one device may hold.
+
+    The framework's invariant: sum B, within [b_min, b_max] and within what a device holds.
+    A device's `per_device` workers share its capacity: where their bounds cannot overfill it
+    (capacity at least min(B, per_device * b_max), the default) each worker keeps b_max;
+    otherwise each gets capacity // per_device, which keeps every split within it."""
+    w, b = config.num_workers, config.global_batch_size
+    lo, hi = (
+        np.asarray(a)
+        for a in controllers.resolve_bounds(
+            w, b, config.controller.b_min, config.controller.b_max, xp=np
+        )
+    )
+    fill = min(b, per_device * int(hi.max()))  # the most rows a device's workers can hold
+    capacity = config.capacity or fill
+    share = capacity if fill <= capacity else capacity // per_device
+    return lo, np.minimum(hi, share), capacity
+
+
 class Trainer:
     """Everything a run needs, built from the config; `run()` executes the loop."""
 
@@ -122,16 +142,8 @@ class Trainer:
         w, b = config.num_workers, config.global_batch_size
         devices = select_devices(config.num_devices)
         r = w // len(devices)
-        lo, hi = (
-            np.asarray(a)
-            for a in controllers.resolve_bounds(
-                w, b, config.controller.b_min, config.controller.b_max, xp=np
-            )
-        )
-        capacity = config.capacity or min(b, r * int(hi.max()))
-        # The framework's invariant: sum B, within [b_min, b_max] and within what a device
-        # holds (a device's capacity is shared by its r workers).
-        self.bounds = (lo, np.minimum(hi, capacity // r))
+        lo, hi, capacity = worker_bounds(config, r)
+        self.bounds = (lo, hi)
         controllers.check_bounds(w, b, *self.bounds)
         checks.check_static_sizes(config, *self.bounds)
 
