@@ -186,6 +186,26 @@ def test_the_data_axis_keeps_the_order_of_the_placements_devices(monkeypatch):
         assert list(Placement(backend, devices).mesh.devices.flat) == devices
 
 
+def test_decisions_run_off_the_mesh_and_without_a_cpu_backend(monkeypatch):
+    """A CPU device outside the mesh takes the decisions; where JAX has no CPU backend
+    (JAX_PLATFORMS=cuda on a cluster; planted) the mesh's first device does, where building
+    the engine had raised "Unknown backend: 'cpu' requested"."""
+    from omnilearn_jax.engine.engine import decision_device
+
+    devices = jax.devices()
+    assert decision_device(devices[:4]) == devices[-1]
+    assert decision_device(devices) == devices[0]
+    real = jax.local_devices
+
+    def no_cpu(*args, backend=None, **kw):
+        if backend == "cpu":
+            raise RuntimeError("Unknown backend: 'cpu' requested, but no platforms are 'cpu'")
+        return real(*args, backend=backend, **kw)
+
+    monkeypatch.setattr(jax, "local_devices", no_cpu)
+    assert decision_device(devices[2:6]) == devices[2]
+
+
 def test_whole_fields_follow_the_mesh_rows_when_the_mesh_orders_devices_otherwise():
     """Row r of a whole array is the mesh's r-th device's block, also where the mesh orders
     the devices otherwise than the placement lists them (as a TPU mesh may): each block

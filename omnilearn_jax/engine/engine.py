@@ -67,13 +67,7 @@ class Engine:
         self._packed = Last()  # the last split's blocks and placed masks
         self._worker_blocks: dict[tuple[int, int], tuple] = {}  # (worker, rows) -> packed
         self._constants: dict[tuple, Any] = {}  # (where, values) -> placed
-        # Controller decisions run on a CPU device that holds no part of the mesh (on GPU/TPU
-        # any CPU device): they then never wait behind the train step queued on that device,
-        # so the host lays out the next batch while the step runs. When every CPU device is
-        # in the mesh (a CPU-only run using all devices) the first one has to serve.
-        cpus = jax.local_devices(backend="cpu")
-        free = [d for d in cpus if d not in set(devices)]
-        self.host = (free or cpus)[-1 if free else 0]
+        self.host = decision_device(devices)
 
     # -- state ---------------------------------------------------------------------------
     def replicate(self, tree):
@@ -252,3 +246,19 @@ class Engine:
                 self._constants.clear()
             self._constants[key] = jax.device_put(tuple(values), where)
         return self._constants[key]
+
+
+def decision_device(devices) -> Any:
+    """Where controller decisions run: a CPU device that holds no part of the mesh (on GPU/TPU
+    any CPU device), so they never wait behind the train step queued on that device and the
+    host lays out the next batch while the step runs. When every CPU device is in the mesh (a
+    CPU-only run using all devices) the first one has to serve; where JAX has no CPU backend
+    (`JAX_PLATFORMS=cuda` or `tpu`) this process's first device in the mesh does."""
+    try:
+        cpus = jax.local_devices(backend="cpu")
+    except RuntimeError:  # "Unknown backend: 'cpu' requested"
+        cpus = []
+    free = [d for d in cpus if d not in set(devices)]
+    if free or cpus:
+        return (free or cpus)[-1 if free else 0]
+    return next(d for d in devices if d.process_index == jax.process_index())
