@@ -89,7 +89,11 @@ def test_devices_are_ordered_by_process_then_id(monkeypatch):
     monkeypatch.setattr(jax, "devices", lambda: shuffled)
     got = [(d.process_index, d.id) for d in select_devices(0)]
     assert got == [(0, 1), (0, 3), (1, 0), (1, 2)]
-    assert [(d.process_index, d.id) for d in select_devices(3)] == [(0, 1), (0, 3), (1, 0)]
+    # each process gives an equal share of its own devices (the first two were both process
+    # 0's: process 1, with none in the mesh, crashed and process 0 waited on it)
+    assert [(d.process_index, d.id) for d in select_devices(2)] == [(0, 1), (1, 0)]
+    with pytest.raises(ValueError, match="num_devices=3 on 2 processes: each process gives"):
+        select_devices(3)
 
 
 def test_a_deferred_quota_group_is_joined_after_warm_up_and_before_the_barrier(
@@ -126,3 +130,20 @@ def test_a_deferred_quota_group_is_joined_after_warm_up_and_before_the_barrier(
     train_and_evaluate(config, str(tmp_path / "run"))
     assert seen == [("warm-up", ""), ("barrier", str(os.getpid()))]
     assert cgroups.ENV not in os.environ
+
+
+def test_a_device_count_the_processes_cannot_share_equally_stops_before_anything_runs():
+    """2 processes x 4 devices with num_devices=4 runs 2 a process; 3, or a device count
+    that leaves a worker count indivisible, is one line that says what to set."""
+    from omnilearn_jax.config import checks
+    from tests.test_train import smoke_config
+
+    config = smoke_config()  # 8 workers
+    config.num_devices = 4
+    checks.check_for_devices(config, 8, 2)
+    config.num_devices = 3
+    with pytest.raises(ValueError, match=r"num_devices=3 on 2 processes.* multiple of 2 up to 8"):
+        checks.check_for_devices(config, 8, 2)
+    config.num_devices, config.num_workers = 4, 6
+    with pytest.raises(ValueError, match="to a divisor of 6 that is a multiple of the 2 processes"):
+        checks.check_for_devices(config, 8, 2)

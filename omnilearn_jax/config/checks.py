@@ -191,11 +191,15 @@ def check_for_devices(
         raise ValueError(
             f"num_devices={num_devices} but only {num_available_devices} device(s) are available"
         )
+    if num_processes > 1 and config.num_devices:  # each process gives an equal share
+        mesh.check_process_share(num_devices, num_processes, num_available_devices // num_processes)
     if num_workers % num_devices:
+        divisor = f"a divisor of {num_workers}" + (
+            f" that is a multiple of the {num_processes} processes" if num_processes > 1 else ""
+        )
         raise ValueError(
             f"num_workers={num_workers} is not a multiple of the {num_devices} devices in use; "
-            f"set num_workers to a multiple of {num_devices} or num_devices to a divisor of "
-            f"{num_workers}"
+            f"set num_workers to a multiple of {num_devices} or num_devices to {divisor}"
         )
     _check_sizes_shape(config)
 

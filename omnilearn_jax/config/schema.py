@@ -80,7 +80,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.seed = 0
     c.num_workers = 8
     c.global_batch_size = 128
-    c.num_devices = 0  # devices to use; 0 = all (must divide num_workers)
+    c.num_devices = 0  # devices to use; 0 = all (must divide num_workers; an equal share a process)
     c.cpu_devices = 8  # CPU devices that main.py creates when the run is on CPU
     # Where CPU programs run: auto (in the calling thread only where that measured faster:
     # one core's quota of a larger mask, or one device a process of several unpinned;

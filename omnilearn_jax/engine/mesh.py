@@ -18,16 +18,38 @@ def check_backend(name: str) -> None:
 
 
 def select_devices(num_devices: int) -> list:
-    """The first `num_devices` devices (0: all of them), ordered by (process, id): each
-    process's devices are then contiguous on the data axis, which `Placement` needs
-    (`jax.devices()` alone does not promise it, on larger TPU slices for one)."""
+    """`num_devices` devices (0: all of them), ordered by (process, id): each process's devices
+    are then contiguous on the data axis, which `Placement` needs (`jax.devices()` alone does
+    not promise it, on larger TPU slices for one). With several processes each gives its first
+    `num_devices / processes` devices: a process with none in the mesh cannot take part."""
     devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
     if num_devices < 0 or num_devices > len(devices):
         raise ValueError(
             f"num_devices={num_devices} but {len(devices)} {devices[0].platform} device(s) "
             f"are available"
         )
-    return devices[: num_devices or len(devices)]
+    by_process: dict[int, list] = {}
+    for d in devices:
+        by_process.setdefault(d.process_index, []).append(d)
+    if not num_devices or len(by_process) == 1:
+        return devices[: num_devices or len(devices)]
+    each = check_process_share(
+        num_devices, len(by_process), min(len(v) for v in by_process.values())
+    )
+    return [d for mine in by_process.values() for d in mine[:each]]
+
+
+def check_process_share(num_devices: int, num_processes: int, fewest: int) -> int:
+    """Devices each process gives to a mesh of `num_devices` (`fewest`: the fewest devices a
+    process has); raises ValueError when the processes cannot give equal shares."""
+    each, extra = divmod(num_devices, num_processes)
+    if extra or not 1 <= each <= fewest:
+        raise ValueError(
+            f"num_devices={num_devices} on {num_processes} processes: each process gives the "
+            f"same number of its own devices, so set num_devices to a multiple of "
+            f"{num_processes} up to {num_processes * fewest} (or 0: all of them)"
+        )
+    return each
 
 
 class Placement:
