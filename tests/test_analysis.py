@@ -246,6 +246,38 @@ def test_table_agrees_with_the_ablation_runner(ablation, tmp_path):
         assert ours.loc[controller, "target_reached"] == row["target_reached"]
 
 
+def test_runs_that_differ_in_a_grid_key_are_not_averaged_as_seeds(ablation, tmp_path):
+    """Seed 0 of static and proportional, copied as two cells of `controller.b_min` (4, and
+    16 with times doubled): two rows a controller, one seed each, each cell's own speed-up.
+    The table had merged them into one row of 2 "seeds" with a speed-up no cell has."""
+    root = tmp_path / "bmin"
+    for b_min, scale in ((4, 1.0), (16, 2.0)):
+        for controller in ("static", "proportional"):
+            run = root / f"controller-{controller}__b_min-{b_min}"
+            source = f"controller-{controller}__seed-0"
+            shutil.copytree(
+                os.path.join(ablation, source),
+                run,
+                ignore=shutil.ignore_patterns("wandb", "checkpoints"),
+            )
+            config = json.loads((run / "config.json").read_text())
+            config["controller"]["b_min"] = b_min
+            (run / "config.json").write_text(json.dumps(config))
+            summary = json.loads((run / "summary.json").read_text())
+            summary["total_time"] *= scale if controller == "proportional" else 1.0
+            (run / "summary.json").write_text(json.dumps(summary))
+    summaries = analysis.load_runs(str(root), use_cache=False).summaries
+    assert analysis.group_columns(summaries) == ["controller", "controller.b_min"]
+    table = analysis.speedup_table(summaries).set_index(["controller", "controller.b_min"])
+    assert table["seeds"].tolist() == [1, 1, 1, 1]
+    files = run_files(ablation)
+    static, prop = (
+        files[f"controller-{c}__seed-0"][2]["total_time"] for c in ("static", "proportional")
+    )
+    assert table.loc[("proportional", 4), "speedup_vs_static"] == pytest.approx(static / prop)
+    assert table.loc[("proportional", 16), "speedup_vs_static"] == pytest.approx(static / prop / 2)
+
+
 def write_async_run(path, staleness):
     """A hand-made async run store: per-update records with `worker` and `staleness`."""
     os.makedirs(path)

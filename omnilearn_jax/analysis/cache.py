@@ -15,7 +15,7 @@ import warnings
 
 import pandas as pd
 
-VERSION = 1  # bump when the frame schema changes: old caches are then ignored
+VERSION = 2  # bump when the frame schema changes: old caches are then ignored
 FRAMES = ("steps", "workers", "summaries")
 
 

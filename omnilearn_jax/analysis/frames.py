@@ -15,6 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from omnilearn_jax.analysis import settings
+
 # Run-level columns, taken from the resolved config and repeated on every row so that a
 # `groupby('controller')` needs no join. (column, dotted config key)
 RUN_KEYS: tuple[tuple[str, str], ...] = (
@@ -141,7 +143,9 @@ def run_frames(
     ident = run_columns(name, config)
     steps = pd.DataFrame([{**ident, **r} for r in step_recs])
     workers = pd.DataFrame([{**ident, **r} for r in worker_recs])
-    summaries = pd.DataFrame([{**ident, **summary_row(summary, history_keys)}])
+    covered = {key for _, key in RUN_KEYS}
+    row = {**ident, settings.SETTINGS: settings.to_json(config, covered)}
+    summaries = pd.DataFrame([{**row, **summary_row(summary, history_keys)}])
     return steps, workers, summaries
 
 

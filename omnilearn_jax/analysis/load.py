@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from omnilearn_jax.analysis import cache, frames, sources
+from omnilearn_jax.analysis import cache, frames, settings, sources
 
 SOURCES = ("store", "wandb-offline")
 
@@ -125,6 +125,8 @@ def _load(
         cache.write(
             cache_dir, fingerprints, {"steps": steps, "workers": workers, "summaries": summaries}
         )
+    expanded = settings.expand({"steps": steps, "workers": workers, "summaries": summaries})
+    steps, workers, summaries = (expanded[name] for name in cache.FRAMES)
     workers = frames.add_idle_time(workers, steps)
     return Runs(steps, workers, summaries, source)
 

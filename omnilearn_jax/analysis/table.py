@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from omnilearn_jax.analysis import settings
 from omnilearn_jax.analysis.frames import RUN_COLUMNS
 
 STATS = (
@@ -27,11 +28,13 @@ REFERENCES = (("speedup_vs_static", "static"), ("efficiency_vs_oracle", "oracle"
 
 
 def group_columns(summaries: pd.DataFrame) -> list[str]:
-    """Run-level columns that vary across runs, except run and seed; always `controller`
+    """Run-level columns that vary across runs, except run and seed, then the config keys
+    that do (`settings.expand`: an ablation's grid keys beyond them); always `controller`
     (the tables and conclusions compare controllers, even when only one was run)."""
+    extra = sorted(c for c in summaries.columns if settings.is_setting(c))
     return [
         c
-        for c in RUN_COLUMNS
+        for c in (*RUN_COLUMNS, *extra)
         if c == "controller"
         or (c not in ("run", "seed") and summaries[c].nunique(dropna=False) > 1)
     ]
