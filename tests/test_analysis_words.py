@@ -73,6 +73,22 @@ def test_conclusions_read_as_sentences():
     assert "differs by 0" not in text and "1 of its speed" not in text
 
 
+def test_async_conclusions_compare_accuracy_not_speed():
+    """Async runs all stop at one time budget: their total times (budget plus overshoot) said
+    "`static` is the fastest" and "0.979x as fast ... wait at the barrier n/a"."""
+    runs = _runs({"static": 1.0, "proportional": 1.02})
+    runs.summaries["mode"] = "asp"
+    text = analysis.conclusions(analysis.speedup_table(runs.summaries), runs)
+    assert "- Asynchronous runs stop at a time budget: they are compared by accuracy" in text
+    assert "Final accuracy is the same for every controller (0.9)." in text
+    assert "fastest" not in text and "as fast" not in text and "barrier" not in text
+    bsp = _runs({"static": 1.0, "proportional": 1.02})
+    bsp.summaries["mode"] = "bsp"
+    assert "`static` is the fastest" in analysis.conclusions(
+        analysis.speedup_table(bsp.summaries), bsp
+    )
+
+
 def test_tied_lines_are_marked_and_drawn_differently():
     runs = _runs({"static": 4.0, "proportional": 2.0, "pi": 2.0})
     fig = analysis.plot_accuracy_vs_time(runs)

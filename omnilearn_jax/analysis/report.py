@@ -62,6 +62,15 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
     for values, rows in facets:
         where = ", ".join(f"{k}={v}" for k, v in zip(others, values, strict=True))
         prefix = f"**{where}**: " if where else ""
+        if _asynchronous(rows, runs):
+            # Every async run stops at the same time budget: its total time is the budget plus
+            # the last update's overshoot, and there is no barrier to wait at.
+            lines.append(
+                f"- {prefix}Asynchronous runs stop at a time budget: they are compared by "
+                f"accuracy at equal time, not by speed."
+            )
+            lines += _accuracy(rows, prefix, reason="")
+            continue
         best = rows["total_time_mean"].min()
         # Ties are common (uniform clusters, or a bound that binds for every policy).
         tied = list(rows[rows["total_time_mean"] <= best * (1 + 1e-9)]["controller"])
@@ -93,22 +102,7 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
                 f"- {prefix}{_names(closest)} {verb} closest to the oracle, which is told the "
                 f"speeds in advance: {_percent(top)} of its speed."
             )
-        accuracy = rows["final_eval_accuracy_mean"].dropna()
-        if len(accuracy):
-            low, high = accuracy.min(), accuracy.max()
-            missing = list(rows[rows["final_eval_accuracy_mean"].isna()]["controller"])
-            if high - low < 5e-4:
-                every = "every controller with results" if missing else "every controller"
-                lines.append(
-                    f"- {prefix}Final accuracy is the same for {every} "
-                    f"({_fmt(high)}): the split changes how long a step takes, not the update."
-                )
-            else:
-                at = rows.set_index("controller")["final_eval_accuracy_mean"]
-                lines.append(
-                    f"- {prefix}Final accuracy ranges from {_fmt(low)} (`{at.idxmin()}`) to "
-                    f"{_fmt(high)} (`{at.idxmax()}`)."
-                )
+        lines += _accuracy(rows, prefix, reason=SAME_UPDATE)
         perplexity = rows.set_index("controller").get("final_eval_perplexity_mean")
         if perplexity is not None and perplexity.notna().any():  # text runs: lower is better
             perplexity = perplexity.dropna()
@@ -129,6 +123,34 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
                 f"(max {int(rows['staleness_max'].max())})."
             )
     return "\n".join(lines) + "\n"
+
+
+SAME_UPDATE = ": the split changes how long a step takes, not the update"
+
+
+def _asynchronous(rows: pd.DataFrame, runs: Runs | None) -> bool:
+    """Whether a facet's runs are async (`mode` asp): from the table's `mode` column where
+    the mode varies, else from the runs."""
+    if "mode" in rows:
+        return bool(rows["mode"].eq("asp").all())
+    return runs is not None and bool(runs.summaries["mode"].eq("asp").all())
+
+
+def _accuracy(rows: pd.DataFrame, prefix: str, reason: str) -> list[str]:
+    """The final-accuracy sentence of a facet (`reason` follows a tie)."""
+    accuracy = rows["final_eval_accuracy_mean"].dropna()
+    if not len(accuracy):
+        return []
+    low, high = accuracy.min(), accuracy.max()
+    missing = list(rows[rows["final_eval_accuracy_mean"].isna()]["controller"])
+    if high - low < 5e-4:
+        every = "every controller with results" if missing else "every controller"
+        return [f"- {prefix}Final accuracy is the same for {every} ({_fmt(high)}){reason}."]
+    at = rows.set_index("controller")["final_eval_accuracy_mean"]
+    return [
+        f"- {prefix}Final accuracy ranges from {_fmt(low)} (`{at.idxmin()}`) to "
+        f"{_fmt(high)} (`{at.idxmax()}`)."
+    ]
 
 
 def save_figure(fig: Figure | None, out_dir: str, name: str) -> str:
