@@ -278,6 +278,23 @@ def test_runs_that_differ_in_a_grid_key_are_not_averaged_as_seeds(ablation, tmp_
     assert table.loc[("proportional", 16), "speedup_vs_static"] == pytest.approx(static / prop / 2)
 
 
+def test_a_resumed_runs_offline_summary_is_its_last_segments(monkeypatch):
+    """A run interrupted, then resumed, has two W&B offline segments; its summary is the
+    second's, as summary.json is rewritten: merged, the complete run kept the first's
+    `error: Interrupted: SIGTERM` and `resume_step`."""
+    from omnilearn_jax import tracking
+
+    summaries = {
+        "a": {"status": "interrupted", "error": "Interrupted: SIGTERM", "resume_step": 748},
+        "b": {"status": "complete", "steps": 3000},
+        "c": {},  # a segment that wrote no summary leaves the last one standing
+    }
+    monkeypatch.setattr(tracking, "read_offline_history", lambda d: [])
+    monkeypatch.setattr(tracking, "read_offline_config", lambda d: {"seed": 0})
+    monkeypatch.setattr(tracking, "read_offline_summary", lambda d: summaries[d])
+    assert sources.parse_offline_run(["a", "b", "c"]).summary == summaries["b"]
+
+
 def write_async_run(path, staleness):
     """A hand-made async run store: per-update records with `worker` and `staleness`."""
     os.makedirs(path)

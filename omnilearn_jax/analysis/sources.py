@@ -138,7 +138,9 @@ def parse_offline_run(run_dirs: list[str]) -> Parsed:
     for run_dir in run_dirs:
         rows += tracking.read_offline_history(run_dir)
         config = tracking.read_offline_config(run_dir) or config
-        summary.update(tracking.read_offline_summary(run_dir))
+        # The last segment's summary replaces an earlier one whole, as summary.json is
+        # rewritten: merged, a resumed run kept its interrupted segment's `error`.
+        summary = tracking.read_offline_summary(run_dir) or summary
     return Parsed(rows, config, summary)
 
 
