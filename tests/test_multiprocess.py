@@ -214,6 +214,7 @@ def test_launcher_arguments_and_environment(tmp_path):
     ]
     env = launch.child_env({"XLA_FLAGS": "--xla_force_host_platform_device_count=8 --xla_x=1"})
     assert env["XLA_FLAGS"] == "--xla_x=1" and env["PYTHONUNBUFFERED"] == "1"
+    assert env["JAX_PLATFORMS"] == "cpu"  # on a GPU host each process took every GPU
     assert "XLA_FLAGS" not in launch.child_env(
         {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
     )
@@ -378,6 +379,16 @@ def test_launcher_rejects_counts_below_their_least():
         assert err.value.code == 2
     with pytest.raises(SystemExit):
         launch.parse(["--num_processes=2", "--grace=-1", "--", "--config=c.py"])
+
+
+def test_launcher_refuses_a_gpu_platform(monkeypatch, capsys):
+    monkeypatch.setenv("JAX_PLATFORMS", "cuda")
+    with pytest.raises(SystemExit) as err:
+        launch.parse(["--num_processes=2", "--", "--config=c.py"])
+    assert err.value.code == 2
+    assert "JAX_PLATFORMS=cuda: the launcher runs its processes on CPU" in capsys.readouterr().err
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    assert launch.parse(["--num_processes=2", "--", "--config=c.py"])[0].num_processes == 2
 
 
 @pytest.mark.slow

@@ -69,8 +69,11 @@ def free_port() -> int:
 def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of one process: the caller's, minus the XLA flag that fixes the CPU
     device count (main.py sets the count from `cpu_devices`, and the two would disagree),
-    with unbuffered output so lines arrive as they are printed."""
+    on JAX's CPU backend (its devices are the `cpu_devices` the launcher counts: on a GPU
+    host every process would otherwise claim every GPU), with unbuffered output so lines
+    arrive as they are printed."""
     env = dict(os.environ if base is None else base)
+    env["JAX_PLATFORMS"] = "cpu"
     flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(_FORCE_DEVICES)]
     if flags:
         env["XLA_FLAGS"] = " ".join(flags)
@@ -409,6 +412,13 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         "compiling and warm-up, from the first step)",
     )
     args = parser.parse_args(argv[:cut])
+    platforms = os.environ.get("JAX_PLATFORMS", "cpu")
+    if platforms not in ("", "cpu"):
+        parser.error(
+            f"JAX_PLATFORMS={platforms}: the launcher runs its processes on CPU devices (each "
+            f"would claim every GPU); on GPUs start one process a GPU through your scheduler "
+            f"(docs/multihost.md, SLURM), or unset JAX_PLATFORMS"
+        )
     for name in ("num_processes", "devices_per_process", "port", "grace"):
         least = 1 if name == "num_processes" else 0
         if getattr(args, name) < least:
