@@ -73,6 +73,14 @@ else
 fi
 
 "$PY" -c 'import jax; print("jax", jax.__version__, jax.devices())'
+# A JAX the tests never ran on is measured all the same, but said so (requirements.txt's
+# range; engine/sharing.py then compiles each device's programs on its own).
+"$PY" -c 'import jax, sys
+from omnilearn_jax.engine.sharing import TESTED_JAX
+if not jax.__version__.startswith(TESTED_JAX):
+    tested = " ".join(v + "*" for v in TESTED_JAX)
+    print("gpu_check: jax", jax.__version__, "is not a version the tests ran on (" + tested
+          + "); measuring it anyway", file=sys.stderr)'
 mkdir -p "$RESULTS"
 ONLY=(--only="$GPU_BENCHMARKS")
 for arg in "$@"; do [[ $arg == --only=* ]] && ONLY=(); done
@@ -80,8 +88,9 @@ for arg in "$@"; do [[ $arg == --only=* ]] && ONLY=(); done
 PLATFORM=()
 [ "$WANT" = cpu ] && PLATFORM=(JAX_PLATFORMS=cpu)
 status=0
-env -u JAX_PLATFORMS "${PLATFORM[@]}" "$PY" -m benchmarks.report --out="$RESULTS" --doc="$DOC" \
-  "${ONLY[@]}" "$@" || status=$?
+# ${A[@]+"${A[@]}"}: an empty array under `set -u` (bash before 4.4 calls it unbound).
+env -u JAX_PLATFORMS ${PLATFORM[@]+"${PLATFORM[@]}"} "$PY" -m benchmarks.report --out="$RESULTS" \
+  --doc="$DOC" ${ONLY[@]+"${ONLY[@]}"} "$@" || status=$?
 if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then  # a device run: what comes back
   tar czf "$OUT/gpu_results.tgz" "$RESULTS" "$DOC"
   echo "gpu_check: packed $OUT/gpu_results.tgz"

@@ -17,7 +17,9 @@ TARGET_PY=${TARGET_PY:-3.12}
 WHEELS=(ml-collections==1.1.0)
 
 mkdir -p .whl
-grep -qxF '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >>.git/info/exclude
+EXCLUDE=$(git rev-parse --git-path info/exclude)  # .git is a file in a worktree
+mkdir -p "$(dirname "$EXCLUDE")"
+grep -qxF '/.whl/' "$EXCLUDE" 2>/dev/null || echo '/.whl/' >>"$EXCLUDE"
 "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --python-version "$TARGET_PY" \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
   -d .whl "${WHEELS[@]}"

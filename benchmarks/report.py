@@ -105,7 +105,10 @@ def paper_trainer(
     # One device a worker where there are enough (CPU: 8 fake devices), else share one.
     c.num_devices = next(d for d in (4, 2, 1) if d <= len(jax.devices()))
     c.train.num_steps = steps
-    c.capacity = capacity  # 0: the trainer's default, min(B, workers a device x b_max)
+    # `capacity` counts rows a worker's device holds; a device that holds r workers (fewer
+    # devices than workers: one GPU) holds r times as many, so the job stays feasible.
+    # 0: the trainer's default, min(B, workers a device x b_max).
+    c.capacity = capacity * (c.num_workers // c.num_devices)
     trainer = Trainer(c, workdir)
     if warm:
         trainer.compile_variants()  # every bucket program, as the loop does at warm-up

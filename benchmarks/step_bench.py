@@ -95,10 +95,10 @@ def compare_homogeneous(args, apply, params, tx, x, y) -> dict[str, float]:
     runners = {
         "homogeneous (plain jit)": plain,
         "blocks, uniform split": ours("uniform", placement.split(layout, uniform, x[:b], y[:b])),
-        "blocks, skewed split": ours(
-            "skewed", placement.split(layout, skewed_split(b, d), x[:b], y[:b])
-        ),
     }
+    if d > 1:  # on one device (one GPU) a skewed split is the uniform one
+        skewed = placement.split(layout, skewed_split(b, d), x[:b], y[:b])
+        runners["blocks, skewed split"] = ours("skewed", skewed)
     for name in ("plain", "uniform", "skewed"):
         holders[name] = fresh_state(placement, params, tx)
     for run in runners.values():  # compile and warm up
@@ -120,6 +120,9 @@ def compare_homogeneous(args, apply, params, tx, x, y) -> dict[str, float]:
 def per_device_times(args, apply, params, tx, x, y) -> dict:
     """Each device's compute time for the skewed split (median over repeats)."""
     d, b = len(jax.devices()), args.batch
+    if d < 2:  # one GPU: no device can hold more rows than another
+        print("\n2. per-device compute time: skipped, it needs 2 devices or more")
+        return {"skipped": f"{d} device: per-device times need 2 devices or more"}
     placement, steps, layout = block_steps(apply, params, tx, x, b)
     sizes = skewed_split(b, d)
     blocks = placement.split(layout, sizes, x[:b], y[:b])

@@ -35,6 +35,15 @@ def _step(r: dict) -> str:
         for name, s in r["step_seconds"].items()
     ]
     d = r["per_device"]
+    head = (
+        f"{r['model']} on inputs {tuple(r['input_shape'])}, global batch {r['global_batch']}, "
+        f"median of {r['repeats']} interleaved repeats, inputs already on the devices. Ratio = "
+        "plain homogeneous step time / this step's (goal >= 0.95 for the uniform split, which "
+        "runs as one fused program over the mesh).\n\n"
+        + md_table(["variant", "median step (ms)", "ratio"], rows)
+    )
+    if "skipped" in d:
+        return head + f"\nEach device's compute time against its rows: skipped ({d['skipped']}).\n"
     dev_rows = [
         [k, n, b, fmt(t * 1e3, 3)]
         for k, (n, b, t) in enumerate(
@@ -42,12 +51,7 @@ def _step(r: dict) -> str:
         )
     ]
     return (
-        f"{r['model']} on inputs {tuple(r['input_shape'])}, global batch {r['global_batch']}, "
-        f"median of {r['repeats']} interleaved repeats, inputs already on the devices. Ratio = "
-        "plain homogeneous step time / this step's (goal >= 0.95 for the uniform split, which "
-        "runs as one fused program over the mesh).\n\n"
-        + md_table(["variant", "median step (ms)", "ratio"], rows)
-        + "\nEach device's compute time (from its own launch until its sums are ready, the "
+        head + "\nEach device's compute time (from its own launch until its sums are ready, the "
         "wall clock's measurement) for a split where one device holds 25 times the rows of "
         "each other one: the busiest device takes "
         f"{fmt(d['ratio_busiest_to_others'], 3)}x the median of the others, for "
