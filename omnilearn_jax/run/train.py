@@ -130,7 +130,9 @@ class Trainer:
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: str):
         checks.check_config_types(config)  # unknown keys and wrong types first
-        checks.check_for_devices(config, len(jax.devices()), jax.process_count())
+        # An async run across processes keeps one device spare for decisions (cpu_devices).
+        available = len(jax.devices()) - int(distributed.async_across(config))
+        checks.check_for_devices(config, available, jax.process_count())
         controllers.load_plugin(config.controller.plugin)  # registers user controllers
         self.controller = schema.make_controller(config)  # persist by the clock
         self.config, self.workdir = config, workdir
@@ -140,7 +142,7 @@ class Trainer:
         # last split's blocks).
         self._checked, self._table = Last(), Last()
         w, b = config.num_workers, config.global_batch_size
-        devices = select_devices(config.num_devices)
+        devices = select_devices(config.num_devices or available)
         r = w // len(devices)
         lo, hi, capacity = worker_bounds(config, r)
         self.bounds = (lo, hi)
