@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for arm in ARMS:
         mean, half = interval(acc[arm])
-        stale = np.mean([r["staleness_mean_per_worker"] for r in results[arm]], axis=0)
+        per_run = [r["staleness_mean_per_worker"] for r in results[arm]]  # None: no update
+        stale = np.mean(np.array(per_run, dtype=float), axis=0)
         updates = np.mean([r["steps"] for r in results[arm]])
         lines.append(
             f"| {arm} | {mean:.4f} | [{mean - half:.4f}, {mean + half:.4f}] | "

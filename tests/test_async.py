@@ -33,16 +33,23 @@ def _max_diff(a, b):
     return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
 
 
-def test_bound_zero_equal_speeds_sgd_equals_bsp(tmp_path):
-    """W updates from one version with batch-share weights sum to one BSP step (plain SGD)."""
+def test_bound_zero_equal_speeds_sgd_equals_bsp(tmp_path, capsys):
+    """W updates from one version with batch-share weights sum to one BSP step (plain SGD).
+    The run's budget is never reached: the update cap stops it, and the run says so (it had
+    reported `complete` at a time short of the budget, silently)."""
     common = dict(num_workers=4, num_devices=4, optimizer__momentum=0.0, train__eval_every=100)
     common["bucket_ratio"] = FEW_BUCKETS
     bsp = _config(**common, train__num_steps=6)
     train_and_evaluate(bsp, str(tmp_path / "bsp"))
     asp = _config(**common, train__num_steps=24, mode="asp", asp__staleness_bound=0)
+    asp.asp.time_budget = 1e6
     summary = train_and_evaluate(asp, str(tmp_path / "asp"))
     assert _max_diff(_params(tmp_path / "bsp"), _params(tmp_path / "asp")) <= 1e-6
     assert summary["updates_per_worker"] == [6, 6, 6, 6]
+    assert summary["stopped_by"] == "num_steps" and summary["total_time"] < 1e6
+    said = capsys.readouterr().out
+    assert "warning: the run stopped at train.num_steps=24 updates, at " in said
+    assert "before asp.time_budget=1e+06s; raise train.num_steps" in said
     # Within a round the k-th applied update is k versions stale: 0, 1, 2, 3.
     stale = [r["staleness"] for r in read_metrics(tmp_path / "asp") if "staleness" in r]
     assert stale == [0, 1, 2, 3] * 6

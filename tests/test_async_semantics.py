@@ -39,6 +39,8 @@ def test_zero_row_workers_push_nothing(tmp_path):
         controller__sizes=(44, 20, 0, 0),
     )
     assert summary["updates_per_worker"] == [4, 8, 0, 0]
+    # Workers that applied nothing have no staleness (0.0 had read as perfectly fresh).
+    assert summary["staleness_mean_per_worker"] == [2.0, 3 / 8, None, None]
     assert [(r["worker"], r["staleness"]) for r in records] == [
         (1, 0), (1, 0), (0, 2), (1, 1), (1, 0), (0, 2),
         (1, 1), (1, 0), (0, 2), (1, 1), (1, 0), (0, 2),

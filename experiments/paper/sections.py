@@ -190,7 +190,7 @@ def async_section(doc: Doc, runs: list[G.Group], curve: str = "") -> dict[str, A
         spreads = [
             max(w) / min(w)
             for w in (s.get("staleness_mean_per_worker") for s in g.summaries)
-            if w and min(w) > 0
+            if w and None not in w and min(w) > 0  # None: a worker that applied nothing
         ]
         facts["spread"][(level, name)] = float(np.mean(spreads)) if spreads else math.nan
         ref = G.find(runs, controller__name="static", hetero__level=level)

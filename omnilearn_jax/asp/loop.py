@@ -362,14 +362,23 @@ class AsyncLoop(Runner):
         return {
             "staleness_mean": float(np.mean(every)) if every else 0.0,
             "staleness_max": int(max(every, default=0)),
-            "staleness_mean_per_worker": [float(np.mean(p)) if p else 0.0 for p in self.staleness],
+            # None for a worker that applied no update (0.0 read as perfectly fresh).
+            "staleness_mean_per_worker": [float(np.mean(p)) if p else None for p in self.staleness],
             "staleness_histogram": np.bincount(every, minlength=1).tolist() if every else [],
             "updates_per_worker": self.applied.tolist(),
         }
 
     def summary_extra(self) -> dict[str, Any]:
+        short = bool(self.budget) and self.now < self.budget  # the update cap came first
+        if short:  # said after the run store closes, before the closing line
+            self.message = (
+                f"warning: the run stopped at train.num_steps={self.num_steps} updates, at "
+                f"{self.now:.2f}s on the clock, before asp.time_budget={self.budget:g}s; "
+                f"raise train.num_steps to run to the budget"
+            )
         return {
             "time_budget": self.budget,
+            "stopped_by": "num_steps" if short or not self.budget else "time_budget",
             "mode": "asp",
             **self.staleness_summary(),
         }
