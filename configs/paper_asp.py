@@ -4,12 +4,13 @@
         --config=configs/paper_asp.py:hetero=hl8,controller=proportional,runlocal
 
 Same variants as configs/paper_bsp.py (hetero, controller, model, data, epochs, target,
-runlocal), plus `budget=SECONDS`: every run stops at the same virtual time, and the final
-accuracy at that budget is the result (OmniLearn reports accuracy at equal time for async).
-The HL levels use OmniLearn's async core tables (HL8 = 4/4/4/28). Updates are weighted by
-batch share (b_k / B), weight decay included (docs/async.md: W updates at staleness 0 are one
-BSP step); with no lower bound a worker may get 0 rows, and then it pushes nothing. The
-update count is capped at 4 W times the BSP step count.
+runlocal), plus `budget=SECONDS`: every run stops at the same virtual time (unless the update
+cap below comes first: the run then says so), and the final accuracy at that budget is the
+result (OmniLearn reports accuracy at equal time for async). The HL levels use OmniLearn's
+async core tables (HL8 = 4/4/4/28). Updates are weighted by batch share (b_k / B), weight decay
+included (docs/async.md: W updates at staleness 0 are one BSP step); with no lower bound a
+worker may get 0 rows, and then it pushes nothing. The update count is capped at 4 W times the
+BSP step count.
 """
 
 import ml_collections
@@ -19,14 +20,8 @@ from omnilearn_jax.config.args import parse_arg
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
-    own = {
-        k: v
-        for k, v in (p.split("=", 1) if "=" in p else (p, None) for p in arg.split(",") if p)
-        if k == "budget"
-    }
-    rest = ",".join(p for p in arg.split(",") if p and not p.startswith("budget="))
-    a = parse_arg(",".join(f"{k}={v}" for k, v in own.items()), budget=0.0)
-    c = paper_bsp.get_config(rest)
+    a = parse_arg(arg, **paper_bsp.VARIANTS, budget=0.0)
+    c = paper_bsp.build(a)
     c.mode = "asp"
     c.hetero.variant = "asp"
     c.controller.b_min = 0  # async workers run freely; bounds only as the user sets them
@@ -35,5 +30,5 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     c.optimizer.schedule = "constant"
     # Updates, not steps: a generous cap; the time budget ends the run.
     c.train.num_steps = c.train.num_steps * c.num_workers * 4
-    c.asp.time_budget = a.budget or (3.0 if "runlocal" in rest.split(",") else 60.0)
+    c.asp.time_budget = a.budget or (3.0 if a.runlocal else 60.0)
     return c

@@ -35,17 +35,19 @@ DATA = ("synthetic", "digits")
 DIGITS_TRAIN = 1797 - int(0.2 * 1797)  # data._digits keeps the rows after the test fraction
 
 
+# The variants and their defaults (configs/paper_asp.py and the cores config add their own).
+VARIANTS = dict(
+    hetero="hl8", controller="proportional", model="resnet18", data="", epochs=10, target=0.0,
+    runlocal=False,
+)  # fmt: skip
+
+
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
-    a = parse_arg(
-        arg,
-        hetero="hl8",
-        controller="proportional",
-        model="resnet18",
-        data="",
-        epochs=10,
-        target=0.0,
-        runlocal=False,
-    )
+    return build(parse_arg(arg, **VARIANTS))
+
+
+def build(a: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """The config of parsed variants `a` (VARIANTS' keys)."""
     c = base_config()
     c.num_workers = 4
     c.cpu_devices = 4  # on CPU one device a worker; on GPU/TPU all devices (4 on 1 is fine)

@@ -8,7 +8,7 @@ import pytest
 from absl import flags
 from ml_collections import config_flags
 
-from configs import ablation_default, ablation_smoke, default, paper_bsp, smoke
+from configs import ablation_default, ablation_smoke, default, paper_asp, paper_bsp, smoke
 from experiments.ablation import spec
 from omnilearn_jax.config.args import parse_arg
 from omnilearn_jax.config.checks import check_config, check_config_types
@@ -189,6 +189,10 @@ MALFORMED = [
     (
         lambda: paper_bsp.get_config("hetro=hl8"),
         r"unknown variant key 'hetro' in 'hetro=hl8' \(did you mean 'hetero'\?\); valid keys",
+    ),
+    (  # paper_asp's own key is listed too (it listed paper_bsp's alone)
+        lambda: paper_asp.get_config("runlocal,budgt=5"),
+        r"'budgt' .*\(did you mean 'budget'\?\); valid keys: budget, controller, data,",
     ),
     (lambda: paper_bsp.get_config("hetero=hl3"), r"unknown hetero 'hl3'.*valid values: uniform"),
     (lambda: paper_bsp.get_config("epochs=ten"), r"variant epochs='ten'.*expected int"),

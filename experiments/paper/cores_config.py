@@ -16,14 +16,10 @@ from configs import paper_bsp
 from experiments.paper.common import hl_cores
 from omnilearn_jax.config.args import parse_arg
 
-_OWN = ("level",)
-
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
-    parts = [p for p in arg.split(",") if p]
-    own = [p for p in parts if p.split("=", 1)[0] in _OWN]
-    a = parse_arg(",".join(own), level=8)
-    c = paper_bsp.get_config(",".join(p for p in parts if p not in own))
+    a = parse_arg(arg, **paper_bsp.VARIANTS, level=8)
+    c = paper_bsp.build(a)
     c.hetero.name = "cores"
     c.hetero.cores = hl_cores(int(a.level))
     c.controller.capacities = c.hetero.get_ref("cores")
