@@ -207,6 +207,11 @@ CASES = [
         "updates), got -1.0",
     ),
     ({"mode": "asp", "asp.time_budget": float("nan")}, "asp.time_budget must be >= 0 seconds"),
+    ({"mode": "asp", "asp.time_budget": float("inf")}, "asp.time_budget must be >= 0 seconds"),
+    (  # every update decided, as at 1
+        {"mode": "asp", "asp.controller_every": -1},
+        "asp.controller_every must be >= 0 updates (0 = W, about one a worker), got -1",
+    ),
     (
         {"mode": "asp", "asp.staleness_bound": -2},
         "asp.staleness_bound must be >= 0 or -1 (no bound: plain ASP), got -2",

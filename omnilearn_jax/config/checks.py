@@ -17,6 +17,7 @@ config lives here; the keys and their defaults are in omnilearn_jax/config/schem
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -301,10 +302,15 @@ def _check_asp(config, num_available_devices: int, num_processes: int) -> None:
             f"{config.num_workers + 1} (one a worker, one the server), or set it False"
         )
     budget, bound = config.asp.time_budget, config.asp.staleness_bound
-    if not budget >= 0:  # a negative budget ran no update and reported the run complete
+    if not 0 <= budget < math.inf:  # a negative budget ran no update and said `complete`
         raise ValueError(
             f"asp.time_budget must be >= 0 seconds (0 = no budget: stop after "
             f"train.num_steps updates), got {budget}"
+        )
+    if config.asp.controller_every < 0:  # every update decided, as at 1
+        raise ValueError(
+            f"asp.controller_every must be >= 0 updates (0 = W, about one a worker), got "
+            f"{config.asp.controller_every}"
         )
     if bound < -1:
         raise ValueError(
