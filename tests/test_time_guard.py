@@ -20,10 +20,12 @@ def test_a_second_far_off_reading_is_accepted_even_when_others_are_read_between(
     np.testing.assert_allclose(guard(4, [5.0, 0.0], [10, 0]), [5.0, 0.0])
 
 
-def test_a_single_spike_is_rejected_and_forgotten():
-    guard = TimeGuard(1, outlier_factor=10.0)
+def test_a_single_spike_is_rejected_and_forgotten(capsys):
+    guard = TimeGuard(1, outlier_factor=10.0, unit="update round")
     guard(0, [0.1], [10])
     np.testing.assert_allclose(guard(1, [100.0], [10]), [0.1])  # a spike
+    said = capsys.readouterr().err  # a plain number in seconds (was "np.float64(100.0)")
+    assert "warning: update round 1: rejected measured time 100.0s of worker 0 (batch 10)" in said
     np.testing.assert_allclose(guard(2, [0.12], [10]), [0.12])  # back to normal
     # A new spike: rejected again, charged the median of the accepted rates (0.01, 0.012).
     np.testing.assert_allclose(guard(3, [100.0], [10]), [0.11])

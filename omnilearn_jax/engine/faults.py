@@ -79,10 +79,11 @@ def row_medians(a: np.ndarray) -> np.ndarray:
 
 
 class TimeGuard:
-    def __init__(self, num_workers: int, outlier_factor: float = 10.0):
+    def __init__(self, num_workers: int, outlier_factor: float = 10.0, unit: str = "step"):
         if outlier_factor <= 1:
             raise ValueError(f"train.outlier_factor must be > 1, got {outlier_factor}")
         self.factor = outlier_factor
+        self.unit = unit  # what `step` counts, in the warning (async: rounds of W updates)
         self.per_sample = np.full(num_workers, np.nan)  # the reference, per worker
         self.recent = np.full((num_workers, MEMORY), np.nan)  # accepted, newest last
         self.suspect = np.zeros(num_workers, bool)  # last reading was an outlier
@@ -124,8 +125,9 @@ class TimeGuard:
         for k in np.flatnonzero(bad):
             fallback = self.per_sample[k] * sizes[k]
             print(
-                f"warning: step {step}: rejected measured time {times[k]!r} of worker {k} "
-                f"(batch {int(sizes[k])}); using {fallback:.6g}s from its recent good readings",
+                f"warning: {self.unit} {step}: rejected measured time {float(times[k])!r}s of "
+                f"worker {k} (batch {int(sizes[k])}); using {fallback:.6g}s from its recent good "
+                f"readings",
                 file=sys.stderr,
                 flush=True,
             )

@@ -53,7 +53,8 @@ class Timer:
         self.comm_time = cost.allreduce_time(param_bytes, w) if w > 1 else 0.0
         self.global_batch = config.global_batch_size
         self.faults = faults
-        self.guard = TimeGuard(w, config.train.outlier_factor)
+        unit = "update round" if config.mode == "asp" else "step"  # async: W updates a round
+        self.guard = TimeGuard(w, config.train.outlier_factor, unit)
 
     def accept(self, step: int, times: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """Measured (or modelled) times after planted faults and the guard."""
