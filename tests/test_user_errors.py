@@ -64,6 +64,11 @@ CASES = [
         "asp.time_budget must be >= 0 seconds (0 = no budget: stop after train.num_steps "
         "updates), got -1.0",
     ),
+    (  # a 30-line AttributeError traceback ("'distributed'") before
+        ["--config=configs/ablation_smoke.py"],
+        "configs/ablation_smoke.py is an ablation (it has base and grid): run it with python -m "
+        "experiments.ablate",
+    ),
 ]
 
 
@@ -76,6 +81,15 @@ def test_a_user_error_is_one_line_on_stderr_with_status_2(tmp_path, args, messag
     assert lines[0].startswith("error: ") and message in lines[0], lines[0]
     assert "\\n" not in lines[0]  # no escaped newline from a KeyError's repr
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_a_config_that_is_not_a_training_config_is_one_line(tmp_path):
+    path = tmp_path / "other.py"
+    path.write_text("import ml_collections\n\ndef get_config():\n"
+                    "    return ml_collections.ConfigDict({'x': 1})\n")  # fmt: skip
+    proc = main(tmp_path / "run", f"--config={path}")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "the config has no distributed, model, train, controller: a training" in proc.stderr
 
 
 def test_verbose_shows_the_traceback(tmp_path):

@@ -77,9 +77,27 @@ def parse_flags(argv: list[str]) -> list[str]:
         raise errors.UserError(message or errors.one_line(e)) from e
 
 
+def check_is_training_config(config) -> None:
+    """A config file of another kind (an ablation's, with `base` and `grid`) is one line,
+    not an AttributeError on the first section the run reads."""
+    if "grid" in config and "base" in config:
+        raise errors.UserError(
+            f"{flags.FLAGS['config'].serialize().split('=', 1)[-1]} is an ablation (it has "
+            f"base and grid): run it with python -m experiments.ablate --config=FILE "
+            f"--workdir=DIR (docs/ablations.md)"
+        )
+    missing = [k for k in ("distributed", "model", "train", "controller") if k not in config]
+    if missing:
+        raise errors.UserError(
+            f"the config has no {', '.join(missing)}: a training config starts from "
+            f"omnilearn_jax.config.schema.base_config() (see configs/default.py)"
+        )
+
+
 def main(argv):
     del argv
     config = _CONFIG.value
+    check_is_training_config(config)
     # The first line comes at once: building the model and compiling take a while. The
     # processes of a launched run other than process 0 print nothing of their own but errors.
     if config.distributed.process_id <= 0:
