@@ -5,7 +5,7 @@ import json
 from experiments.ablation import table
 
 
-def _workdir(tmp_path, times: dict[str, tuple[float, float]], accuracy: float = 0.95):
+def _workdir(tmp_path, times: dict[str, tuple[float, float]], accuracy: float = 0.95, **extra):
     cells = []
     for controller, per_seed in times.items():
         for seed, total in enumerate(per_seed):
@@ -19,6 +19,7 @@ def _workdir(tmp_path, times: dict[str, tuple[float, float]], accuracy: float = 
                 "final_eval_accuracy": accuracy,
                 "time_to_target": total / 2,
                 "steps": 10,
+                **extra,
             }
             (cell / "summary.json").write_text(json.dumps(summary))
             (cell / "config.json").write_text(json.dumps({"clock": "virtual"}))
@@ -52,6 +53,19 @@ def test_markdown_has_units_and_a_summary_line(tmp_path):
     )
     assert [r["controller.name"] for r in rows] == list(times)  # the CSV keeps its columns
     assert "total_time_mean" in (tmp_path / "results.csv").read_text().splitlines()[0]
+
+
+def test_async_cells_are_compared_by_accuracy_not_by_their_budgets_overshoot(tmp_path):
+    """Every async cell stops at its time budget (3 s plus the last update's overshoot): the
+    table gave "proportional finishes 1.01x faster" from those times."""
+    times = {"static": (3.02, 3.02), "proportional": (3.0, 3.0), "oracle": (3.01, 3.01)}
+    rows = table.build_table(_workdir(tmp_path, times, mode="asp"))
+    assert all(r["speedup_vs_static"] != r["speedup_vs_static"] for r in rows)  # NaN
+    assert all(r["efficiency_vs_oracle"] != r["efficiency_vs_oracle"] for r in rows)
+    assert table.summary_lines(rows) == [
+        "Asynchronous runs stop at a time budget, so they are compared by accuracy at equal "
+        "time, not by speed; final accuracy is the same for every controller (0.950)."
+    ]
 
 
 def test_summary_says_when_accuracy_differs(tmp_path):

@@ -91,6 +91,9 @@ def build_table(workdir: str) -> list[dict[str, Any]]:
             row[f"{stat}_mean"], row[f"{stat}_std"] = _mean_std(values)
         reached = sum(s.get("time_to_target") is not None for s in summaries)
         row["target_reached"] = f"{reached}/{len(summaries)}"
+        # Async cells stop at a time budget: their total time is that budget plus the last
+        # update's overshoot, so they are compared by accuracy, not by speed.
+        row["asynchronous"] = bool(summaries) and all(s.get("mode") == "asp" for s in summaries)
         rows.append(row)
     _add_ratios(rows, group_keys)
     return rows
@@ -109,7 +112,8 @@ def _add_ratios(rows: list[dict], group_keys: list[str]) -> None:
             ("efficiency_vs_oracle", "oracle"),
         ):
             ref = by_key.get((reference, rest), math.nan) if CONTROLLER in group_keys else math.nan
-            row[column] = ref / mine if mine and not math.isnan(mine) else math.nan
+            timed = mine and not math.isnan(mine) and not row["asynchronous"]
+            row[column] = ref / mine if timed else math.nan
 
 
 def _cell_text(value: Any, digits: int = 4) -> str:
@@ -211,6 +215,14 @@ def _group_sentence(group: list[dict], others: list[str]) -> str:
     moving = sorted(
         (r for n, r in by_name.items() if n != "static"), key=lambda r: r["total_time_mean"]
     )
+    asynchronous = bool(by_name) and all(r["asynchronous"] for r in by_name.values())
+    if asynchronous:
+        parts.append(
+            "asynchronous runs stop at a time budget, so they are compared by accuracy at "
+            "equal time, not by speed"
+        )
+        static = None  # no speed-up, no share of the oracle's speed
+        moving = []
     if static and moving:
         first, *rest = moving
         faster = f"{first[CONTROLLER]} finishes {first['speedup_vs_static']:.2f}x faster"
@@ -237,10 +249,12 @@ def _group_sentence(group: list[dict], others: list[str]) -> str:
         low, high = min(accuracy), max(accuracy)
         if high - low < 5e-4:
             every = "every controller with results" if missing else "every controller"
-            parts.append(
-                f"final accuracy is the same for {every} ({high:.3f}), since a split "
-                f"changes how long a step takes, not the update"
+            reason = (
+                ""
+                if asynchronous
+                else (", since a split changes how long a step takes, not the update")
             )
+            parts.append(f"final accuracy is the same for {every} ({high:.3f}){reason}")
         else:
             parts.append(f"final accuracy ranges from {low:.3f} to {high:.3f}")
     perplexity = {n: r["final_eval_perplexity_mean"] for n, r in by_name.items()}
