@@ -234,6 +234,17 @@ def test_launcher_arguments_and_environment(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps({"status": "running", "steps": 0}))
     launch.mark_failed(str(tmp_path), {"error": "launcher's"}, status="interrupted")
     assert json.loads((tmp_path / "summary.json").read_text())["status"] == "interrupted"
+    # Process 0 wrote only its "running" start: the files say where the run got (it said
+    # steps 0 and no checkpoint after 200 updates and a checkpoint at 200).
+    (tmp_path / "summary.json").write_text(json.dumps({"status": "running", "steps": 0}))
+    records = [{"step": s, "loss": 1.0} for s in range(1, 201)] + [{"step": 200, "eval_loss": 1}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    for name in ("100", "200", "300.orbax-checkpoint-tmp-1"):  # 300: still being written
+        (tmp_path / "checkpoints" / name).mkdir(parents=True)
+    launch.mark_failed(str(tmp_path), {"error": "process 1 of 2 was killed by SIGKILL"})
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["steps"] == 200
+    assert summary["last_checkpoint"] == summary["resume_step"] == 200
     assert [launch.interrupted(c) for c in (130, 143, -2, -15, 1, 2, -9, -6)] == [True] * 4 + [
         False
     ] * 4

@@ -15,13 +15,13 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
+from omnilearn_jax.run.runstore import last_checkpoint_step
+
 
 def has_checkpoint(workdir: str) -> bool:
-    """Whether `workdir` holds a whole checkpoint (orbax names a finished step's directory by
-    its number; a step still being written carries a temporary suffix). Reads only the
-    directory, so any process may ask it without a collective."""
-    directory = os.path.join(workdir, "checkpoints")
-    return os.path.isdir(directory) and any(n.isdigit() for n in os.listdir(directory))
+    """Whether `workdir` holds a whole checkpoint (runstore.last_checkpoint_step). Reads only
+    the directory, so any process may ask it without a collective."""
+    return last_checkpoint_step(workdir) is not None
 
 
 class Checkpointer:

@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 
 from omnilearn_jax.config.errors import EXIT_USER_ERROR
 from omnilearn_jax.run import cgroups, cpu_limit
-from omnilearn_jax.run.runstore import RunStore
+from omnilearn_jax.run.runstore import RunStore, last_checkpoint_step, read_metrics
 
 _FORCE_DEVICES = "--xla_force_host_platform_device_count"
 _POLL_SECONDS = 0.1
@@ -197,9 +197,21 @@ def mark_failed(workdir: str, details: dict, status: str = "failed") -> None:
     if summary.get("status") == "complete" or summary.get("status") == status == "interrupted":
         return  # process 0 said it was interrupted, with its step and checkpoint
     summary.update(status=status, **{k: v for k, v in details.items() if k not in summary})
+    summary.update(progress_on_disk(workdir))  # process 0 may have written only "running"
     store = RunStore(workdir, append=True)  # append: never truncate the metrics written
     store.write_summary(summary)
     store.close()
+
+
+def progress_on_disk(workdir: str) -> dict:
+    """What a run's files say it reached: the last step (or update) with a train record, and
+    the newest whole checkpoint, from which a rerun resumes (nothing without metrics)."""
+    path = os.path.join(workdir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return {}
+    steps = [r["step"] for r in read_metrics(workdir) if "loss" in r]
+    last = last_checkpoint_step(workdir)
+    return {"steps": max(steps, default=0), "last_checkpoint": last, "resume_step": last or 0}
 
 
 def root_cause(ends: list[tuple[float, int, int]], settle: float = _SETTLE_SECONDS) -> int | None:

@@ -91,6 +91,15 @@ def write_measured(workdir: str, values: Mapping[str, Any]) -> None:
     _write_json(os.path.join(workdir, MEASURED_FILE), values)
 
 
+def last_checkpoint_step(workdir: str) -> int | None:
+    """The step of the newest whole checkpoint in WORKDIR/checkpoints (None: none). Orbax
+    names a finished step's directory by its number; one still being written carries a
+    temporary suffix. Reads only the directory (no JAX, no collective)."""
+    directory = os.path.join(workdir, "checkpoints")
+    names = os.listdir(directory) if os.path.isdir(directory) else []
+    return max((int(n) for n in names if n.isdigit()), default=None)
+
+
 def read_metrics(workdir: str) -> list[dict]:
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
         return [json.loads(line) for line in f if line.strip()]
