@@ -190,3 +190,21 @@ def test_on_the_wall_clock_the_server_applies_pushes_as_they_arrive(tmp_path):
     assert len(records) == 60 and times == sorted(times)  # arrival order, one clock
     # the clock is real seconds: the last update lands at the end of the steps' wall time
     assert 0.9 * summary["steps_wall_time"] < times[-1] <= summary["steps_wall_time"]
+
+
+def test_the_connection_key_is_the_runs_secret_and_a_bare_remote_address_is_warned(capsys):
+    """Messages are pickles, so the key is what keeps others out: the launcher's secret
+    (KEY_ENV, drawn a launch) where set; the address alone (no secret) was the key before."""
+    from omnilearn_jax.asp.remote import address
+    from omnilearn_jax.run.launch import KEY_ENV
+
+    config = smoke_config()
+    config.distributed.coordinator_address = "10.0.0.5:4000"
+    assert address(config, {KEY_ENV: "s3cret"}) == (("10.0.0.5", 4000), b"s3cret")
+    assert capsys.readouterr().err == ""
+    assert address(config, {}) == (("10.0.0.5", 4000), b"10.0.0.5:4000")
+    assert f"warning: {KEY_ENV} is not set: the async run's socket at 10.0.0.5:4000" in (
+        capsys.readouterr().err
+    )
+    config.distributed.coordinator_address = "127.0.0.1:4000"  # this machine: no warning
+    assert address(config, {})[1] == b"127.0.0.1:4000" and capsys.readouterr().err == ""

@@ -33,7 +33,9 @@ test_async_remote.py).
 
 from __future__ import annotations
 
+import os
 import queue
+import sys
 import tempfile
 import threading
 import time
@@ -45,16 +47,29 @@ import numpy as np
 
 from omnilearn_jax.asp.eager import EagerServer
 from omnilearn_jax.run.distributed import first_remote, worker_index
+from omnilearn_jax.run.launch import KEY_ENV
 
 CONNECT_SECONDS = 600.0  # how long a worker keeps trying to reach the server
 
 
-def address(config) -> tuple[tuple[str, int], bytes]:
+def address(config, environ=None) -> tuple[tuple[str, int], bytes]:
     """The server's socket address (the coordinator address the launcher passes) and the
-    connection's key (the address itself: it keeps runs on one machine apart, no secret)."""
+    connection's key: the secret in `KEY_ENV`, which the launcher draws for each run and
+    processes on several hosts must share (the messages are pickles: whoever holds the key
+    can run code in process 0); without it the address itself, which keeps runs on one
+    machine apart but is no secret (a warning says so for an address off this machine)."""
+    environ = os.environ if environ is None else environ
     where = str(config.distributed.coordinator_address)
     host, port = where.rsplit(":", 1)
-    return (host, int(port)), where.encode()
+    secret = environ.get(KEY_ENV, "")
+    if not secret and host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"warning: {KEY_ENV} is not set: the async run's socket at {where} accepts any "
+            f"peer that knows the address; set it to one secret in every process",
+            file=sys.stderr,
+            flush=True,
+        )
+    return (host, int(port)), (secret or where).encode()
 
 
 class Reply:

@@ -36,6 +36,7 @@ import json
 import os
 import queue
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -56,6 +57,10 @@ _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 # Gloo prints one such line per device and collective group; they say nothing once a run
 # works and bury the training log (`--show_gloo` keeps them).
 _GLOO_CHATTER = re.compile(r"^\[Gloo\] Rank \d+ is connected to \d+ peer ranks")
+
+
+# The async connection's secret (asp/remote.py): drawn once a launch, the same in every process.
+KEY_ENV = "OMNILEARN_ASP_KEY"
 
 
 def free_port() -> int:
@@ -313,6 +318,7 @@ def launch(
         if cpu_quota:
             groups = cgroups.create(cpu_quota, cpus=cpus)
         shared = sharing(cpus, num_processes)
+        secret = os.environ.get(KEY_ENV) or secrets.token_hex(16)
         for i in range(num_processes):
             cmd = process_command(
                 main_args, port=port, num_processes=num_processes, process_id=i, devices=devices
@@ -320,6 +326,7 @@ def launch(
             group = groups[i] if groups else None
             env = child_env()
             env[cpu_limit.SHARED_ENV] = str(shared[i])
+            env[KEY_ENV] = secret
             if group is not None and quota_from == "steps":
                 env[cgroups.ENV] = str(group.path)  # joined before the first step
                 group = None
