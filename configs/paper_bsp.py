@@ -50,7 +50,7 @@ def build(a: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """The config of parsed variants `a` (VARIANTS' keys)."""
     c = base_config()
     c.num_workers = 4
-    c.cpu_devices = 4  # on CPU one device a worker; on GPU/TPU all devices (4 on 1 is fine)
+    c.cpu_devices = 4  # on CPU one device a worker; on GPU/TPU all (1, 2 or 4; 8: num_devices=4)
     c.global_batch_size = 128
     b, w = c.get_ref("global_batch_size"), c.get_ref("num_workers")
     c.controller.name = check_choice("controller", a.controller, controllers.available())
