@@ -221,6 +221,25 @@ def test_skipping_stops_the_run_once_optax_would_apply_a_non_finite_update(tmp_p
     assert len(losses) == 4 and np.isfinite(losses[0]) and all(v is None for v in losses[1:])
 
 
+def test_a_run_resumed_inside_a_streak_of_skipped_updates_counts_on_from_it(tmp_path):
+    """As above with max_skipped=3 and a checkpoint at step 3 (steps 2 and 3 skipped), a crash
+    after step 4, and a resume: step 5 is the 4th non-finite loss in a row, as in an unbroken
+    run. The count had restarted at 0, so the run went on to step 7 over parameters that
+    optax's own (checkpointed) count had let a non-finite update into at step 5."""
+    config = smoke_config(few_buckets=True)
+    config.train.nan_policy = "skip"
+    config.train.max_skipped = 3
+    config.optimizer.learning_rate = 1e30
+    config.train.checkpoint_every = 3
+    config.faults.crash_step = 4
+    with pytest.raises(RuntimeError, match="planted crash after step 4"):
+        train_and_evaluate(config, str(tmp_path))
+    config.faults.crash_step = -1
+    with pytest.raises(FloatingPointError) as err:
+        train_and_evaluate(config, str(tmp_path))
+    assert "at step 5, 4 in a row: past train.max_skipped=3 the update is applied" in str(err.value)
+
+
 def test_planted_bad_timings_leave_the_controller_decisions_unchanged(tmp_path):
     def run(name, bad):
         config = smoke_config(few_buckets=True)

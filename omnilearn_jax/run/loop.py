@@ -282,7 +282,10 @@ class Runner:
 
     def save(self, cstate, sizes, run_id: str) -> None:
         self.t.agreement.check(f"{self.unit} {self.done}")  # one all-gather, not one a step
-        meta = {"evals": self.evals, "wandb_run_id": run_id, **self.extra_meta()}
+        # `skipped`: a run resumed inside a streak of skipped updates counts on from it, as
+        # the optimiser's own count (optax.apply_if_finite, in the state) does.
+        meta = {"evals": self.evals, "wandb_run_id": run_id, "skipped": self.skipped}
+        meta.update(self.extra_meta())
         self.ckpt.save(self.done, self.arrays(cstate, sizes), meta)
         self.last_saved = self.done
 
@@ -291,6 +294,7 @@ class Runner:
         arrays, meta = self.ckpt.restore(step, like)
         self.t.state = self.t.engine.hold(arrays["train"])
         self.evals = list(meta["evals"])
+        self.skipped = int(meta.get("skipped", 0))  # absent from checkpoints before it
         self.done = self.last_saved = step
         self.t.timer.load_state(arrays["timer"])
         self.load(arrays, meta)
