@@ -37,7 +37,11 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def to_json(config: Mapping[str, Any], covered: set[str]) -> str:
     """The config's keys that may tell runs apart (not `covered`: the run-level columns')."""
     flat = flatten(config)
-    kept = {k: v for k, v in flat.items() if k not in covered and not k.startswith(IGNORED)}
+    kept = {
+        k: v
+        for k, v in flat.items()
+        if k not in covered and not k.startswith(IGNORED) and not k.startswith("_")  # W&B's own
+    }
     return json.dumps(kept, sort_keys=True, default=str)
 
 
