@@ -23,5 +23,7 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
         },
         allow_dotted_keys=True,
     )
-    c.target_accuracy = 0.85
+    # Reached by every cell, at 2.0-2.9 s of the 3 s budget (2026-12-05: final accuracy
+    # 0.51-0.62 at 3 s; 0.85 was reached by none, so time to target said nothing).
+    c.target_accuracy = 0.5
     return c
