@@ -71,13 +71,16 @@ def _project(y: jax.Array, lo: jax.Array, hi: jax.Array, b: int) -> jax.Array:
 
 
 def _round_largest_remainder(z: jax.Array, lo: jax.Array, hi: jax.Array, b: int) -> jax.Array:
-    # Snap float error (29.99998 for 30) so a value that is an integer rounds as one. The
-    # barrier makes every use below see the same z: XLA may otherwise recompute z inside each
-    # fusion with different rounding (e.g. a contracted multiply-add), so that floor and
-    # remainder disagree and a unit is handed out twice.
+    # Snap float error (29.99998 for 30) so a value that is an integer rounds as one. Every
+    # use below must see the same z: XLA may otherwise recompute z inside each fusion with
+    # different rounding (a contracted multiply-add), one ulp apart, so that the deficit and
+    # the units handed out disagree and a unit is lost or given twice (sums of B - 1 at B =
+    # 131072 and above, 7 of 600 random cases). `optimization_barrier` did not stop it on CPU
+    # (the compiled program kept two copies); a sort (here by position, so the order stays)
+    # is no elementwise op, so XLA computes z once and every fusion reads that buffer.
     nearest = jnp.round(z)
     z = jnp.where(jnp.abs(z - nearest) < 1e-4, nearest, z)
-    z = jax.lax.optimization_barrier(z)
+    _, z = jax.lax.sort_key_val(jnp.arange(z.shape[0]), z)
     base = jnp.clip(jnp.floor(z).astype(jnp.int32), lo, hi)
     deficit = b - base.sum()
     # Remainders are taken from the clipped base: z = 1.9999999 lifted to b_min = 2 has
@@ -104,11 +107,19 @@ def _rank(key: jax.Array) -> jax.Array:
     return before.sum(axis=1).astype(jnp.int32)
 
 
+MAX_BATCH = 2**24  # float32 holds every integer below it exactly
+
+
 def check_bounds(num_workers: int, global_batch: int, b_min: Any = 0, b_max: Any = 0) -> None:
     """Raises ValueError when no allocation can satisfy the bounds (host side, before jit)."""
     w, b = int(num_workers), int(global_batch)
     if w < 1 or b < 0:
         raise ValueError(f"need num_workers >= 1 and global_batch >= 0, got {w} and {b}")
+    if b >= MAX_BATCH:
+        raise ValueError(
+            f"global batch {b} is too large: splits are computed in float32, exact below "
+            f"2^24 = {MAX_BATCH} rows"
+        )
     lo, hi = resolve_bounds(w, b, b_min, b_max, xp=np)
     if np.any(lo > hi):
         k = int(np.argmax(lo > hi))
