@@ -89,3 +89,26 @@ def test_every_workers_reference_is_the_median_of_its_last_five_accepted_rates()
             rates[k].append(times[k] / sizes[k])
         want = [np.median(r[-5:]) for r in rates]
         np.testing.assert_array_equal(g.per_sample, want)
+
+
+def test_the_virtual_clock_charges_a_preempted_worker_its_modelled_time(tmp_path):
+    """Worker 3 runs at 1 % of its speed in step 3 (0-based 2): the modelled time is exact, so
+    the step is charged 100x, not the guard's fallback (the run had ended at the time of a
+    run without the preemption); a planted bad time on the same clock is still replaced."""
+    from omnilearn_jax.run.job import train_and_evaluate
+    from omnilearn_jax.run.runstore import read_metrics
+    from tests.test_train import FEW_BUCKETS, smoke_config
+
+    config = smoke_config()
+    config.num_workers = config.num_devices = 4
+    config.bucket_ratio = FEW_BUCKETS
+    config.controller.name, config.controller.b_min = "static", 0
+    config.hetero.name, config.hetero.preempt_worker = "preempt", 3
+    config.hetero.preempt_intervals = (2, 3)
+    config.train.num_steps = 5
+    config.faults.bad_times = (4, 1, 1e6)  # 0-based step 4: the 5th
+    train_and_evaluate(config, str(tmp_path))
+    times = [r["worker_times"] for r in read_metrics(tmp_path) if "loss" in r]
+    assert abs(times[2][3] / times[2][0] - 100) < 1e-6
+    assert abs(times[3][3] / times[3][0] - 1) < 1e-6  # back at full speed
+    assert abs(times[4][1] / times[4][0] - 1) < 1e-6  # the planted 1e6 s replaced

@@ -57,6 +57,13 @@ class PlantedFaults:
                 times[w] = value
         return times
 
+    def untouched(self, step: int, num_workers: int) -> np.ndarray:
+        """bool [W]: the workers whose time at `step` no fault replaces."""
+        out = np.ones(num_workers, bool)
+        for s, w in self.bad_times:
+            out[w] &= s != step
+        return out
+
     def inputs(self, step: int, x: np.ndarray) -> np.ndarray:
         return np.full_like(x, np.nan) if step == self.nan_step else x
 
@@ -104,7 +111,12 @@ class TimeGuard:
             self.recent[:, -1] = self.per_sample
         self.suspect = np.asarray(state["suspect"]).astype(bool)
 
-    def __call__(self, step: int, times: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    def __call__(
+        self, step: int, times: np.ndarray, sizes: np.ndarray, trusted: np.ndarray | None = None
+    ) -> np.ndarray:
+        """`times` with unusable readings replaced. `trusted` [W]: readings that are exact
+        (the virtual clock's modelled times): one far off is a real change at once (a
+        preemption, a trace's drop), not a spike, and is never replaced."""
         times = np.array(times, np.float64)
         sizes = np.asarray(sizes, np.float64)
         busy = sizes > 0
@@ -117,7 +129,7 @@ class TimeGuard:
         outlier = known & ((ratio > self.factor) | (ratio < 1 / self.factor))
         # One far-off reading is rejected; a second in a row means the worker really changed
         # speed (a preempted node), so it is accepted: the guard filters spikes, not trends.
-        confirmed = outlier & self.suspect
+        confirmed = outlier & (self.suspect if trusted is None else self.suspect | trusted)
         # Only the workers read now change their flag: async on the wall clock checks one
         # worker a call, and a flag cleared by the others' calls would never confirm.
         self.suspect = np.where(busy, outlier & ~confirmed, self.suspect)

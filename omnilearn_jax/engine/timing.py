@@ -56,9 +56,15 @@ class Timer:
         unit = "update round" if config.mode == "asp" else "step"  # async: W updates a round
         self.guard = TimeGuard(w, config.train.outlier_factor, unit)
 
+    modelled = False  # whether the times are the cost model's (exact) or measured
+
     def accept(self, step: int, times: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-        """Measured (or modelled) times after planted faults and the guard."""
-        return self.guard(step, self.faults.times(step, times), sizes)
+        """Measured (or modelled) times after planted faults and the guard. The guard replaces
+        only readings that can be wrong: measured ones, and planted faults; a modelled time is
+        exact, however far it moves (it had replaced a preempted worker's 100x time with its
+        time at full speed)."""
+        trusted = self.faults.untouched(step, len(times)) if self.modelled else None
+        return self.guard(step, self.faults.times(step, times), sizes, trusted)
 
     def speeds(self, step: int) -> np.ndarray:
         return self.profile.speeds(step)
@@ -92,6 +98,8 @@ class Timer:
 
 
 class VirtualTimer(Timer):
+    modelled = True
+
     def train_step(self, steps, state, batch, step: int, sizes, speeds):
         if jax.process_count() > 1:  # process 0's split rules the step (Steps.finish_timed)
             state, metrics = steps.train_checked(state, batch, sizes)
