@@ -90,6 +90,22 @@ CASES = [
         },
         "longer than the run",
     ),
+    ({"hetero.inject": 0.003}, "hetero.inject=0.003 makes workers wait on the wall clock; the"),
+    (
+        {"clock": "wall", "hetero.inject": -0.003},
+        "hetero.inject must be >= 0 seconds a sample, got -0.003",
+    ),
+    (  # async: 20 updates of 8 workers are 3 rounds, so HL8's segment would never run
+        {
+            "mode": "asp",
+            "hetero.name": "schedule",
+            "hetero.levels": (1, 8),
+            "hetero.segment": 3,
+            "hetero.unit": "steps",
+        },
+        "(async: speeds change by rounds of W=8 updates, and train.num_steps=20 updates is 3 "
+        "rounds)",
+    ),
     ({"cost.bandwidth": 0.0}, "bad cost config: need ['bandwidth > 0']; got CostModel("),
     ({"faults.bad_times": (1, 2)}, "faults.bad_times must hold (step, worker, seconds) triples"),
     ({"train.outlier_factor": 0.5}, "train.outlier_factor must be > 1"),

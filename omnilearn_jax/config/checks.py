@@ -164,6 +164,14 @@ def check_for_devices(
     _choice("wandb.mode", config.wandb.mode, WANDB_MODES)
     orders = step.WAIT_ORDERS
     _choice("hetero.inject_order", config.hetero.get("inject_order", orders[0]), orders)
+    inject = config.hetero.get("inject", 0.0)
+    if not 0 <= inject < math.inf:
+        raise ValueError(f"hetero.inject must be >= 0 seconds a sample, got {inject}")
+    if inject and config.clock != "wall":  # the virtual clock models the speeds itself
+        raise ValueError(
+            f"hetero.inject={inject} makes workers wait on the wall clock; the virtual clock "
+            f"ignores it: set clock=wall, or hetero.inject=0"
+        )
     if config.mode == "asp":
         _check_asp(config, num_available_devices, num_processes)
     if config.bucket_ratio <= 1:

@@ -41,13 +41,7 @@ class Timer:
         faults: PlantedFaults,
     ):
         w = config.num_workers
-        self.profile = make_profile(
-            config.hetero,
-            num_workers=w,
-            num_steps=config.train.num_steps,
-            steps_per_epoch=steps_per_epoch,
-            seed=config.seed,
-        )
+        self.profile = run_profile(config, steps_per_epoch)
         self.cost = cost
         self.clock = VirtualClock(w)
         self.comm_time = cost.allreduce_time(param_bytes, w) if w > 1 else 0.0
@@ -216,15 +210,32 @@ def make_timer(
     )
 
 
+def run_profile(config, steps_per_epoch: int):
+    """The run's speed profile. Async runs index it by rounds of W updates (a BSP step's
+    samples), so a schedule is checked against the rounds the run has: checked against its
+    updates, a schedule's tail could lie past the run's end and never run, silently."""
+    w, updates = config.num_workers, int(config.train.num_steps)
+    rounds = -(-updates // w) if config.mode == "asp" else updates
+    try:
+        return make_profile(
+            config.hetero,
+            num_workers=w,
+            num_steps=rounds,
+            steps_per_epoch=steps_per_epoch,
+            seed=config.seed,
+        )
+    except ValueError as e:
+        if rounds == updates:
+            raise
+        raise ValueError(
+            f"{e} (async: speeds change by rounds of W={w} updates, and "
+            f"train.num_steps={updates} updates is {rounds} rounds)"
+        ) from None
+
+
 def check_cluster(config, *, steps_per_epoch: int) -> None:
     """Raises the cluster model's clear error for a bad `hetero` or `cost` section."""
-    make_profile(
-        config.hetero,
-        num_workers=config.num_workers,
-        num_steps=config.train.num_steps,
-        steps_per_epoch=steps_per_epoch,
-        seed=config.seed,
-    )
+    run_profile(config, steps_per_epoch)
     values = config.cost.to_dict()
     if values.get("per_sample_cost") == 0:  # 0 asks for calibration, checked later
         values["per_sample_cost"] = 1.0
