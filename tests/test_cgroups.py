@@ -211,6 +211,10 @@ def test_parse_quotas():
         cgroups.parse_quotas("2.5,1", 2, ncpu=2)
     with pytest.raises(ValueError, match="numbers separated by commas"):
         cgroups.parse_quotas("1.0;0.5", 2, ncpu=2)
+    # The period would pass 1 s: it failed later as "cannot create CPU-quota groups" as root.
+    with pytest.raises(ValueError, match=r"0.0009 is below 0.001 of a core"):
+        cgroups.parse_quotas("1.0,0.0009", 2, ncpu=2)
+    assert cgroups.quota_and_period(0.001) == (1000, 1_000_000)  # the least that fits
 
 
 def test_parse_cpus():

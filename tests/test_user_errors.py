@@ -92,6 +92,21 @@ def test_a_config_that_is_not_a_training_config_is_one_line(tmp_path):
     assert "the config has no distributed, model, train, controller: a training" in proc.stderr
 
 
+def test_a_cpu_quota_on_the_virtual_clock_is_said_to_change_nothing(tmp_path):
+    """`launch --cpu_quota` on the default virtual clock ran without a word, its quotas
+    without effect on any number."""
+    from omnilearn_jax.run import cgroups
+
+    proc = main(
+        tmp_path / "run", "--config=configs/smoke.py", "--config.train.num_steps=1",
+        env_extra={cgroups.QUOTA_ENV: "0.25"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "warning: this process runs under a CPU quota of 0.25 of a core, but the virtual" in (
+        proc.stderr
+    )
+
+
 def test_verbose_shows_the_traceback(tmp_path):
     args = ["--config=configs/smoke.py", "--config.controller.name=proportinal"]
     for extra, env in ((["--verbose"], None), ([], {errors.VERBOSE_ENV: "1"})):

@@ -37,6 +37,8 @@ from pathlib import Path
 ROOT = "/sys/fs/cgroup"
 # The kernel refuses a quota or a period under 1 ms (EINVAL).
 MIN_US = 1000
+MAX_PERIOD_US = 1_000_000  # the kernel's longest CFS period
+MIN_QUOTA = MIN_US / MAX_PERIOD_US  # the least share of a core a group can be given
 # The period a process gets unless its quota would fall under MIN_US (a quarter of a core
 # gets 4 ms). Why so short: under a 100 ms period, the kernel's default, a quarter-core
 # process runs 25 ms at full speed, then waits 75 ms, so a step of a few ms takes either its
@@ -46,6 +48,7 @@ PREFIX = "omnilearn-"
 # The child's environment variable naming its group when the quota applies from the first
 # step (`--quota_from=steps`); `enter_deferred` reads it.
 ENV = "OMNILEARN_QUOTA_GROUP"
+QUOTA_ENV = "OMNILEARN_CPU_QUOTA"  # the share of a core the launcher gave a process (said)
 QUOTA_FROM = ("start", "steps")
 _ALTERNATIVES = (
     "run as root on Linux with a writable cgroup cpu controller, or emulate heterogeneity "
@@ -134,6 +137,11 @@ def parse_quotas(text: str, num_processes: int, ncpu: int | None = None) -> tupl
         )
     if bad := [q for q in quotas if not 0 < q <= ncpu]:
         raise ValueError(f"--cpu_quota {bad[0]} is outside (0, {ncpu}] (cores on this machine)")
+    if tiny := [q for q in quotas if q < MIN_QUOTA]:  # its period would pass the kernel's 1 s
+        raise ValueError(
+            f"--cpu_quota {tiny[0]} is below {MIN_QUOTA} of a core: the kernel's 1 ms least "
+            f"quota would need a period over its 1 s most"
+        )
     return quotas
 
 

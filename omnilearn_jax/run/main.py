@@ -17,7 +17,7 @@ from ml_collections import config_flags
 
 import controllers
 from omnilearn_jax.config import errors
-from omnilearn_jax.run import interrupt
+from omnilearn_jax.run import cgroups, interrupt
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (configs/NAME.py[:ARG]).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory for the run store.")
@@ -109,6 +109,15 @@ def main(argv):
             f"and eval steps (which takes longer than the steps themselves)",
             flush=True,
         )
+        quota = os.environ.get(cgroups.QUOTA_ENV)
+        if quota and config.clock != "wall":  # the launcher's --cpu_quota changes nothing
+            print(
+                f"warning: this process runs under a CPU quota of {quota} of a core, but the "
+                f"{config.clock} clock models each worker's time and ignores it; set "
+                f"--config.clock=wall to measure the quotas",
+                file=sys.stderr,
+                flush=True,
+            )
     logging.set_verbosity(logging.WARNING)  # keep JAX's backend-probing INFO lines quiet
     from omnilearn_jax.run import cpu_limit, distributed
 
