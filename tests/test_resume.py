@@ -283,7 +283,8 @@ def test_a_lost_worker_with_a_binding_lower_bound_is_a_clear_error(tmp_path):
     config.hetero.name = "preempt"
     config.hetero.preempt_intervals = (3, 5)
     config.hetero.preempt_trickle = 0.0
-    with pytest.raises(ValueError, match="worker 0 is unavailable .* at step 3 but b_min=4"):
+    # The interval's start 3 counts from 0: the 4th step, as messages count (it said 3).
+    with pytest.raises(ValueError, match="worker 0 is unavailable .* at step 4 but b_min=4"):
         train_and_evaluate(config, str(tmp_path))
 
 

@@ -25,7 +25,8 @@ def test_a_single_spike_is_rejected_and_forgotten(capsys):
     guard(0, [0.1], [10])
     np.testing.assert_allclose(guard(1, [100.0], [10]), [0.1])  # a spike
     said = capsys.readouterr().err  # a plain number in seconds (was "np.float64(100.0)")
-    assert "warning: update round 1: rejected measured time 100.0s of worker 0 (batch 10)" in said
+    # 0-based round 1 is the second, counted from 1 as records and messages are
+    assert "warning: update round 2: rejected measured time 100.0s of worker 0 (batch 10)" in said
     np.testing.assert_allclose(guard(2, [0.12], [10]), [0.12])  # back to normal
     # A new spike: rejected again, charged the median of the accepted rates (0.01, 0.012).
     np.testing.assert_allclose(guard(3, [100.0], [10]), [0.11])

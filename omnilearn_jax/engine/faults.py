@@ -90,7 +90,9 @@ class TimeGuard:
         if outlier_factor <= 1:
             raise ValueError(f"train.outlier_factor must be > 1, got {outlier_factor}")
         self.factor = outlier_factor
-        self.unit = unit  # what `step` counts, in the warning (async: rounds of W updates)
+        # What `step` (0-based) counts, in the warning, which counts from 1 as records do
+        # (async: rounds of W updates).
+        self.unit = unit
         self.per_sample = np.full(num_workers, np.nan)  # the reference, per worker
         self.recent = np.full((num_workers, MEMORY), np.nan)  # accepted, newest last
         self.suspect = np.zeros(num_workers, bool)  # last reading was an outlier
@@ -137,7 +139,7 @@ class TimeGuard:
         for k in np.flatnonzero(bad):
             fallback = self.per_sample[k] * sizes[k]
             print(
-                f"warning: {self.unit} {step}: rejected measured time {float(times[k])!r}s of "
+                f"warning: {self.unit} {step + 1}: rejected measured time {float(times[k])!r}s of "
                 f"worker {k} (batch {int(sizes[k])}); using {fallback:.6g}s from its recent good "
                 f"readings",
                 file=sys.stderr,

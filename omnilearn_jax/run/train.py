@@ -334,6 +334,10 @@ class Trainer:
 
         return self._table.get(key_of(np.asarray(speeds, np.float32)), build)
 
+    def counted(self, step: int) -> str:
+        """0-based `step` as messages count it, from 1 ("step 3"; async: "update round 3")."""
+        return f"{self.timer.guard.unit} {step + 1}"
+
     def step_bounds(self, speeds: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
         """Per-worker bounds for `step`: the run's bounds, and 0 for an unavailable worker
         (speed 0), with a clear error when the others cannot take over its samples."""
@@ -344,14 +348,15 @@ class Trainer:
         if (lo[lost] > 0).any():
             k = int(np.flatnonzero(lost & (lo > 0))[0])
             raise ValueError(
-                f"worker {k} is unavailable (speed 0) at step {step} but b_min={lo[k]} "
+                f"worker {k} is unavailable (speed 0) at {self.counted(step)} but "
+                f"b_min={lo[k]} "
                 f"forces samples on it; set controller.b_min=0 so the trainer can move "
                 f"its samples to the others"
             )
         hi = np.where(lost, 0, hi)
         if hi.sum() < self.config.global_batch_size:
             raise ValueError(
-                f"at step {step} workers {np.flatnonzero(lost).tolist()} are unavailable "
+                f"at {self.counted(step)} workers {np.flatnonzero(lost).tolist()} are unavailable "
                 f"and the others hold at most {int(hi.sum())} samples (b_max and "
                 f"device capacity) < global batch {self.config.global_batch_size}"
             )
