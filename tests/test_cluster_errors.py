@@ -180,3 +180,26 @@ def test_virtual_clock_idle_steps_and_empty_totals():
     rec = VirtualClock(4).step(np.array([0.0, 2.0, 2.0, 1.0]), batch_sizes=[5, 40, 40, 43])
     assert rec["balance"] == pytest.approx(2.0 / (5.0 / 4))
     assert unavailable_workers([1, 0, 3], [0.0, 0.0, 1.0]) == [0]  # one sample is samples
+
+
+def test_a_profiles_key_that_the_profile_in_use_ignores_is_warned(capsys):
+    """`hetero.cores` set with the default name ran uniform without a word. A warning, not an
+    error: an ablation over hetero.name may set one profile's keys for every cell."""
+    from omnilearn_jax.cluster.registry import unread_keys
+    from omnilearn_jax.engine.timing import check_cluster
+    from tests.test_train import smoke_config
+
+    config = smoke_config()
+    config.hetero.cores = (1, 1, 1, 1, 1, 1, 1, 8)
+    check_cluster(config, steps_per_epoch=10)
+    assert capsys.readouterr().err == (
+        "warning: hetero.cores is set but hetero.name='uniform' does not read it (the 'cores' "
+        "profile does; set hetero.name=cores to use it)\n"
+    )
+    config.hetero.name = "cores"
+    assert unread_keys(config.hetero) == []
+    assert unread_keys({"name": "preempt", "base": "hl", "path": "t.csv"}) == [
+        "hetero.path is set but hetero.name='preempt' does not read it (the 'trace' profile "
+        "does; set hetero.name=trace to use it)"
+    ]
+    assert unread_keys({"name": "trace", "cores": []}) == []  # a list read back from JSON

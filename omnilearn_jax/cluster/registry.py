@@ -56,6 +56,41 @@ def _base(name: str, h: dict, num_workers: int, num_steps: int, steps_per_epoch:
     raise ValueError(f"unknown base profile {name!r}; valid base profiles: {list(BASE_PROFILES)}")
 
 
+# The keys each base profile reads, checked when another profile runs. Left out: `variant`
+# (shared by hl and schedule, set by the async configs whatever the profile) and hl's `level`
+# (configs built on paper_bsp.py keep its default HL8's level under a schedule or cores).
+_READS = {
+    "uniform": (),
+    "hl": (),
+    "cores": ("cores",),
+    "schedule": ("levels", "segment_speeds", "segment", "unit"),
+    "trace": ("path",),
+}
+
+
+def unread_keys(hetero: Mapping[str, Any] | Any) -> list[str]:
+    """Sentences naming each base profile's key that is set (not its default) while another
+    profile runs: it is ignored (`cores=(1,...,8)` with name uniform runs uniform). Not an
+    error: an ablation over `hetero.name` may set one profile's keys for every cell."""
+    h = read_section(hetero, hetero_defaults(), "hetero")
+    base = str(h["base"]) if h["name"] in MODIFIER_PROFILES else str(h["name"])
+    defaults = hetero_defaults()
+
+    def plain(v):  # a list read back from JSON equals the default's tuple
+        return tuple(v) if isinstance(v, list | tuple) else v
+
+    out = []
+    for owner, keys in _READS.items():
+        for key in keys:
+            unread = owner != base and key not in _READS.get(base, ())
+            if unread and plain(h[key]) != plain(defaults[key]):
+                out.append(
+                    f"hetero.{key} is set but hetero.name={h['name']!r} does not read it (the "
+                    f"{owner!r} profile does; set hetero.name={owner} to use it)"
+                )
+    return out
+
+
 def _modifiers(h: dict, num_workers: int, num_steps: int, seed: int) -> list[Modifier]:
     # A modifier is on exactly when its strength key is set, so a single override such as
     # --config.hetero.noise=0.1 adds it to whatever base profile is configured.

@@ -17,12 +17,14 @@ shows real heterogeneity; on real mixed hardware nothing is injected.
 
 from __future__ import annotations
 
+import sys
 import time
 
 import jax
 import numpy as np
 
 from omnilearn_jax.cluster import CostCurve, CostModel, VirtualClock, make_profile
+from omnilearn_jax.cluster.registry import unread_keys
 from omnilearn_jax.engine.buckets import Layout
 from omnilearn_jax.engine.faults import PlantedFaults, TimeGuard
 from omnilearn_jax.engine.state import params_of
@@ -234,8 +236,12 @@ def run_profile(config, steps_per_epoch: int):
 
 
 def check_cluster(config, *, steps_per_epoch: int) -> None:
-    """Raises the cluster model's clear error for a bad `hetero` or `cost` section."""
+    """Raises the cluster model's clear error for a bad `hetero` or `cost` section, and warns
+    (process 0) of a profile's key that the profile in use ignores."""
     run_profile(config, steps_per_epoch)
+    if jax.process_index() == 0:
+        for sentence in unread_keys(config.hetero):
+            print(f"warning: {sentence}", file=sys.stderr, flush=True)
     values = config.cost.to_dict()
     if values.get("per_sample_cost") == 0:  # 0 asks for calibration, checked later
         values["per_sample_cost"] = 1.0
