@@ -112,6 +112,9 @@ def test_trace_replay(tmp_path):
     np.testing.assert_array_equal(p.speeds(24), [1, 0.5, 3, 4])
     np.testing.assert_array_equal(p.speeds(25), [8, 0.5, 3, 1])
     np.testing.assert_array_equal(p.speeds(10_000), [8, 0.5, 3, 1])
+    # Saved by a spreadsheet, with a byte-order mark: it was "missing column(s) ['step']".
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    np.testing.assert_array_equal(_profile(name="trace", path=str(path)).speeds(25), [8, 0.5, 3, 1])
 
 
 def test_noise_is_seeded_and_mean_one():

@@ -93,7 +93,7 @@ def trace_profile(path: str, *, num_workers: int) -> PiecewiseProfile:
     if not path or not file.is_file():
         raise ValueError(f"trace file not found: {path!r} (set hetero.path)")
     rows: list[tuple[int, int, float]] = []
-    with file.open(newline="") as fh:
+    with file.open(newline="", encoding="utf-8-sig") as fh:  # a spreadsheet's BOM, if any
         reader = csv.reader(fh)
         header = None
         for row in reader:

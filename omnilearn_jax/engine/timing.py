@@ -11,8 +11,9 @@ launch with the device synchronised, never the time of an asynchronous dispatch,
 host-to-device transfer (finished before any clock starts) is not in it.
 With several workers on one device, each gets the device's time in proportion to its rows.
 `hetero.inject > 0` makes a worker wait `inject * b / speed` seconds beside its compute
-(after it in a BSP step by default, hetero.inject_order; before it in async), so one machine
-shows real heterogeneity; on real mixed hardware nothing is injected.
+(in a BSP step by default each device computes alone, then waits, hetero.inject_order
+'alone'; before it in async), so one machine shows real heterogeneity; on real mixed
+hardware nothing is injected.
 """
 
 from __future__ import annotations
