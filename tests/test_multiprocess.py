@@ -245,6 +245,12 @@ def test_launcher_arguments_and_environment(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["steps"] == 200
     assert summary["last_checkpoint"] == summary["resume_step"] == 200
+    # A process killed mid-write leaves half a line: what precedes it still counts.
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"step": 201, "lo')
+    (tmp_path / "summary.json").write_text(json.dumps({"status": "running", "steps": 0}))
+    launch.mark_failed(str(tmp_path), {"error": "process 0 of 2 was killed by SIGKILL"})
+    assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 200
     assert [launch.interrupted(c) for c in (130, 143, -2, -15, 1, 2, -9, -6)] == [True] * 4 + [
         False
     ] * 4

@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 
 from omnilearn_jax.config.errors import EXIT_USER_ERROR
 from omnilearn_jax.run import cgroups, cpu_limit
-from omnilearn_jax.run.runstore import RunStore, last_checkpoint_step, read_metrics
+from omnilearn_jax.run.runstore import RunStore, last_checkpoint_step, whole_records
 
 _FORCE_DEVICES = "--xla_force_host_platform_device_count"
 _POLL_SECONDS = 0.1
@@ -214,7 +214,7 @@ def progress_on_disk(workdir: str) -> dict:
     path = os.path.join(workdir, "metrics.jsonl")
     if not os.path.exists(path):
         return {}
-    steps = [r["step"] for r in read_metrics(workdir) if "loss" in r]
+    steps = [record["step"] for _, record in whole_records(path) if "loss" in record]
     last = last_checkpoint_step(workdir)
     return {"steps": max(steps, default=0), "last_checkpoint": last, "resume_step": last or 0}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -105,6 +105,17 @@ def read_metrics(workdir: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def whole_records(path: str) -> Iterator[tuple[str, dict]]:
+    """(line, record) of a metrics file up to a half-written line (the line a kill cut short;
+    nothing after it was written)."""
+    with open(path) as f:
+        for line in f:
+            try:
+                yield line, json.loads(line)
+            except json.JSONDecodeError:
+                return
+
+
 def truncate_metrics(workdir: str, last_step: int) -> int:
     """Keeps the records of steps <= last_step (and drops a half-written last line).
 
@@ -115,15 +126,11 @@ def truncate_metrics(workdir: str, last_step: int) -> int:
     path = os.path.join(workdir, "metrics.jsonl")
     if not os.path.exists(path):
         return 0
-    kept = []
-    with open(path) as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                break  # the line a kill cut short; nothing after it was written
-            if record.get("step", 0) <= last_step:
-                kept.append(line if line.endswith("\n") else line + "\n")
+    kept = [
+        line if line.endswith("\n") else line + "\n"
+        for line, record in whole_records(path)
+        if record.get("step", 0) <= last_step
+    ]
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
         f.writelines(kept)
