@@ -276,6 +276,17 @@ def test_runs_that_differ_in_a_grid_key_are_not_averaged_as_seeds(ablation, tmp_
     )
     assert table.loc[("proportional", 4), "speedup_vs_static"] == pytest.approx(static / prop)
     assert table.loc[("proportional", 16), "speedup_vs_static"] == pytest.approx(static / prop / 2)
+    # A key some runs lack (code from before it) tells no runs apart; an absolute path counts
+    # by its file name (the same file from another checkout); the launch's shape is no setting.
+    for i, run in enumerate(sorted(root.iterdir())):
+        config = json.loads((run / "config.json").read_text())
+        config["cost"]["curve"] = f"/checkout{i}/data/curve.json"
+        config["cpu_devices"] = 4 + i
+        if i % 2:
+            config["controller"].pop("deadband", None)
+        (run / "config.json").write_text(json.dumps(config))
+    summaries = analysis.load_runs(str(root), use_cache=False).summaries
+    assert analysis.group_columns(summaries) == ["controller", "controller.b_min"]
 
 
 def test_a_resumed_runs_offline_summary_is_its_last_segments(monkeypatch):

@@ -120,3 +120,14 @@ def test_the_analysis_table_headers_carry_units():
     header = text.splitlines()[0]
     assert "| total_time_mean (s, run clock) |" in header
     assert "| speedup_vs_static (x) |" in header and "| seeds |" in header
+
+
+def test_a_group_whose_setting_is_missing_finds_its_reference():
+    """A setting column missing for a group (groupby keeps it as its own group) compared as
+    never equal, so that group had no static to be sped up against."""
+    runs = _runs({"static": 4.0, "proportional": 2.0})
+    summaries = pd.concat([runs.summaries, runs.summaries.assign(run=lambda f: f.run + "b")])
+    summaries["x.y"] = pd.array([None] * 4 + [1] * 4, dtype="Int64")
+    summaries.loc[summaries.run.str.endswith("b"), "total_time"] *= 2
+    table = analysis.speedup_table(summaries).set_index(["controller", "x.y"], drop=False)
+    assert table["speedup_vs_static"].tolist() == [2.0, 2.0, 1.0, 1.0]

@@ -98,8 +98,8 @@ def make_figures(workdir: str, out_dir: str, doc_dir: str) -> list[tuple[str, st
         )
     scale = runs("scaleout")
     if scale is not None:
-        # b_min is not a run-level column of the frames, so the two bounds would share one
-        # line; show the runs without the lower bound (cell names start with b_min-0__).
+        # One figure of the runs without the lower bound (cell names start with b_min-0__);
+        # both bounds would make two panels (controller.b_min is a frame column).
         free = [n for n in scale.names if os.path.basename(n).startswith("b_min-0__")]
         if free:
             save(

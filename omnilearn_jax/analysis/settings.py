@@ -10,16 +10,18 @@ ablation's grid keys, for one). Keys that never change a run's result are left o
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 SETTINGS = "settings"  # the summaries column holding each run's config as JSON
-# Bookkeeping: where a run logs and checkpoints, its coordinator's port, derived values, and
-# what the W&B side adds (`meta`: workdir, host).
+# Bookkeeping: where a run logs and checkpoints, derived values, what the W&B side adds
+# (`meta`: workdir, host), and the shape of the launch (one process or several, the CPU
+# devices a process makes), which changes no update beyond float rounding.
 IGNORED = (
-    "wandb.", "resolved.", "meta.", "distributed.coordinator_address", "distributed.process_id",
+    "wandb.", "resolved.", "meta.", "distributed.", "cpu_devices",
     "train.log_every", "train.checkpoint_every", "train.keep_checkpoints",
 )  # fmt: skip
 
@@ -35,10 +37,11 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def to_json(config: Mapping[str, Any], covered: set[str]) -> str:
-    """The config's keys that may tell runs apart (not `covered`: the run-level columns')."""
+    """The config's keys that may tell runs apart (not `covered`: the run-level columns'). An
+    absolute path counts by its file name: the same file from two checkouts or hosts."""
     flat = flatten(config)
     kept = {
-        k: v
+        k: os.path.basename(v) if isinstance(v, str) and os.path.isabs(v) else v
         for k, v in flat.items()
         if k not in covered and not k.startswith(IGNORED) and not k.startswith("_")  # W&B's own
     }
@@ -46,18 +49,19 @@ def to_json(config: Mapping[str, Any], covered: set[str]) -> str:
 
 
 def varying(summaries: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """{dotted key: {run: value}} for the keys whose value differs between runs (a key one run
-    lacks counts as differing)."""
+    """{dotted key: {run: value}} for the keys whose value differs between runs. Only keys
+    every run has: a key some runs lack comes from another version of the code (a key added
+    since), and a group of runs without it could find no reference group to compare with."""
     if SETTINGS not in summaries or summaries.empty:
         return {}
     per_run = {
         run: json.loads(text) if isinstance(text, str) else {}
         for run, text in zip(summaries["run"], summaries[SETTINGS], strict=True)
     }
-    keys = sorted({k for flat in per_run.values() for k in flat})
+    keys = sorted(set.intersection(*(set(flat) for flat in per_run.values())))
     out = {}
     for key in keys:
-        values = {run: _hashable(flat.get(key)) for run, flat in per_run.items()}
+        values = {run: _hashable(flat[key]) for run, flat in per_run.items()}
         if len(set(values.values())) > 1:
             out[key] = values
     return out
