@@ -331,9 +331,9 @@ class AsyncLoop(Runner):
         self.pending.append(record)
         done = self.done
         if done % self.every == 0:
-            ahead = t.timer.speeds(min(done // self.w, self.num_steps - 1))
-            obs = t.observe(done // self.w, sizes, self.last_time, ahead)
-            sizes, cstate = t.next_sizes(cstate, obs)
+            at = min(done // self.w, self.num_steps - 1)  # the round the speeds belong to
+            obs = t.observe(done // self.w, sizes, self.last_time, t.timer.speeds(at))
+            sizes, cstate = t.next_sizes(cstate, obs, at)
         return cstate, sizes
 
     def warm_up(self, sizes: np.ndarray) -> None:

@@ -380,9 +380,10 @@ class Trainer:
             key_of(sizes), lambda: buckets.check_sizes(sizes, b, self.layout)
         ).copy()  # a new split is checked; the caller may write to its copy
 
-    def next_sizes(self, cstate, obs) -> tuple[np.ndarray, Any]:
-        """The controller's split for step obs.step + 1 (obs.speeds are that step's)."""
-        bounds = self.step_bounds(obs.speeds, int(obs.step) + 1)
+    def next_sizes(self, cstate, obs, at: int | None = None) -> tuple[np.ndarray, Any]:
+        """The controller's split for step `at` (0-based; default obs.step + 1), whose speeds
+        obs.speeds are (async: the update round the speeds belong to)."""
+        bounds = self.step_bounds(obs.speeds, int(obs.step) + 1 if at is None else at)
         sizes, cstate = self.decide(cstate, obs, *bounds)
         sizes = self.checked(np.asarray(sizes))
         self.agreement.add(np.asarray(obs.worker_times), sizes)
