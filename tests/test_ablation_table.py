@@ -6,6 +6,7 @@ from experiments.ablation import table
 
 
 def _workdir(tmp_path, times: dict[str, tuple[float, float]], accuracy: float = 0.95, **extra):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     cells = []
     for controller, per_seed in times.items():
         for seed, total in enumerate(per_seed):
@@ -59,13 +60,19 @@ def test_async_cells_are_compared_by_accuracy_not_by_their_budgets_overshoot(tmp
     """Every async cell stops at its time budget (3 s plus the last update's overshoot): the
     table gave "proportional finishes 1.01x faster" from those times."""
     times = {"static": (3.02, 3.02), "proportional": (3.0, 3.0), "oracle": (3.01, 3.01)}
-    rows = table.build_table(_workdir(tmp_path, times, mode="asp"))
+    rows = table.build_table(_workdir(tmp_path / "b", times, mode="asp", stopped_by="time_budget"))
     assert all(r["speedup_vs_static"] != r["speedup_vs_static"] for r in rows)  # NaN
     assert all(r["efficiency_vs_oracle"] != r["efficiency_vs_oracle"] for r in rows)
     assert table.summary_lines(rows) == [
         "Asynchronous runs stop at a time budget, so they are compared by accuracy at equal "
         "time, not by speed; final accuracy is the same for every controller (0.950)."
     ]
+    # Without a budget an async run stops after its updates: its time compares.
+    rows = table.build_table(_workdir(tmp_path / "n", times, mode="asp", stopped_by="num_steps"))
+    assert [round(r["speedup_vs_static"], 4) for r in rows] == [1.0, 1.0067, 1.0033]
+    # Summaries from before `stopped_by`: a budget set means the budget stopped them.
+    rows = table.build_table(_workdir(tmp_path / "o", times, mode="asp", time_budget=3.0))
+    assert all(r["speedup_vs_static"] != r["speedup_vs_static"] for r in rows)
 
 
 def test_summary_says_when_accuracy_differs(tmp_path):

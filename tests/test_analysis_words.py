@@ -77,7 +77,8 @@ def test_async_conclusions_compare_accuracy_not_speed():
     """Async runs all stop at one time budget: their total times (budget plus overshoot) said
     "`static` is the fastest" and "0.979x as fast ... wait at the barrier n/a"."""
     runs = _runs({"static": 1.0, "proportional": 1.02})
-    runs.summaries["mode"] = "asp"
+    runs.summaries["mode"], runs.summaries["time_budget"] = "asp", 1.0
+    runs.summaries["stopped_by"] = "time_budget"
     text = analysis.conclusions(analysis.speedup_table(runs.summaries), runs)
     assert "- Asynchronous runs stop at a time budget: they are compared by accuracy" in text
     assert "Final accuracy is the same for every controller (0.9)." in text
@@ -86,6 +87,15 @@ def test_async_conclusions_compare_accuracy_not_speed():
     bsp.summaries["mode"] = "bsp"
     assert "`static` is the fastest" in analysis.conclusions(
         analysis.speedup_table(bsp.summaries), bsp
+    )
+    # An async run without a budget stops after its updates: its time compares.
+    runs.summaries["stopped_by"], runs.summaries["time_budget"] = "num_steps", 0.0
+    assert "`static` is the fastest" in analysis.conclusions(
+        analysis.speedup_table(runs.summaries), runs
+    )
+    runs.summaries = runs.summaries.drop(columns="stopped_by").assign(time_budget=1.0)
+    assert "Asynchronous runs stop" in analysis.conclusions(  # a summary from before stopped_by
+        analysis.speedup_table(runs.summaries), runs
     )
 
 

@@ -34,6 +34,14 @@ STATS = ("final_eval_accuracy", "total_time", "time_to_target", "final_eval_perp
 OPTIONAL = frozenset({"final_eval_perplexity"})  # shown only when some cell reports it
 
 
+def stopped_by_budget(summary: dict) -> bool:
+    """Whether an async run's time budget ended it (summaries before `stopped_by`: whether it
+    had a budget)."""
+    if summary.get("stopped_by") is not None:
+        return summary["stopped_by"] == "time_budget"
+    return summary.get("mode") == "asp" and (summary.get("time_budget") or 0) > 0
+
+
 def _mean_std(values: list[float]) -> tuple[float, float]:
     if not values:
         return math.nan, math.nan
@@ -91,9 +99,10 @@ def build_table(workdir: str) -> list[dict[str, Any]]:
             row[f"{stat}_mean"], row[f"{stat}_std"] = _mean_std(values)
         reached = sum(s.get("time_to_target") is not None for s in summaries)
         row["target_reached"] = f"{reached}/{len(summaries)}"
-        # Async cells stop at a time budget: their total time is that budget plus the last
-        # update's overshoot, so they are compared by accuracy, not by speed.
-        row["asynchronous"] = bool(summaries) and all(s.get("mode") == "asp" for s in summaries)
+        # Async cells stopped by a time budget: their total time is that budget plus the last
+        # update's overshoot, so they are compared by accuracy, not by speed (an async run
+        # with no budget stops after its updates, and its time compares).
+        row["budgeted"] = bool(summaries) and all(stopped_by_budget(s) for s in summaries)
         rows.append(row)
     _add_ratios(rows, group_keys)
     return rows
@@ -112,7 +121,7 @@ def _add_ratios(rows: list[dict], group_keys: list[str]) -> None:
             ("efficiency_vs_oracle", "oracle"),
         ):
             ref = by_key.get((reference, rest), math.nan) if CONTROLLER in group_keys else math.nan
-            timed = mine and not math.isnan(mine) and not row["asynchronous"]
+            timed = mine and not math.isnan(mine) and not row["budgeted"]
             row[column] = ref / mine if timed else math.nan
 
 
@@ -215,8 +224,8 @@ def _group_sentence(group: list[dict], others: list[str]) -> str:
     moving = sorted(
         (r for n, r in by_name.items() if n != "static"), key=lambda r: r["total_time_mean"]
     )
-    asynchronous = bool(by_name) and all(r["asynchronous"] for r in by_name.values())
-    if asynchronous:
+    budgeted = bool(by_name) and all(r["budgeted"] for r in by_name.values())
+    if budgeted:
         parts.append(
             "asynchronous runs stop at a time budget, so they are compared by accuracy at "
             "equal time, not by speed"
@@ -251,7 +260,7 @@ def _group_sentence(group: list[dict], others: list[str]) -> str:
             every = "every controller with results" if missing else "every controller"
             reason = (
                 ""
-                if asynchronous
+                if budgeted
                 else (", since a split changes how long a step takes, not the update")
             )
             parts.append(f"final accuracy is the same for {every} ({high:.3f}){reason}")

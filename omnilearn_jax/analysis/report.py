@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from omnilearn_jax.analysis.load import Runs
-from omnilearn_jax.analysis.table import to_markdown
+from omnilearn_jax.analysis.table import equal_to, to_markdown
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -62,7 +62,7 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
     for values, rows in facets:
         where = ", ".join(f"{k}={v}" for k, v in zip(others, values, strict=True))
         prefix = f"**{where}**: " if where else ""
-        if _asynchronous(rows, runs):
+        if _budgeted(runs, dict(zip(others, values, strict=True)) if others else {}):
             # Every async run stops at the same time budget: its total time is the budget plus
             # the last update's overshoot, and there is no barrier to wait at.
             lines.append(
@@ -128,12 +128,21 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
 SAME_UPDATE = ": the split changes how long a step takes, not the update"
 
 
-def _asynchronous(rows: pd.DataFrame, runs: Runs | None) -> bool:
-    """Whether a facet's runs are async (`mode` asp): from the table's `mode` column where
-    the mode varies, else from the runs."""
-    if "mode" in rows:
-        return bool(rows["mode"].eq("asp").all())
-    return runs is not None and bool(runs.summaries["mode"].eq("asp").all())
+def _budgeted(runs: Runs | None, where: dict) -> bool:
+    """Whether every run of a facet (its `where` column values) is an async run that its time
+    budget stopped (summaries before `stopped_by`: an async run with a budget). An async
+    run without one stops after its updates, and its time compares."""
+    if runs is None:
+        return False
+    s = runs.summaries
+    for key, value in where.items():
+        s = s[equal_to(s[key], value)]
+    if s.empty or "time_budget" not in s:
+        return False
+    had = s["mode"].eq("asp") & (pd.to_numeric(s["time_budget"], errors="coerce").fillna(0) > 0)
+    if "stopped_by" in s:
+        had = s["stopped_by"].eq("time_budget").where(s["stopped_by"].notna(), had)
+    return bool(had.astype(bool).all())
 
 
 def _accuracy(rows: pd.DataFrame, prefix: str, reason: str) -> list[str]:

@@ -76,9 +76,9 @@ def _add_ratio(table: pd.DataFrame, done: pd.DataFrame, keys: list[str], column:
         mine = done["controller"] == row["controller"]
         theirs = done["controller"] == ref
         for k in others:
-            match &= _equal(table[k], row[k]).to_numpy()
-            mine &= _equal(done[k], row[k])
-            theirs &= _equal(done[k], row[k])
+            match &= equal_to(table[k], row[k]).to_numpy()
+            mine &= equal_to(done[k], row[k])
+            theirs &= equal_to(done[k], row[k])
         reference = table.loc[match, "total_time_mean"]
         mean = row["total_time_mean"]
         ok = len(reference) == 1 and mean and not math.isnan(mean)
@@ -93,7 +93,7 @@ def _add_ratio(table: pd.DataFrame, done: pd.DataFrame, keys: list[str], column:
     table[f"{column}_max"] = hi
 
 
-def _equal(column: pd.Series, value: object) -> pd.Series:
+def equal_to(column: pd.Series, value: object) -> pd.Series:
     """Where `column` equals `value`, a missing value equal to a missing one (as groupby's
     dropna=False groups them; `==` says False, and such a group found no reference)."""
     if pd.isna(value):
