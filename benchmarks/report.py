@@ -282,9 +282,11 @@ def end_to_end(small: bool) -> dict:
     """Steps per second of the trainer's loop (static uniform split, virtual clock) against
     a plain homogeneous Flax/optax loop on the same model, optimiser and batches.
 
-    `capacity` is the most rows a device may hold: 96 (= b_max) is the paper job's default.
-    Each device computes only its block (the smallest bucket holding its rows), so room for
-    uneven splits costs nothing while the split is uniform: 32 rows a device either way."""
+    `capacity` is the most rows a worker's device may hold: 96 (= b_max) is the paper job's
+    default. Each device computes only its block (the smallest bucket holding its rows), so
+    room for uneven splits costs nothing while the split is uniform: 32 rows a device either
+    way (on fewer devices than workers, as one GPU, the capacities scale with the workers a
+    device holds and bind no more: the two cases differ in their buckets only)."""
     n, rounds, warm = (10, 2, 3) if small else (40, 10, 5)
     total = warm + rounds * n + 1
     out: dict = {"steps_per_block": n, "blocks": rounds, "by_capacity": {}}

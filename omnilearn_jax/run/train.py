@@ -142,7 +142,10 @@ class Trainer:
         # last split's blocks).
         self._checked, self._table = Last(), Last()
         w, b = config.num_workers, config.global_batch_size
-        devices = select_devices(config.num_devices or available)
+        # 0 (all devices) stays 0: every process's devices, however many each has; an async
+        # run across processes leaves its spare out.
+        spare = distributed.async_across(config)
+        devices = select_devices(config.num_devices or (available if spare else 0))
         r = w // len(devices)
         lo, hi, capacity = worker_bounds(config, r)
         self.bounds = (lo, hi)
