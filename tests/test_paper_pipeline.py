@@ -173,3 +173,15 @@ def test_the_studies_documents_are_rendered_and_spliced(small_report):
         assert text.splitlines()[0] in results, name  # spliced under its heading
     assert os.path.exists(os.path.join(small_report, "figures", "async_fair_curves.png"))
     assert "- study `async_fair` (rerun by `make report`;" in results
+
+
+def test_a_partial_rerun_leaves_results_md_as_it_is(tmp_path, capsys):
+    """`reproduce --docs_only` (or `--only=STUDY`) where the ablations' run directories are
+    missing (a fresh clone) rendered RESULTS.md from nothing: its tables emptied, exit 0."""
+    from experiments.paper import reproduce
+
+    docs = tmp_path / "docs"
+    code = reproduce.main(["--docs_only", f"--workdir={tmp_path / 'w'}", f"--docs={docs}"])
+    assert code == 1 and not (docs / "RESULTS.md").exists()
+    assert "RESULTS.md left as it is:" in capsys.readouterr().out
+    assert "bsp_levels" in reproduce.missing_runs(reproduce.parse_args([f"--workdir={tmp_path}"]))
