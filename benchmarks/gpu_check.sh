@@ -29,6 +29,8 @@ GPU_BENCHMARKS=${GPU_BENCHMARKS:-step,compiles,end_to_end,controller_cost,contro
 WANT=gpu
 if [ "${GPU_CHECK_ON_CPU:-0}" = 1 ]; then
   WANT=cpu
+  RESULTS=runs/gpu_check_dry  # a dry run's CPU numbers stay out of the committed GPU ones
+  DOC=$RESULTS/BENCHMARKS_GPU.md
 elif ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu_check: no NVIDIA GPU visible (nvidia-smi); nothing to do" >&2
   exit 2

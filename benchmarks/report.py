@@ -422,19 +422,30 @@ def run_one(name: str, small: bool) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="docs/benchmarks", help="folder for the JSON results")
-    parser.add_argument("--doc", default="docs/BENCHMARKS.md", help="markdown to write")
+    parser.add_argument(
+        "--out", default="", help="folder for the JSON results (default docs/benchmarks; "
+        "with --small, runs/benchmarks_small: a pipeline check leaves the committed ones alone)"
+    )  # fmt: skip
+    parser.add_argument("--doc", default="", help="markdown to write (default beside --out's)")
     parser.add_argument("--small", action="store_true", help="tiny sizes: check the pipeline")
     parser.add_argument(
         "--only", default="", help="comma-separated subset of " + ",".join(BENCHMARKS)
     )
     parser.add_argument("--cpu_devices", type=int, default=8)
     args = parser.parse_args(argv)
+    committed = not args.small
+    args.out = args.out or ("docs/benchmarks" if committed else "runs/benchmarks_small")
+    args.doc = args.doc or (
+        "docs/BENCHMARKS.md" if committed else os.path.join(args.out, "BENCHMARKS.md")
+    )
     names = [n for n in args.only.split(",") if n] or list(SMALL if args.small else BENCHMARKS)
     unknown = sorted(set(names) - set(BENCHMARKS))
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; valid: {', '.join(BENCHMARKS)}")
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)  # before any JAX operation
+    from experiments.paper import stamp
+
+    stamped = stamp.stamp()  # the tree before this command writes into it (not "dirty")
     os.makedirs(args.out, exist_ok=True)
     failed = []
     for name in names:
@@ -449,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     from experiments.paper.bench_doc import render
 
     with open(args.doc, "w") as f:
-        f.write(render(args.out))
+        f.write(render(args.out, stamped))
     print(f"[report] wrote {args.doc} from {args.out}/*.json")
     return 1 if failed else 0
 
