@@ -43,8 +43,10 @@ import time
 import jax
 import numpy as np
 
+import controllers
 from benchmarks import wall_acceptance as wa
 from controllers import tracking
+from omnilearn_jax.config.args import check_choice
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARK = "hetero_wall run: "  # the line a `--one` process prints its result on
@@ -233,7 +235,7 @@ def acceptance(args: argparse.Namespace) -> dict:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])  # the sentence
     parser.add_argument("--levels", default="2,4,8")
     parser.add_argument("--injects", default="0.003,0.02", help="seconds a sample at speed 1")
     parser.add_argument("--controllers", default="proportional,pi,predictive")
@@ -258,6 +260,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.levels = [int(v) for v in args.levels.split(",")]
     args.injects = [float(v) for v in args.injects.split(",")]
     args.controllers = [v for v in args.controllers.split(",") if v]
+    for name in args.controllers:  # a typo failed a run in, with a traceback
+        try:
+            check_choice("--controllers", name, controllers.available())
+        except ValueError as e:
+            parser.error(str(e))
     if "static" in args.controllers and not args.one:
         parser.error("static is the baseline every controller run is paired with")
     if args.reps < 1 or args.steps < 1:

@@ -149,6 +149,8 @@ def test_set_overrides_every_job_and_travels_to_fresh_runs(monkeypatch):
     assert "--set=controller.persist=0" in seen and "--set=controller.confirm=4" in seen
     with pytest.raises(SystemExit):
         hw.parse_args(["--set", "controller.persist"])
+    with pytest.raises(SystemExit):  # a typo ran, then failed its first run with a traceback
+        hw.parse_args(["--controllers", "proportinal", "--dry_run"])
 
 
 def test_the_prediction_runs_the_controller_the_wall_clock_runs():
