@@ -304,7 +304,11 @@ def end_to_end(small: bool) -> dict:
         }
     c = trainer.config
     out.update(
-        job="configs/paper_bsp.py:runlocal,model=cnn (features 16,32), static uniform, HL8",
+        job=(
+            "configs/paper_bsp.py:runlocal,model=mlp (a --small pipeline check), static uniform, HL8"
+            if small
+            else "configs/paper_bsp.py:runlocal,model=cnn (features 16,32), static uniform, HL8"
+        ),
         workers=c.num_workers,
         devices=trainer.layout.num_devices,
         global_batch=c.global_batch_size,
