@@ -305,7 +305,7 @@ def end_to_end(small: bool) -> dict:
     c = trainer.config
     out.update(
         job=(
-            "configs/paper_bsp.py:runlocal,model=mlp (a --small pipeline check), static uniform, HL8"
+            "configs/paper_bsp.py:runlocal,model=mlp (--small check), static uniform, HL8"
             if small
             else "configs/paper_bsp.py:runlocal,model=cnn (features 16,32), static uniform, HL8"
         ),
