@@ -437,7 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cpu_devices", type=int, default=8)
     args = parser.parse_args(argv)
-    committed = not args.small
+    # The committed results only when neither --small nor another --out says otherwise.
+    committed = not (args.small or args.out)
     args.out = args.out or ("docs/benchmarks" if committed else "runs/benchmarks_small")
     args.doc = args.doc or (
         "docs/BENCHMARKS.md" if committed else os.path.join(args.out, "BENCHMARKS.md")

@@ -175,13 +175,21 @@ def test_the_studies_documents_are_rendered_and_spliced(small_report):
     assert "- study `async_fair` (rerun by `make report`;" in results
 
 
-def test_a_partial_rerun_leaves_results_md_as_it_is(tmp_path, capsys):
+def test_a_partial_rerun_leaves_results_md_as_it_is(tmp_path, capsys, monkeypatch):
     """`reproduce --docs_only` (or `--only=STUDY`) where the ablations' run directories are
-    missing (a fresh clone) rendered RESULTS.md from nothing: its tables emptied, exit 0."""
-    from experiments.paper import reproduce
+    missing (a fresh clone) rendered RESULTS.md from nothing: its tables emptied, exit 0. An
+    ablation whose manifest exists but no cell finished (an interrupted `make report`) counts
+    as missing."""
+    from experiments.paper import reproduce, stamp
 
-    docs = tmp_path / "docs"
-    code = reproduce.main(["--docs_only", f"--workdir={tmp_path / 'w'}", f"--docs={docs}"])
-    assert code == 1 and not (docs / "RESULTS.md").exists()
-    assert "RESULTS.md left as it is:" in capsys.readouterr().out
-    assert "bsp_levels" in reproduce.missing_runs(reproduce.parse_args([f"--workdir={tmp_path}"]))
+    monkeypatch.setenv(stamp.PIN, "")  # main pins the stamp and moves to the repository
+    monkeypatch.chdir(REPO)
+    docs, work = tmp_path / "docs", tmp_path / "w"
+    docs.mkdir()
+    (docs / "RESULTS.md").write_text("the committed document\n")
+    (work / "resnet").mkdir(parents=True)
+    (work / "resnet" / "ablation.json").write_text("{}")  # a manifest, no cell finished
+    code = reproduce.main(["--docs_only", f"--workdir={work}", f"--docs={docs}"])
+    assert code == 1 and (docs / "RESULTS.md").read_text() == "the committed document\n"
+    said = capsys.readouterr().out
+    assert "RESULTS.md left as it is:" in said and "resnet" in said

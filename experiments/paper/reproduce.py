@@ -23,6 +23,11 @@
 4. Writes RESULTS.md (tables, discussion, sources), its figures and WORKDIR/results.json
    from the run directories alone.
 
+At full size `--only=NAME,...` runs the named parts and no benchmarks, and an existing
+RESULTS.md is rewritten only where every ablation has a finished cell in WORKDIR (else it is
+left as it is, and the command names what is missing: rendered from a fresh clone's empty
+WORKDIR it lost its tables); BENCHMARKS.md is rendered again only where its JSON changed.
+
 Every part's wall time goes to WORKDIR/timings.json. The stamp (experiments/paper/stamp.py)
 is the tree's at the start, for every part: what one part writes into docs/ does not make the
 next one's tree dirty. The quota study (experiments/real_hetero.py, measured on the wall
@@ -105,8 +110,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--only",
         default="",
-        help="comma-separated ablations and studies to run, and nothing else (default: all "
-        "of both and the benchmarks)",
+        help="comma-separated ablations and studies to run (default: all of both); at full "
+        "size no benchmarks run with it",
     )
     p.add_argument("--skip_bench", action="store_true", help="keep the benchmark JSON as is")
     p.add_argument(
@@ -396,12 +401,13 @@ def read_timings(workdir: str) -> dict[str, float]:
 
 
 def missing_runs(args: argparse.Namespace) -> list[str]:
-    """The ablations RESULTS.md is built from that have no finished run directory here (none
-    under --small, whose document, in a temporary folder, shows the parts it ran)."""
+    """The ablations RESULTS.md is built from without a finished cell here (a cell's
+    summary.json: an ablation's manifest is written before any cell runs). None under
+    --small, whose document, in a temporary folder, shows the parts it ran."""
     if args.small:
         return []
-    wanted = list(ABLATIONS)
-    return [n for n in wanted if not os.path.exists(os.path.join(args.workdir, n, "ablation.json"))]
+    done = lambda n: glob.glob(os.path.join(args.workdir, n, "*", "summary.json"))  # noqa: E731
+    return [n for n in ABLATIONS if not done(n)]
 
 
 def write_docs(args: argparse.Namespace, timings: dict[str, float]) -> int:
@@ -413,7 +419,7 @@ def write_docs(args: argparse.Namespace, timings: dict[str, float]) -> int:
     stamped = stamp.stamp()  # before the figures and files below change the tree
     doc = os.path.join(args.docs, "RESULTS.md")
     bench_dir = os.path.join(args.docs, "benchmarks")
-    missing = missing_runs(args)
+    missing = missing_runs(args) if os.path.exists(doc) else []
     if missing:  # rendered from these runs alone, RESULTS.md would lose their tables
         print(
             f"[reproduce] {doc} left as it is: {args.workdir} has no runs of "
@@ -424,7 +430,9 @@ def write_docs(args: argparse.Namespace, timings: dict[str, float]) -> int:
         made = figures.make_figures(args.workdir, os.path.join(args.docs, "figures"), args.docs)
         results_doc.write(args.workdir, doc, made, bench_dir, timings, stamped)
         print(f"[reproduce] wrote {doc}")
-    if os.path.isdir(bench_dir):
+    # BENCHMARKS.md again only where its JSON may have changed: a run that measured nothing
+    # (--docs_only, a full-size --only) would only move its stamp to this commit.
+    if os.path.isdir(bench_dir) and (args.small or stamp.changed_since(bench_dir)):
         with open(os.path.join(args.docs, "BENCHMARKS.md"), "w") as f:
             f.write(bench_doc.render(bench_dir, stamped))
     return 1 if missing and args.docs_only else 0
