@@ -1,6 +1,7 @@
 """Bad input everywhere gives a clear error before anything compiles or is overwritten."""
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,6 +31,15 @@ def _garbage(tmp_path):
     path = tmp_path / "data.npz"
     path.write_bytes(b"not a zip archive")
     return str(path)
+
+
+def _truncated(tmp_path):
+    """A real archive cut short: its members' headers read, their data do not (a traceback
+    before, from where the arrays are read)."""
+    path = _npz(tmp_path, **{k: np.zeros((500,) + v.shape[1:], v.dtype) for k, v in DIGITS.items()})
+    data = Path(path).read_bytes()
+    Path(path).write_bytes(data[:200] + data[-1000:])  # keep the directory, lose member data
+    return path
 
 
 def _file(tmp_path, name, text):
@@ -146,6 +156,15 @@ CASES = [
         "lacks array(s) y_train, x_test, y_test",
     ),
     ({"dataset.name": "npz", "dataset.path": _garbage}, "is not a readable .npz archive"),
+    ({"dataset.name": "npz", "dataset.path": _truncated}, "is not a readable .npz archive"),
+    (
+        {
+            "dataset.name": "npz",
+            "dataset.path": lambda p: _npz(p, **{**DIGITS, "y_test": np.full(5, 2**31)}),
+        },
+        "y_test must hold integer labels in [0, 2^31)",  # they wrapped when cast to int32
+    ),
+    ({"dataset.test_fraction": 0.0}, "dataset.test_fraction must be in (0, 1), got 0.0"),
     (
         {
             "dataset.name": "npz",

@@ -202,3 +202,17 @@ def test_kept_values_go_oldest_first_and_plain_keys_tell_types_apart():
     assert len(keys) == 7 and None not in keys
     assert plain_key({"b": 1, "a": (2, 3)}) == plain_key({"a": [2, 3], "b": 1})
     assert plain_key(1, object()) is None
+
+
+def test_npz_scales_each_split_of_bytes_by_its_own_dtype(tmp_path):
+    """Byte images are scaled to [0, 1] split by split: decided by x_train alone, a float test
+    split beside byte training images was divided by 255 again, and a byte test split beside
+    float training images kept 0-255."""
+    rows = {"y_train": np.zeros(4, int), "y_test": np.zeros(2, int)}
+    for x_train, x_test in (
+        (np.full((4, 3), 255, np.uint8), np.full((2, 3), 1.0, np.float32)),
+        (np.full((4, 3), 1.0, np.float32), np.full((2, 3), 255, np.uint8)),
+    ):
+        np.savez(tmp_path / "d.npz", x_train=x_train, x_test=x_test, **rows)
+        ds = datasets.load({"name": "npz", "path": str(tmp_path / "d.npz")})
+        assert ds.x_train.max() == ds.x_test.max() == 1.0

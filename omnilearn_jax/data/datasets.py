@@ -8,6 +8,7 @@ depends on how a controller splits the batch across workers.
 from __future__ import annotations
 
 import os
+import zipfile
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -92,7 +93,10 @@ def _digits(section: Mapping[str, Any]) -> Dataset:
     x = (images / 16.0).astype(np.float32)[..., None]
     # A fixed split (independent of the run seed) so every run evaluates on the same images.
     order = np.random.default_rng(0).permutation(len(y))
-    n_test = int(section.get("test_fraction", 0.2) * len(y))
+    fraction = section.get("test_fraction", 0.2)
+    if not 0 < fraction < 1:  # 0 left nothing to evaluate on, after compiling
+        raise ValueError(f"dataset.test_fraction must be in (0, 1), got {fraction}")
+    n_test = int(fraction * len(y))
     test, train = order[:n_test], order[n_test:]
     return _finish(x[train], y[train], x[test], y[test], 10)
 
@@ -157,6 +161,9 @@ def _text(section: Mapping[str, Any]) -> Dataset:
 _NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
 
 
+_X = ("x_train", "x_test")
+
+
 @_loader("npz")
 def _npz(section: Mapping[str, Any]) -> Dataset:
     """A user's local file holding x_train, y_train, x_test, y_test (e.g. CIFAR-10)."""
@@ -165,10 +172,11 @@ def _npz(section: Mapping[str, Any]) -> Dataset:
         raise ValueError("dataset.name=npz needs dataset.path (a local .npz file)")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"dataset file {path!r} does not exist")
+    unreadable = f"dataset file {path!r} is not a readable .npz archive (np.savez writes one)"
     try:
         archive = np.load(path, allow_pickle=False)
-    except (OSError, EOFError, ValueError) as e:  # corrupt, or not an npz at all
-        raise ValueError(f"dataset file {path!r} is not a readable .npz archive: {e}") from e
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as e:  # corrupt, or no npz
+        raise ValueError(f"{unreadable}: {type(e).__name__}") from e
     if not isinstance(archive, np.lib.npyio.NpzFile):
         raise ValueError(f"dataset file {path!r} is a single .npy array, not an .npz archive")
     with archive as f:
@@ -178,7 +186,10 @@ def _npz(section: Mapping[str, Any]) -> Dataset:
                 f"dataset file {path!r} lacks array(s) {', '.join(missing)}; "
                 f"it has: {', '.join(f.files) or 'nothing'}"
             )
-        arrays = {k: f[k] for k in _NPZ_KEYS}
+        try:  # a truncated or corrupted member fails only here, as it is read
+            arrays = {k: f[k] for k in _NPZ_KEYS}
+        except (OSError, EOFError, ValueError, zipfile.BadZipFile) as e:
+            raise ValueError(f"{unreadable}: {type(e).__name__}: {e}") from e
     for split in ("train", "test"):
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
         if x.ndim < 2 or y.ndim != 1 or len(x) != len(y) or len(x) == 0:
@@ -186,13 +197,16 @@ def _npz(section: Mapping[str, Any]) -> Dataset:
                 f"dataset file {path!r}: x_{split} {x.shape} and y_{split} {y.shape} must be "
                 f"[N, ...] and [N] with the same N > 0"
             )
-        if not np.issubdtype(y.dtype, np.integer) or y.min() < 0:
-            raise ValueError(f"dataset file {path!r}: y_{split} must hold integer labels >= 0")
+        if not np.issubdtype(y.dtype, np.integer) or y.min() < 0 or y.max() >= 2**31:
+            raise ValueError(
+                f"dataset file {path!r}: y_{split} must hold integer labels in [0, 2^31)"
+            )
     if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:]:
         raise ValueError(f"dataset file {path!r}: train and test inputs differ in shape")
-    x_train, x_test = arrays["x_train"], arrays["x_test"]
-    if x_train.dtype == np.uint8:  # images stored as bytes: scale to [0, 1]
-        x_train, x_test = x_train / 255.0, x_test / 255.0
+    # Images stored as bytes are scaled to [0, 1], each split by its own dtype (a float test
+    # split beside byte training images had been divided by 255 a second time).
+    scaled = {k: arrays[k] / 255.0 if arrays[k].dtype == np.uint8 else arrays[k] for k in _X}
+    x_train, x_test = scaled["x_train"], scaled["x_test"]
     return _finish(x_train, arrays["y_train"], x_test, arrays["y_test"])
 
 
