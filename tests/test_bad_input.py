@@ -165,6 +165,13 @@ CASES = [
         "y_test must hold integer labels in [0, 2^31)",  # they wrapped when cast to int32
     ),
     ({"dataset.test_fraction": 0.0}, "dataset.test_fraction must be in (0, 1), got 0.0"),
+    ({"model.name": "mlp", "model.hidden": 0}, "model.hidden must be >= 1, got 0"),
+    (
+        {"model.name": "cnn", "model.features": (12, 20)},
+        "model.features=(12, 20) gives 12 channels; cnn's group norm needs each channel count",
+    ),
+    ({"model.name": "resnet18", "model.width": 6}, "model.width=6 gives 12 channels; resnet18"),
+    ({"seed": -1}, "seed must be >= 0, got -1"),
     (
         {
             "dataset.name": "npz",
@@ -199,7 +206,11 @@ CASES = [
         "dataset.name=text gives token sequences with a next-token target at every position, "
         "which only model.name=transformer predicts; got model.name=mlp",
     ),
-    ({"model.name": "transformer"}, "model transformer needs token inputs [L]; got (8, 8, 1)"),
+    (  # it said "needs token inputs [L]" for images, and token rows [N, L] with one label
+        # each failed while compiling
+        {"model.name": "transformer"},
+        "model.name=transformer predicts a token at every position of dataset.name=text",
+    ),
     ({**TEXT, "model.num_heads": 3}, "model width 64 is not a multiple of num_heads 3"),
     (
         {**TEXT, "model.depth": 0},

@@ -157,6 +157,7 @@ def check_for_devices(
 
     datasets.check_name(config.dataset.name)
     models.check_name(config.model.name)
+    models.check_sizes(config.model)
     mesh.check_backend(config.backend)
     optim.check(config.optimizer)
     _choice("clock", config.clock, CLOCKS)
@@ -376,3 +377,11 @@ def _check_text(config) -> None:
             f"position, which only model.name=transformer predicts; got model.name="
             f"{config.model.name}"
         )
+    if config.model.name == "transformer" and not text:  # it failed while compiling
+        raise ValueError(
+            f"model.name=transformer predicts a token at every position of dataset.name=text; "
+            f"dataset.name={config.dataset.name} has one label an example: use mlp, cnn or "
+            f"resnet18"
+        )
+    if config.seed < 0:  # it failed at the first batch, after compiling, without the key
+        raise ValueError(f"seed must be >= 0, got {config.seed}")

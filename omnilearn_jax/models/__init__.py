@@ -40,6 +40,31 @@ def check_name(name: str) -> None:
         raise ValueError(f"unknown model {name!r}; valid names: {', '.join(available())}")
 
 
+def check_sizes(section: Mapping[str, Any]) -> None:
+    """A model section's sizes, checked before anything is built: a raw ZeroDivisionError or
+    GroupNorm's "Number of groups (8) does not divide the number of channels (12)" before."""
+    name = section["name"]
+    sizes = () if name == "transformer" else ("hidden", "width")  # it checks its own
+    for key in sizes:
+        if key in section and int(section[key]) < 1:
+            raise ValueError(f"model.{key} must be >= 1, got {section[key]}")
+    if name == "mlp" and int(section.get("depth", 1)) < 0:  # 0: a linear model
+        raise ValueError(f"model.depth must be >= 0 hidden layers, got {section['depth']}")
+    # GroupNorm takes min(8, channels) groups (cnn.group_norm): above 8, a multiple of 8.
+    channels = ()
+    if name == "cnn" and section.get("norm", True):
+        channels = tuple(section.get("features", ()))
+    elif name == "resnet18":
+        channels = tuple(int(section["width"]) * k for k in (1, 2, 4, 8))
+    key = "features" if name == "cnn" else "width"
+    for c in channels:
+        if c < 1 or (c > 8 and c % 8):
+            raise ValueError(
+                f"model.{key}={section[key]!r} gives {c} channels; {name}'s group norm needs "
+                f"each channel count at most 8 or a multiple of 8"
+            )
+
+
 def create(
     section: Mapping[str, Any], input_shape: tuple[int, ...], num_classes: int, seed: int
 ) -> tuple[ApplyFn, Any]:
