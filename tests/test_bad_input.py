@@ -192,6 +192,11 @@ CASES = [
         lambda p: f"cost curve {p / 'none.json'}: [Errno 2] No such file or directory",
     ),
     (
+        {"cost.curve": "measured"},
+        "cost curve measured: [Errno 2] No such file or directory: 'measured' (did you mean "
+        "'measure'?)",
+    ),
+    (
         {"cost.curve": lambda p: _file(p, "curve.json", '{"format": "x"}')},
         "not a cost curve: format 'x', want 'omnilearn-cost-curve/1'",
     ),

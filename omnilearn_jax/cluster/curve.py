@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from omnilearn_jax.config.args import suggest
+
 FORMAT = "omnilearn-cost-curve/1"
 RUN_FILE = "cost_curve.json"  # the curve a run used, kept in its run directory
 MEASURE = "measure"  # cost.curve value: profile the real step at start
@@ -87,7 +89,9 @@ def load_curve(path: str) -> CostCurve:
         with open(path) as f:
             return curve_from_dict(json.load(f))
     except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-        raise ValueError(f"cost curve {path}: {e}") from None
+        # A misspelt `measure` is not a file either: say what was likely meant.
+        hint = suggest(path, [MEASURE]) if not os.path.exists(path) else ""
+        raise ValueError(f"cost curve {path}: {e}{hint}") from None
 
 
 def measure_curve(
