@@ -28,18 +28,12 @@ import math
 import os
 from typing import Any
 
+from omnilearn_jax.analysis.table import stopped_by_budget
+
 SEED = "seed"
 CONTROLLER = "controller.name"
 STATS = ("final_eval_accuracy", "total_time", "time_to_target", "final_eval_perplexity")
 OPTIONAL = frozenset({"final_eval_perplexity"})  # shown only when some cell reports it
-
-
-def stopped_by_budget(summary: dict) -> bool:
-    """Whether an async run's time budget ended it (summaries before `stopped_by`: whether it
-    had a budget)."""
-    if summary.get("stopped_by") is not None:
-        return summary["stopped_by"] == "time_budget"
-    return summary.get("mode") == "asp" and (summary.get("time_budget") or 0) > 0
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:

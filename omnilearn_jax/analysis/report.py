@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from omnilearn_jax.analysis.load import Runs
-from omnilearn_jax.analysis.table import equal_to, to_markdown
+from omnilearn_jax.analysis.table import equal_to, stopped_by_budget, to_markdown
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -130,19 +130,13 @@ SAME_UPDATE = ": the split changes how long a step takes, not the update"
 
 def _budgeted(runs: Runs | None, where: dict) -> bool:
     """Whether every run of a facet (its `where` column values) is an async run that its time
-    budget stopped (summaries before `stopped_by`: an async run with a budget). An async
-    run without one stops after its updates, and its time compares."""
+    budget stopped (`table.stopped_by_budget`)."""
     if runs is None:
         return False
     s = runs.summaries
     for key, value in where.items():
         s = s[equal_to(s[key], value)]
-    if s.empty or "time_budget" not in s:
-        return False
-    had = s["mode"].eq("asp") & (pd.to_numeric(s["time_budget"], errors="coerce").fillna(0) > 0)
-    if "stopped_by" in s:
-        had = s["stopped_by"].eq("time_budget").where(s["stopped_by"].notna(), had)
-    return bool(had.astype(bool).all())
+    return not s.empty and all(stopped_by_budget(row) for _, row in s.iterrows())
 
 
 def _accuracy(rows: pd.DataFrame, prefix: str, reason: str) -> list[str]:

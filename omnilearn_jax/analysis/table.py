@@ -93,6 +93,17 @@ def _add_ratio(table: pd.DataFrame, done: pd.DataFrame, keys: list[str], column:
     table[f"{column}_max"] = hi
 
 
+def stopped_by_budget(summary) -> bool:
+    """Whether an async run's time budget ended it, from its summary (a dict, or a frame's
+    row, where a missing value is NaN); summaries before `stopped_by`: whether it had one.
+    Such runs all stop at one time, so they compare by accuracy, not by speed."""
+    by = summary.get("stopped_by")
+    if isinstance(by, str):
+        return by == "time_budget"
+    budget = summary.get("time_budget")
+    return summary.get("mode") == "asp" and budget is not None and budget == budget and budget > 0
+
+
 def equal_to(column: pd.Series, value: object) -> pd.Series:
     """Where `column` equals `value`, a missing value equal to a missing one (as groupby's
     dropna=False groups them; `==` says False, and such a group found no reference)."""

@@ -72,9 +72,9 @@ def unread_keys(hetero: Mapping[str, Any] | Any) -> list[str]:
     """Sentences naming each base profile's key that is set (not its default) while another
     profile runs: it is ignored (`cores=(1,...,8)` with name uniform runs uniform). Not an
     error: an ablation over `hetero.name` may set one profile's keys for every cell."""
-    h = read_section(hetero, hetero_defaults(), "hetero")
-    base = str(h["base"]) if h["name"] in MODIFIER_PROFILES else str(h["name"])
     defaults = hetero_defaults()
+    h = read_section(hetero, defaults, "hetero")
+    base = str(h["base"]) if h["name"] in MODIFIER_PROFILES else str(h["name"])
 
     def plain(v):  # a list read back from JSON equals the default's tuple
         return tuple(v) if isinstance(v, list | tuple) else v

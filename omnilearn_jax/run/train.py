@@ -131,7 +131,8 @@ class Trainer:
     def __init__(self, config: ml_collections.ConfigDict, workdir: str):
         checks.check_config_types(config)  # unknown keys and wrong types first
         # An async run across processes keeps one device spare for decisions (cpu_devices).
-        available = len(jax.devices()) - int(distributed.async_across(config))
+        spare = distributed.async_across(config)
+        available = len(jax.devices()) - int(spare)
         checks.check_for_devices(config, available, jax.process_count())
         controllers.load_plugin(config.controller.plugin)  # registers user controllers
         self.controller = schema.make_controller(config)  # persist by the clock
@@ -144,7 +145,6 @@ class Trainer:
         w, b = config.num_workers, config.global_batch_size
         # 0 (all devices) stays 0: every process's devices, however many each has; an async
         # run across processes leaves its spare out.
-        spare = distributed.async_across(config)
         devices = select_devices(config.num_devices or (available if spare else 0))
         r = w // len(devices)
         lo, hi, capacity = worker_bounds(config, r)
