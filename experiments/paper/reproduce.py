@@ -406,8 +406,9 @@ def missing_runs(args: argparse.Namespace) -> list[str]:
     --small, whose document, in a temporary folder, shows the parts it ran."""
     if args.small:
         return []
-    done = lambda n: glob.glob(os.path.join(args.workdir, n, "*", "summary.json"))  # noqa: E731
-    return [n for n in ABLATIONS if not done(n)]
+    return [
+        n for n in ABLATIONS if not glob.glob(os.path.join(args.workdir, n, "*", "summary.json"))
+    ]
 
 
 def write_docs(args: argparse.Namespace, timings: dict[str, float]) -> int:
