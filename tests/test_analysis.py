@@ -287,6 +287,17 @@ def test_runs_that_differ_in_a_grid_key_are_not_averaged_as_seeds(ablation, tmp_
         (run / "config.json").write_text(json.dumps(config))
     summaries = analysis.load_runs(str(root), use_cache=False).summaries
     assert analysis.group_columns(summaries) == ["controller", "controller.b_min"]
+    # Derived values are no setting either, but the CPU quotas a launched run's processes ran
+    # under are (`launch --cpu_quota`): quota 0.25 on two runs makes them a setting apart.
+    for i, run in enumerate(sorted(root.iterdir())):
+        config = json.loads((run / "config.json").read_text())
+        config["resolved"]["param_count"] = 100 + i
+        config["resolved"]["cpu_quota"] = [1.0, 0.25 if i < 2 else 1.0]
+        (run / "config.json").write_text(json.dumps(config))
+    summaries = analysis.load_runs(str(root), use_cache=False).summaries
+    columns = ["controller", "controller.b_min", "resolved.cpu_quota"]
+    assert analysis.group_columns(summaries) == columns
+    assert analysis.speedup_table(summaries)["seeds"].tolist() == [1, 1, 1, 1]
 
 
 def test_a_resumed_runs_offline_summary_is_its_last_segments(monkeypatch):

@@ -377,7 +377,8 @@ root, i = sys.argv[1:]
 [group] = glob.glob(os.path.join(root, "cpu", "omnilearn-*", f"p{i}"))
 procs = os.path.join(group, "cgroup.procs")
 told = os.environ.get("OMNILEARN_QUOTA_GROUP", "")
-print(os.path.exists(procs) and open(procs).read() or "-", told == group,
+quotas = os.environ["OMNILEARN_CPU_QUOTA"], os.environ["OMNILEARN_CPU_QUOTAS"]
+print(os.path.exists(procs) and open(procs).read() or "-", told == group, *quotas,
       *sorted(os.sched_getaffinity(0)))
 """
 
@@ -391,7 +392,10 @@ def test_with_quota_from_steps_a_child_starts_outside_its_group_and_is_told_it(
     assert launch.main([*argv, "--quota_from=steps", "--", "--x"]) == 0
     lines = [line.split() for line in capsys.readouterr().out.splitlines()]
     seen = sorted(w[1:] for w in lines if w[0] in ("[p0]", "[p1]"))
-    assert seen == [["-", "True", str(core)]] * 2  # nobody in the group, both told theirs
+    # Nobody in the group, both told theirs, and each its quota and every process's.
+    assert seen == [["-", "True", q, "1,0.5", str(core)] for q in ("0.5", "1")]
+    assert cgroups.launched_quotas({cgroups.QUOTAS_ENV: "1,0.5"}) == [1.0, 0.5]
+    assert cgroups.launched_quotas({}) == []
     assert entries(tmp_path / "cpu") == ["cpu.cfs_period_us", "cpu.cfs_quota_us"]
 
 

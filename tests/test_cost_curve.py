@@ -9,6 +9,7 @@ import pytest
 from omnilearn_jax import cluster
 from omnilearn_jax.cluster import curve as curve_lib
 from omnilearn_jax.cluster.measure import run_curve
+from omnilearn_jax.run import cgroups
 
 # Flat up to 16 rows (the device is not yet busy), then 0.01 s a row.
 KNOTS = cluster.CostCurve((8, 16, 32, 64), (0.16, 0.16, 0.32, 0.64), {"platform": "test"})
@@ -90,6 +91,10 @@ def test_a_run_profiles_its_step_keeps_the_curve_and_reuses_it(tmp_path, monkeyp
     times = trainer.timer.cost.worker_times(0, np.full(2, 32), trainer.timer.speeds(0))
     np.testing.assert_allclose(times, kept.time(64) / 2 * np.array([1.0, 5.0]), rtol=1e-9)
     assert trainer.resolved_config()["resolved"]["cost_curve"] == curve_lib.RUN_FILE
+    # The quotas a launcher gave its processes are recorded (none here; then 1 and 0.25).
+    assert trainer.resolved_config()["resolved"]["cpu_quota"] == []
+    monkeypatch.setenv(cgroups.QUOTAS_ENV, "1,0.25")
+    assert trainer.resolved_config()["resolved"]["cpu_quota"] == [1.0, 0.25]
 
     monkeypatch.setattr(measure, "measure_curve", lambda *a, **k: pytest.fail("measured again"))
     assert run_curve(trainer) == kept  # what a resumed run's Trainer calls

@@ -24,6 +24,8 @@ IGNORED = (
     "wandb.", "resolved.", "meta.", "distributed.", "cpu_devices",
     "train.log_every", "train.checkpoint_every", "train.keep_checkpoints",
 )  # fmt: skip
+# ... except the CPU quotas a launched run's processes ran under: another machine, in effect.
+KEPT = ("resolved.cpu_quota",)
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -40,10 +42,10 @@ def to_json(config: Mapping[str, Any], covered: set[str]) -> str:
     """The config's keys that may tell runs apart (not `covered`: the run-level columns'). An
     absolute path counts by its file name: the same file from two checkouts or hosts."""
     flat = flatten(config)
-    kept = {
+    kept = {  # keys starting with "_" are W&B's own
         k: os.path.basename(v) if isinstance(v, str) and os.path.isabs(v) else v
         for k, v in flat.items()
-        if k not in covered and not k.startswith(IGNORED) and not k.startswith("_")  # W&B's own
+        if k not in covered and (k in KEPT or not k.startswith(IGNORED)) and not k.startswith("_")
     }
     return json.dumps(kept, sort_keys=True, default=str)
 

@@ -30,7 +30,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +49,7 @@ PREFIX = "omnilearn-"
 # step (`--quota_from=steps`); `enter_deferred` reads it.
 ENV = "OMNILEARN_QUOTA_GROUP"
 QUOTA_ENV = "OMNILEARN_CPU_QUOTA"  # the share of a core the launcher gave a process (said)
+QUOTAS_ENV = "OMNILEARN_CPU_QUOTAS"  # every process's share, in process order (recorded)
 QUOTA_FROM = ("start", "steps")
 _ALTERNATIVES = (
     "run as root on Linux with a writable cgroup cpu controller, or emulate heterogeneity "
@@ -143,6 +144,21 @@ def parse_quotas(text: str, num_processes: int, ncpu: int | None = None) -> tupl
             f"quota would need a period over its 1 s most"
         )
     return quotas
+
+
+def quota_env(quotas: Sequence[float], process_id: int) -> dict[str, str]:
+    """What the launcher tells process `process_id` of the quotas: its own share (main.py
+    warns when the clock ignores it) and every process's (the run records them)."""
+    if not quotas:
+        return {}
+    return {QUOTA_ENV: f"{quotas[process_id]:g}", QUOTAS_ENV: ",".join(f"{q:g}" for q in quotas)}
+
+
+def launched_quotas(environ: Mapping[str, str] = os.environ) -> list[float]:
+    """Each process's share of a core as the launcher set it ([] when it set none): the run
+    records it (config.json's `resolved.cpu_quota`), so runs under other quotas are told apart."""
+    text = environ.get(QUOTAS_ENV, "")
+    return [float(q) for q in text.split(",")] if text else []
 
 
 def spread_cpus(num_processes: int, allowed: set[int]) -> tuple[frozenset[int], ...]:

@@ -327,8 +327,7 @@ def launch(
             env = child_env()
             env[cpu_limit.SHARED_ENV] = str(shared[i])
             env[KEY_ENV] = secret
-            if cpu_quota:  # main.py says that the virtual clock ignores it
-                env[cgroups.QUOTA_ENV] = f"{cpu_quota[i]:g}"
+            env.update(cgroups.quota_env(cpu_quota, i))
             if group is not None and quota_from == "steps":
                 env[cgroups.ENV] = str(group.path)  # joined before the first step
                 group = None

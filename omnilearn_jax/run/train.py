@@ -30,7 +30,7 @@ from omnilearn_jax.engine.faults import PlantedFaults
 from omnilearn_jax.engine.memo import Last, key_of
 from omnilearn_jax.engine.mesh import select_devices
 from omnilearn_jax.engine.timing import calibrate_per_sample_cost, check_cluster, make_timer
-from omnilearn_jax.run import distributed, metrics
+from omnilearn_jax.run import cgroups, distributed, metrics
 from omnilearn_jax.run.checkpoint import has_checkpoint
 from omnilearn_jax.run.runstore import start_measured, write_measured
 
@@ -419,5 +419,6 @@ class Trainer:
             "per_sample_cost": self.timer.cost.per_sample_cost,
             "per_sample_cost_calibrated": self.calibrated_cost is not None,
             "cost_curve": RUN_FILE if self.cost_curve is not None else "",
+            "cpu_quota": cgroups.launched_quotas(),
         }
         return resolved
