@@ -1,6 +1,6 @@
 """Measured on CPU-quota heterogeneity: controllers on a real heterogeneous cluster.
 
-    python -m experiments.real_hetero [--clusters 1.0/0.5,1.0/0.25,0.5/0.5/0.5/0.125]
+    python -m experiments.real_hetero [--clusters 1.0/0.5,1.0/0.25,0.5/0.5/0.5/0.25]
         [--controllers static,proportional,pi,predictive,oracle] [--reps 3] [--steps 150]
         [--job cnn|cnn64] [--unpinned] [--quota_from start|steps] [--mode bsp|asp]
         [--json docs/results/real_hetero.json] [--md docs/results/real_hetero.md]
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import subprocess
@@ -51,6 +52,7 @@ from omnilearn_jax.run import cgroups
 # A predicted reduction below this (1%) has no fraction delivered worth printing: async
 # balancing is predicted to change nothing, and measured / 0.2% is noise over a tiny number.
 MEANINGFUL = 0.01
+SKIPPED = 5  # a run's first steps, left out of its seconds per row (first executions)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMAND = "python -m experiments.real_hetero "
 CONFIG = "configs/paper_{mode}.py:runlocal,model=cnn,hetero=uniform,controller={controller}"
@@ -78,14 +80,24 @@ class Setting:
 
 def pinning(quotas: list[float], cores: int) -> str:
     """Cores for each process: quotas packed onto the cores in order, so that no core is
-    asked for more than one core's time (first fit)."""
+    asked for more than one core's time (first fit); a quota over one core gets that many
+    whole free cores in a row (2 had been packed onto one core, where it ran as 1)."""
     free, out = [1.0] * cores, []
     for q in quotas:
-        core = next((c for c in range(cores) if free[c] + 1e-9 >= min(q, 1.0)), None)
+        need, share = max(math.ceil(q - 1e-9), 1), min(q, 1.0)
+        core = next(
+            (
+                c
+                for c in range(cores - need + 1)
+                if all(free[c + i] + 1e-9 >= share for i in range(need))
+            ),
+            None,
+        )
         if core is None:
             raise ValueError(f"quotas {quotas} do not fit on {cores} cores")
-        free[core] -= min(q, 1.0)
-        out.append(str(core))
+        for i in range(need):
+            free[core + i] -= q / need
+        out.append(str(core) if need == 1 else f"{core}-{core + need - 1}")
     return ",".join(out)
 
 
@@ -171,8 +183,8 @@ def trajectory(train: list[dict]) -> dict:
 
 def measured(train: list[dict], summary: dict) -> dict:
     """A run's figures from its summary and its training records (metrics.jsonl)."""
-    rows = np.array([r["batch_sizes"] for r in train[5:]], float)
-    times = np.array([r["worker_times"] for r in train[5:]], float)
+    rows = np.array([r["batch_sizes"] for r in train[SKIPPED:]], float)
+    times = np.array([r["worker_times"] for r in train[SKIPPED:]], float)
     per_row = np.median(np.where(rows > 0, times / np.maximum(rows, 1), np.nan), axis=0)
     return {
         "wall_s": float(summary["steps_wall_time"]),  # first step to last, start-up apart
@@ -380,7 +392,7 @@ NUMBER_LIST = re.compile(rf"\[\s*({_NUMBER}(?:,\s*{_NUMBER})*)\s*\]")
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--clusters", default="1.0/0.5,1.0/0.25,0.5/0.5/0.5/0.125")
+    p.add_argument("--clusters", default="1.0/0.5,1.0/0.25,0.5/0.5/0.5/0.25")
     p.add_argument("--controllers", default="static,proportional,pi,predictive,oracle")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--steps", type=int, default=150)
@@ -424,30 +436,52 @@ def main(argv=None) -> None:
         with open(args.md, "w") as f:
             f.write(document(saved["cells"], saved.get("commands") or saved["command"]))
         return
+    setting = Setting(args.job, not args.unpinned, args.quota_from, args.mode, args.server_quota)
+    try:
+        clusters = checked_clusters(args.clusters, setting, args.steps)
+    except ValueError as e:
+        p.error(str(e))
     import jax
 
     jax.config.update("jax_num_cpu_devices", 8)  # the virtual predictions, in this process
-    clusters = [[float(q) for q in c.split("/")] for c in args.clusters.split(",")]
-    cells = study(
-        clusters,
-        args.controllers.split(","),
-        args.reps,
-        args.steps,
-        args.target,
-        Setting(args.job, not args.unpinned, args.quota_from, args.mode, args.server_quota),
-    )
-    print(table(cells))
     command = COMMAND + " ".join(sys.argv[1:])
-    saved = {"commands": [command], "cells": cells}
+    previous = None
     if args.merge and args.json and os.path.exists(args.json):
         with open(args.json) as f:
-            saved = merged(json.load(f), cells, command)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(dumps(saved))
-    if args.md:
-        with open(args.md, "w") as f:
-            f.write(document(saved["cells"], saved["commands"]))
+            previous = json.load(f)
+    cells = []
+    for quotas in clusters:  # saved after each cluster: a failure later keeps these
+        cells += study(
+            [quotas], args.controllers.split(","), args.reps, args.steps, args.target, setting
+        )
+        saved = {"commands": [command], "cells": cells}
+        if previous is not None:
+            saved = merged(previous, cells, command)
+        if args.json:
+            with open(args.json, "w") as f:
+                f.write(dumps(saved))
+        if args.md:
+            with open(args.md, "w") as f:
+                f.write(document(saved["cells"], saved["commands"]))
+    print(table(cells))
+
+
+def checked_clusters(text: str, setting: Setting, steps: int) -> list[list[float]]:
+    """`--clusters` as quota lists, each checked as the launcher checks it (before any run)."""
+    if steps <= SKIPPED:
+        raise ValueError(f"--steps must be over {SKIPPED}: a run's first {SKIPPED} steps are "
+                         f"not measured (first executions)")  # fmt: skip
+    clusters = []
+    for entry in text.split(","):
+        try:
+            quotas = [float(q) for q in entry.split("/")]
+        except ValueError:
+            raise ValueError(f"--clusters entry {entry!r} is not quotas like 1.0/0.25") from None
+        processes = ([setting.server] if setting.server else []) + quotas
+        cores = pinning(processes, os.cpu_count() or 1) if setting.pinned else "none"
+        cgroups.confine(processes, cores, len(processes))
+        clusters.append(quotas)
+    return clusters
 
 
 if __name__ == "__main__":

@@ -289,7 +289,7 @@ def _stand_in(monkeypatch, tmp_path, script: str) -> None:
 def test_the_launcher_runs_each_process_in_its_group(tmp_path, monkeypatch, capsys):
     _stand_in(monkeypatch, tmp_path, _CHILD)
     core = min(os.sched_getaffinity(0))
-    argv = ["--num_processes=2", "--cpu_quota=1,0.5", f"--cpus={core},{core}", "--", "--x"]
+    argv = ["--num_processes=2", "--cpu_quota=0.5,0.25", f"--cpus={core},{core}", "--", "--x"]
     assert launch.main(argv) == 0
     lines = [line.split() for line in capsys.readouterr().out.splitlines()]
     started = {int(w[3]): int(w[5]) for w in lines if w[:2] == ["[launch]", "started"]}
@@ -322,6 +322,9 @@ def test_the_launcher_rejects_bad_quotas_before_starting(option, message, capsys
     assert message in capsys.readouterr().err
 
 
+_CORE = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+
+
 def _ablation(**keys):
     base = Path(__file__).parents[1] / "configs" / "paper_bsp.py"
     config = {"base": f"{base}:runlocal,model=mlp", "grid": {"seed": (0,)}, **keys}
@@ -330,16 +333,16 @@ def _ablation(**keys):
 
 def test_an_ablation_gives_every_cell_the_launchers_quotas_and_cores(tmp_path):
     core = min(os.sched_getaffinity(0))
-    ablation = _ablation(num_processes=2, cpu_quota=(1, 0.25), cpus=f"{core},{core}")
+    ablation = _ablation(num_processes=2, cpu_quota=(0.5, 0.25), cpus=f"{core},{core}")
     cmd = cell_command(ablation, ablation.cells()[0], str(tmp_path))
     launcher = cmd[cmd.index("omnilearn_jax.launch") + 1 : cmd.index("--")]
     assert launcher == [
         "--num_processes=2",
         "--devices_per_process=2",  # the base's cpu_devices=4, split over 2 processes
-        "--cpu_quota=1.0,0.25",
+        "--cpu_quota=0.5,0.25",
         f"--cpus={core},{core}",
     ]
-    entry = f"--devices_per_process=2 --cpu_quota=1.0,0.25 --cpus={core},{core} --"
+    entry = f"--devices_per_process=2 --cpu_quota=0.5,0.25 --cpus={core},{core} --"
     assert sweep.sweep_dict(ablation)["command"][3].count(entry) == 1  # bash -c SCRIPT
 
 
@@ -350,6 +353,10 @@ def test_an_ablation_gives_every_cell_the_launchers_quotas_and_cores(tmp_path):
         ({"num_processes": 2, "cpu_quota": (0.5,)}, "ablation cpu_quota gives 1 quotas for 2"),
         ({"num_processes": 2, "cpu_quota": 0.5}, "ablation cpu_quota must be a tuple"),
         ({"num_processes": 2, "cpus": "0"}, "ablation cpus gives 1 entries for 2 processes"),
+        (
+            {"num_processes": 2, "cpu_quota": (1, 1), "cpus": f"{_CORE},{_CORE}"},
+            "ablation cpu_quota gives processes 0, 1 2 cores in all",
+        ),
     ],
 )
 def test_an_ablation_rejects_bad_quotas_before_any_cell(keys, message):
@@ -388,12 +395,12 @@ def test_with_quota_from_steps_a_child_starts_outside_its_group_and_is_told_it(
 ):
     _stand_in(monkeypatch, tmp_path, _DEFERRED_CHILD)
     core = min(os.sched_getaffinity(0))
-    argv = ["--num_processes=2", "--cpu_quota=1,0.5", f"--cpus={core},{core}"]
+    argv = ["--num_processes=2", "--cpu_quota=0.5,0.25", f"--cpus={core},{core}"]
     assert launch.main([*argv, "--quota_from=steps", "--", "--x"]) == 0
     lines = [line.split() for line in capsys.readouterr().out.splitlines()]
     seen = sorted(w[1:] for w in lines if w[0] in ("[p0]", "[p1]"))
     # Nobody in the group, both told theirs, and each its quota and every process's.
-    assert seen == [["-", "True", q, "1,0.5", str(core)] for q in ("0.5", "1")]
+    assert seen == [["-", "True", q, "0.5,0.25", str(core)] for q in ("0.25", "0.5")]
     assert cgroups.launched_quotas({cgroups.QUOTAS_ENV: "1,0.5"}) == [1.0, 0.5]
     assert cgroups.launched_quotas({}) == []
     assert entries(tmp_path / "cpu") == ["cpu.cfs_period_us", "cpu.cfs_quota_us"]
@@ -440,3 +447,62 @@ def test_launch_from_python_pins_by_default_as_the_command_line_does(monkeypatch
         with pytest.raises(Started):
             launch.launch(["--x"], num_processes=2, **kwargs)
         assert seen.pop() == first
+
+
+def test_a_quota_must_fit_the_cores_its_process_may_run_on():
+    """`--cpu_quota=2,0.5` under the default `fit` pinned process 0 to one core (it ran at 1
+    core, a 2:1 cluster for the 4:1 asked); processes sharing cores could be promised more
+    than the cores hold. Both are one line now; `fit` leaves unpinned a quota its slice
+    cannot hold."""
+    one = lambda *c: frozenset(c)  # noqa: E731
+    four = {0, 1, 2, 3}
+    assert cgroups.confine("2,0.5", "fit", 2, four) == ((2.0, 0.5), (one(0, 1), one(2, 3)))
+    assert cgroups.confine("3,0.5", "fit", 2, four) == ((3.0, 0.5), ())  # unpinned, 3.5 of 4
+    assert cgroups.confine((1.5, 0.5), "0-1,1", 2, four)[1] == (one(0, 1), one(1))
+    assert cgroups.confine(None, "fit", 2, four) == ((), (one(0, 1), one(2, 3)))
+    for quotas, cpus, message in [
+        ("2,0.5", "0,1", "gives process 0 2 cores in all, but they may run only on the 1"),
+        ("1,1", "0,0", r"gives processes 0, 1 2 cores in all, .* only on the 1 core\(s\) \[0\]"),
+        ((1.5, 1.0), "0-1,1", r"processes 0, 1 2.5 cores in all, .* 2 core\(s\) \[0, 1\]"),
+        ("3,1.5", "fit", "gives processes 0, 1 4.5 cores in all, .* on the 4 core"),
+        ("", "fit", "takes numbers separated by commas, got ''"),  # --cpu_quota=$UNSET
+        ((1.0,), "none", "gives 1 quotas for 2 processes"),
+        ((1.0, 5.0), "none", r"5.0 is outside \(0, 4\]"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            cgroups.confine(quotas, cpus, 2, four)
+    with pytest.raises(ValueError, match="gives 1 entries for 2 processes"):
+        cgroups.confine(None, (one(0),), 2, four)
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [("--cpu_quota=", "numbers separated by commas"), ("--cpus=", "gives 1 entries")],
+)
+def test_an_empty_quota_or_core_list_is_refused_not_dropped(option, message, capsys):
+    """`--cpu_quota=$Q` with Q unset ran without quotas; `--cpus=` crashed in launch()."""
+    with pytest.raises(SystemExit):
+        launch.parse(["--num_processes=2", option, "--", "--x"])
+    assert message in capsys.readouterr().err
+
+
+def test_launch_from_python_checks_its_quotas_before_making_anything(tmp_path, monkeypatch):
+    """launch(cpu_quota=(1.0,)) for 2 processes started process 0, then an IndexError."""
+    monkeypatch.setattr(cgroups, "ROOT", str(v1_root(tmp_path)))
+    monkeypatch.setattr(launch, "process_command", lambda *a, **k: pytest.fail("started"))
+    for quota, message in [((1.0,), "gives 1 quotas"), ((1.0, 1e-6), "below 0.001 of a core")]:
+        with pytest.raises(ValueError, match=message):
+            launch.launch(["--x"], num_processes=2, cpu_quota=quota, cpus="none")
+    assert entries(tmp_path / "cpu") == ["cpu.cfs_period_us", "cpu.cfs_quota_us"]
+
+
+def test_a_group_that_fails_half_way_leaves_nothing_and_a_second_launch_is_named(tmp_path):
+    root = v1_root(tmp_path)
+    with pytest.raises(ValueError, match="must be positive"):
+        cgroups.create([1.0, 0.0], root=root)
+    assert entries(tmp_path / "cpu") == ["cpu.cfs_period_us", "cpu.cfs_quota_us"]
+    groups = cgroups.create([1.0, 0.5], root=root)
+    with pytest.raises(cgroups.CgroupError, match="an earlier launch from this process left"):
+        cgroups.create([1.0, 0.5], root=root)
+    cgroups.release(groups)
+    assert entries(tmp_path / "cpu") == ["cpu.cfs_period_us", "cpu.cfs_quota_us"]

@@ -1,6 +1,7 @@
 """The CPU-quota study's pure parts: packing quotas onto cores, and the verdict it prints."""
 
 import json
+import re
 
 import pytest
 
@@ -13,6 +14,36 @@ def test_quotas_are_packed_onto_cores_first_fit():
     assert real_hetero.pinning([0.25, 0.25, 0.25, 0.25], 1) == "0,0,0,0"
     with pytest.raises(ValueError, match="do not fit on 2 cores"):
         real_hetero.pinning([1.0, 1.0, 0.5], 2)
+    # A quota over one core gets that many whole cores (2 had been packed onto core 0).
+    assert real_hetero.pinning([2.0, 0.5], 4) == "0-1,2"
+    assert real_hetero.pinning([0.5, 1.5, 1.0], 4) == "0,1-2,3"
+    with pytest.raises(ValueError, match="do not fit on 2 cores"):
+        real_hetero.pinning([0.5, 2.0], 2)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--clusters", "1.0/0"], r"--cpu_quota 0.0 is outside"),
+        (["--clusters", "1.0/x"], "not quotas like 1.0/0.25"),
+        (["--clusters", "1.0/1.0", "--steps", "5"], "--steps must be over 5"),
+        (["--clusters", "2.0/0.5", "--unpinned"], r"2.5 cores in all"),
+    ],
+)
+def test_bad_clusters_stop_before_any_run(argv, message, monkeypatch, capsys):
+    """A bad cluster failed as a traceback after the runs before it (--steps 2: 2 min 20 s,
+    then a TypeError, and no JSON)."""
+    monkeypatch.setattr(real_hetero, "run", lambda *a, **k: pytest.fail("a run started"))
+    monkeypatch.setattr(real_hetero.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(real_hetero.cgroups, "confine", _on_two_cores(real_hetero.cgroups.confine))
+    with pytest.raises(SystemExit) as stop:
+        real_hetero.main(argv)
+    assert stop.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def _on_two_cores(confine):
+    return lambda quotas, cpus, n: confine(quotas, cpus, n, allowed={0, 1})
 
 
 def _cell(ratios, predicted):

@@ -197,10 +197,7 @@ def _confinement(config: dict[str, Any], num_processes: int) -> tuple[tuple[floa
     if (quota or cpus) and num_processes == 1:
         raise ValueError("ablation cpu_quota and cpus need num_processes > 1 (one each)")
     try:
-        if quota:
-            quota = cgroups.parse_quotas(",".join(map(str, quota)), num_processes)
-        if cpus:
-            cgroups.parse_cpus(cpus, num_processes)
+        quota = cgroups.confine(quota, cpus or "fit", num_processes)[0]
     except ValueError as e:
         raise ValueError(f"ablation {str(e).removeprefix('--')}") from None
     return tuple(quota), cpus

@@ -53,8 +53,9 @@ QUOTAS_ENV = "OMNILEARN_CPU_QUOTAS"  # every process's share, in process order (
 QUOTA_FROM = ("start", "steps")
 _ALTERNATIVES = (
     "run as root on Linux with a writable cgroup cpu controller, or emulate heterogeneity "
-    "with --config.clock=wall --config.hetero.inject=SECONDS_PER_ROW, or pin processes "
-    "with taskset beside a CPU-bound co-runner"
+    "with --config.clock=wall --config.hetero.name=hl --config.hetero.level=4 "
+    "--config.hetero.inject=SECONDS_PER_ROW (a wait a row, longer on slower workers), or pin "
+    "processes with taskset beside a CPU-bound co-runner"
 )
 
 
@@ -127,11 +128,19 @@ def quota_and_period(fraction: float, period_us: int = PERIOD_US) -> tuple[int, 
 
 def parse_quotas(text: str, num_processes: int, ncpu: int | None = None) -> tuple[float, ...]:
     """`--cpu_quota=1.0,0.25`: one fraction of a core per process, each in (0, ncpu]."""
-    ncpu = ncpu or os.cpu_count() or 1
     try:
         quotas = tuple(float(q) for q in text.split(","))
     except ValueError:
         raise ValueError(f"--cpu_quota takes numbers separated by commas, got {text!r}") from None
+    return check_quotas(quotas, num_processes, ncpu)
+
+
+def check_quotas(
+    quotas: Sequence[float], num_processes: int, ncpu: int | None = None
+) -> tuple[float, ...]:
+    """Quotas as numbers (from Python): one a process, each in [MIN_QUOTA, ncpu]."""
+    ncpu = ncpu or os.cpu_count() or 1
+    quotas = tuple(float(q) for q in quotas)
     if len(quotas) != num_processes:
         raise ValueError(
             f"--cpu_quota gives {len(quotas)} quotas for {num_processes} processes: one each"
@@ -144,6 +153,47 @@ def parse_quotas(text: str, num_processes: int, ncpu: int | None = None) -> tupl
             f"quota would need a period over its 1 s most"
         )
     return quotas
+
+
+def confine(
+    quotas: str | Sequence[float] | None,
+    cpus: str | Sequence[frozenset[int]],
+    num_processes: int,
+    allowed: set[int] | None = None,
+) -> tuple[tuple[float, ...], tuple[frozenset[int], ...]]:
+    """A launch's quotas (`--cpu_quota` text, numbers, or None / () for none) and cores
+    (`--cpus` text or one set a process), checked together: a quota is a share of a core
+    only where its process may run on that many cores, so a process's quota may not pass its
+    cores, nor may the quotas of processes that share cores pass those cores (each would get
+    less than it asked, silently: 2 on one core runs as 1). `fit` pins nothing where a quota
+    needs more cores than it would deal out. Raises ValueError with one line."""
+    getter = getattr(os, "sched_getaffinity", None)  # Linux only
+    usable = allowed if allowed is not None else getter(0) if getter else None
+    usable = frozenset(usable if usable is not None else range(os.cpu_count() or 1))
+    if isinstance(quotas, str):
+        quotas = parse_quotas(quotas, num_processes, len(usable))
+    elif quotas:
+        quotas = check_quotas(quotas, num_processes, len(usable))
+    quotas = tuple(quotas or ())
+    if isinstance(cpus, str):
+        cpus = parse_cpus(cpus, num_processes, allowed, quotas=quotas)
+    pinned = tuple(frozenset(c) for c in cpus)
+    if pinned and len(pinned) != num_processes:
+        raise ValueError(f"--cpus gives {len(pinned)} entries for {num_processes} processes")
+    if not quotas:
+        return quotas, pinned
+    cpus = pinned or (usable,) * num_processes  # unpinned: they share every usable core
+    for cores in set(cpus):
+        inside = [i for i in range(num_processes) if cpus[i] <= cores]
+        total = sum(quotas[i] for i in inside)
+        if total > len(cores) + 1e-9:
+            who = f"process{'es' if len(inside) > 1 else ''} {', '.join(map(str, inside))}"
+            raise ValueError(
+                f"--cpu_quota gives {who} {total:g} cores in all, but they may run only on "
+                f"the {len(cores)} core(s) {sorted(cores)}: each would get less than its quota; "
+                f"give smaller quotas, more cores (--cpus), or fewer processes"
+            )
+    return quotas, pinned
 
 
 def quota_env(quotas: Sequence[float], process_id: int) -> dict[str, str]:
@@ -178,13 +228,16 @@ def spread_cpus(num_processes: int, allowed: set[int]) -> tuple[frozenset[int], 
 
 
 def parse_cpus(
-    text: str, num_processes: int, allowed: set[int] | None = None
+    text: str,
+    num_processes: int,
+    allowed: set[int] | None = None,
+    quotas: Sequence[float] = (),
 ) -> tuple[frozenset[int], ...]:
     """`--cpus=0,1` or `--cpus=0-1,2-3`: the cores of each process (an entry a core or a
     range), each among the cores this process may use; `auto` deals them out
     (`spread_cpus`), `fit` (the launcher's default) deals them out where there is at least
-    one a process and pins nothing otherwise, `none` leaves every process free to run on
-    any of them."""
+    one a process and each process's quota (if `quotas`) fits its cores, and pins nothing
+    otherwise; `none` leaves every process free to run on any of them."""
     text = text.strip()
     if text == "none":
         return ()
@@ -199,7 +252,10 @@ def parse_cpus(
     if text == "fit" and num_processes > len(allowed):
         return ()
     if text in ("auto", "fit"):
-        return spread_cpus(num_processes, allowed)
+        dealt = spread_cpus(num_processes, allowed)
+        if text == "fit" and any(q > len(c) for q, c in zip(quotas, dealt, strict=False)):
+            return ()
+        return dealt
     entries = text.split(",")
     if len(entries) != num_processes:
         raise ValueError(
@@ -284,9 +340,17 @@ def create(
     sweeping stale ones; raises `CgroupError` (one line) where that is not possible."""
     if not fractions:
         raise ValueError("give one CPU quota per process")
+    if cpus and len(cpus) != len(fractions):
+        raise ValueError(f"{len(cpus)} core sets for {len(fractions)} CPU quotas: one each")
+    limits = [quota_and_period(f, period_us) for f in fractions]  # bad values: nothing made
     layout = detect(root)
     sweep(layout.base)
     parent = layout.base / f"{PREFIX}{os.getpid() if owner is None else owner}"
+    if parent.exists():  # this process's groups from an earlier launch still stand
+        raise CgroupError(
+            f"{parent} exists: an earlier launch from this process left its groups (release "
+            f"them with cgroups.release, or start from a new process)"
+        )
     try:
         if layout.version == 2:  # children get cpu.max only where the parent delegates cpu
             (layout.base / "cgroup.subtree_control").write_text("+cpu")
@@ -294,8 +358,7 @@ def create(
         if layout.version == 2:
             (parent / "cgroup.subtree_control").write_text("+cpu")
         groups = []
-        for i, fraction in enumerate(fractions):
-            quota, period = quota_and_period(fraction, period_us)
+        for i, (quota, period) in enumerate(limits):
             group = Group(parent / f"p{i}", quota, period, cpus[i] if cpus else frozenset())
             group.path.mkdir()
             if layout.version == 2:
@@ -310,6 +373,9 @@ def create(
             f"cannot create CPU-quota groups under {layout.base} "
             f"({e.strerror or e}): {_ALTERNATIVES}"
         ) from e
+    except BaseException:  # Ctrl-C half-way: nothing made stays
+        remove(parent)
+        raise
     return groups
 
 

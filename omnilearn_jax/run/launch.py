@@ -20,11 +20,12 @@ usable cores are dealt out, each process a slice of its own, as mpirun and SLURM
 where there is at least one core a process (XLA sizes a process's threads from its cores, so
 two processes then never run more threads than the machine has cores; a 2-process step
 measured 0.97x one process's pinned against 2.1x unpinned, docs/multihost.md), and nothing is
-pinned where there are fewer; `--cpus=auto` deals them out in turn even then, and
-`--cpus=none` pins nothing. By default a process is in its quota group before it execs;
-`--quota_from=steps` lets it compile and warm up at full speed and join its group just
-before the first step (`cgroups.enter_deferred`), so a tight quota no longer times out
-Gloo's rendezvous and every step still runs under it.
+pinned where there are fewer or where a quota needs more cores than its slice; a quota that
+passes the cores its process may use is refused (`cgroups.confine`); `--cpus=auto` deals
+them out in turn even then, and `--cpus=none` pins nothing. By default a process is in its
+quota group before it execs; `--quota_from=steps` lets it compile and warm up at full speed
+and join its group just before the first step (`cgroups.enter_deferred`), so a tight quota
+no longer times out Gloo's rendezvous and every step still runs under it.
 """
 
 from __future__ import annotations
@@ -294,8 +295,7 @@ def launch(
         raise ValueError(f"num_processes must be at least 1, got {num_processes}")
     if quota_from not in cgroups.QUOTA_FROM:
         raise ValueError(f"quota_from is one of {cgroups.QUOTA_FROM}, got {quota_from!r}")
-    if isinstance(cpus, str):
-        cpus = cgroups.parse_cpus(cpus, num_processes)
+    cpu_quota, cpus = cgroups.confine(cpu_quota, cpus, num_processes)  # before any group
     devices = devices_per_process or max(8 // num_processes, 1)
     port = port or free_port()
     lock = threading.Lock()
@@ -415,7 +415,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument("--show_gloo", action="store_true", help="keep Gloo's connection lines")
     parser.add_argument(
-        "--cpu_quota", default="", help="a share of a core for each process, e.g. 1.0,0.25"
+        "--cpu_quota", default=None, help="a share of a core for each process, e.g. 1.0,0.25"
     )
     parser.add_argument(
         "--cpus",
@@ -443,11 +443,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         least = 1 if name == "num_processes" else 0
         if getattr(args, name) < least:
             parser.error(f"--{name} must be at least {least}, got {getattr(args, name)}")
-    try:
-        if args.cpu_quota:
-            args.cpu_quota = cgroups.parse_quotas(args.cpu_quota, args.num_processes)
-        if args.cpus:
-            args.cpus = cgroups.parse_cpus(args.cpus, args.num_processes)
+    try:  # an empty --cpu_quota= (an unset $Q) is an error, not "no quota"
+        args.cpu_quota, args.cpus = cgroups.confine(args.cpu_quota, args.cpus, args.num_processes)
     except ValueError as e:
         parser.error(str(e))
     if args.quota_from != "start" and not args.cpu_quota:
