@@ -1,5 +1,7 @@
 """Bad input fails early with a message that says what is wrong and where."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -125,8 +127,12 @@ def test_modifier_bounds_are_checked_at_their_edges():
         make_profile({**walk, "walk_min": 0.0, "walk_max": 2.0}, **RUN)
     with pytest.raises(ValueError, match=need + r"0.5, 0.9$"):
         make_profile({**walk, "walk_min": 0.5, "walk_max": 0.9}, **RUN)
-    with pytest.raises(ValueError, match=r"^hetero.walk_sigma must be >= 0, got -0.1$"):
-        make_profile({"walk_sigma": -0.1}, **RUN)
+    # NaN and inf strengths had made NaN speeds, read as zero times: a made-up clock.
+    for key, value in (("walk_sigma", -0.1), ("walk_sigma", math.inf), ("noise", math.nan)):
+        with pytest.raises(ValueError, match=rf"^hetero.{key} must be a finite number >= 0, got"):
+            make_profile({key: value}, **RUN)
+    with pytest.raises(ValueError, match=r"are whole steps; got \(1.7, 3\)"):  # ran as [1, 3)
+        make_profile({"preempt_intervals": (1.7, 3)}, **RUN)
     lost = {"preempt_intervals": (2, 4, 6, 9)}
     profile = make_profile({**lost, "preempt_trickle": 0.0}, **RUN)  # trickle 0: a lost worker
     assert profile.speeds(2)[0] == 0.0 and profile.speeds(4)[0] == 1.0
@@ -203,3 +209,16 @@ def test_a_profiles_key_that_the_profile_in_use_ignores_is_warned(capsys):
         "does; set hetero.name=trace to use it)"
     ]
     assert unread_keys({"name": "trace", "cores": []}) == []  # a list read back from JSON
+    # A modifier's own keys without its strength key, and a base under a base profile's name.
+    assert unread_keys({"name": "uniform", "base": "hl", "noise": 0.1}) == [
+        "hetero.base is set but hetero.name='uniform' is a base profile itself (base is read "
+        "under a modifier's name, ['noise', 'preempt', 'random_walk']; a modifier's key such as "
+        "hetero.noise applies to hetero.name's profile)"
+    ]
+    assert unread_keys({"walk_max": 2.0, "preempt_trickle": 0.5}) == [
+        "hetero.walk_max is set but hetero.walk_sigma is not, so it does nothing (set "
+        "hetero.walk_sigma to use it)",
+        "hetero.preempt_trickle is set but hetero.preempt_intervals is not, so it does nothing "
+        "(set hetero.preempt_intervals to use it)",
+    ]
+    assert unread_keys({"walk_sigma": 0.1, "walk_max": 2.0, "preempt_intervals": (2, 4)}) == []

@@ -5,6 +5,8 @@ be combined. Each is a pure function of the step (seeded noise uses counter-base
 so asking for the same step twice gives the same speeds.
 """
 
+import math
+
 import numpy as np
 
 from omnilearn_jax.cluster import _rng
@@ -24,8 +26,8 @@ class SpeedNoise(Modifier):
     """Independent mean-one lognormal factor per (step, worker): exp(sigma z - sigma^2 / 2)."""
 
     def __init__(self, sigma: float, *, num_workers: int, seed: int) -> None:
-        if sigma < 0:
-            raise ValueError(f"hetero.noise must be >= 0, got {sigma}")
+        if not (math.isfinite(sigma) and sigma >= 0):  # NaN speeds read as 0 times
+            raise ValueError(f"hetero.noise must be a finite number >= 0, got {sigma}")
         self.sigma = float(sigma)
         self._workers = np.arange(num_workers)
         self._seed = seed
@@ -47,8 +49,8 @@ class RandomWalk(Modifier):
     def __init__(
         self, sigma: float, lo: float, hi: float, *, num_workers: int, num_steps: int, seed: int
     ) -> None:
-        if sigma < 0:
-            raise ValueError(f"hetero.walk_sigma must be >= 0, got {sigma}")
+        if not (math.isfinite(sigma) and sigma >= 0):
+            raise ValueError(f"hetero.walk_sigma must be a finite number >= 0, got {sigma}")
         if not 0 < lo <= 1 <= hi:
             raise ValueError(f"need 0 < hetero.walk_min <= 1 <= hetero.walk_max, got {lo}, {hi}")
         steps = np.arange(1, max(num_steps, 1))[:, None]
@@ -81,8 +83,10 @@ class Preempt(Modifier):
             raise ValueError(
                 f"hetero.preempt_intervals must be start,end pairs; got {tuple(intervals)}"
             )
-        if not 0 <= trickle < 1:
+        if not 0 <= trickle < 1:  # NaN too
             raise ValueError(f"hetero.preempt_trickle must be in [0, 1), got {trickle}")
+        if any(int(x) != x for x in intervals):  # 1.7 had become step 1
+            raise ValueError(f"hetero.preempt_intervals are whole steps; got {tuple(intervals)}")
         pairs = np.asarray(intervals, dtype=np.int64).reshape(-1, 2)
         if np.any(pairs[:, 0] < 0) or np.any(pairs[:, 1] <= pairs[:, 0]):
             raise ValueError(f"preempt intervals need 0 <= start < end; got {pairs.tolist()}")

@@ -6,7 +6,8 @@ with speed 2 finishes the same work in half the time of a worker with speed 1.
 
 import numpy as np
 
-# Core limits per worker from the OmniLearn paper (4 workers); HL = max/min cores.
+# Core limits per worker from the OmniLearn paper (4 workers); HL = max/min cores, except the
+# async HL8 as the paper gives it, 4/4/4/28 (7x; 40 cores in all, like the other async levels).
 HL_TABLES: dict[str, dict[int, tuple[float, ...]]] = {
     "bsp": {
         1: (12.0, 12.0, 12.0, 12.0),
@@ -41,8 +42,9 @@ def hl_speeds(level: int, variant: str, num_workers: int) -> np.ndarray:
     """Paper core counts for a heterogeneity level, tiled to `num_workers`.
 
     Worker k gets entry k mod 4 of the 4-worker table, so W = 8 is the table twice. When W
-    is a multiple of 4 the level (max/min) is exact; for W < 4 the table is cut short and
-    the level is lost (W = 2 gives two equal workers), so prefer `cores` there.
+    is a multiple of 4 max/min is the table's (the level, but 7 for the async HL8); for
+    W < 4 the table is cut short and the level is lost (W = 2 gives two equal workers), so
+    prefer `cores` there.
     """
     if variant not in HL_TABLES:
         raise ValueError(f"unknown hl variant {variant!r}; valid: {sorted(HL_TABLES)}")

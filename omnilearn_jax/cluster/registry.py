@@ -88,16 +88,44 @@ def unread_keys(hetero: Mapping[str, Any] | Any) -> list[str]:
                     f"hetero.{key} is set but hetero.name={h['name']!r} does not read it (the "
                     f"{owner!r} profile does; set hetero.name={owner} to use it)"
                 )
+    # A modifier's own keys do nothing while its strength key is unset (walk_min without
+    # walk_sigma); `base` is read only under a modifier's name (noise with base hl).
+    for switch, keys in _MODIFIER_KEYS.items():
+        off = not _is_on(h[switch])
+        for key in keys:
+            if off and plain(h[key]) != plain(defaults[key]):
+                out.append(
+                    f"hetero.{key} is set but hetero.{switch} is not, so it does nothing (set "
+                    f"hetero.{switch} to use it)"
+                )
+    if h["name"] not in MODIFIER_PROFILES and plain(h["base"]) != plain(defaults["base"]):
+        out.append(
+            f"hetero.base is set but hetero.name={h['name']!r} is a base profile itself (base "
+            f"is read under a modifier's name, {sorted(MODIFIER_PROFILES)}; a modifier's key "
+            f"such as hetero.noise applies to hetero.name's profile)"
+        )
     return out
+
+
+# The keys each modifier reads beside its strength key (`_SWITCH`), only while that is set.
+_MODIFIER_KEYS = {
+    "walk_sigma": ("walk_min", "walk_max"),
+    "preempt_intervals": ("preempt_worker", "preempt_trickle"),
+}
+
+
+def _is_on(value: Any) -> bool:
+    """A modifier's strength key is set: a non-empty tuple or a non-zero number."""
+    return bool(len(value)) if isinstance(value, tuple | list) else float(value) != 0
 
 
 def _modifiers(h: dict, num_workers: int, num_steps: int, seed: int) -> list[Modifier]:
     # A modifier is on exactly when its strength key is set, so a single override such as
     # --config.hetero.noise=0.1 adds it to whatever base profile is configured.
     mods: list[Modifier] = []
-    if float(h["noise"]) != 0:
+    if _is_on(h["noise"]):
         mods.append(SpeedNoise(float(h["noise"]), num_workers=num_workers, seed=seed))
-    if float(h["walk_sigma"]) != 0:
+    if _is_on(h["walk_sigma"]):
         mods.append(
             RandomWalk(
                 float(h["walk_sigma"]),
@@ -108,7 +136,7 @@ def _modifiers(h: dict, num_workers: int, num_steps: int, seed: int) -> list[Mod
                 seed=seed,
             )
         )
-    if len(h["preempt_intervals"]):
+    if _is_on(h["preempt_intervals"]):
         mods.append(
             Preempt(
                 int(h["preempt_worker"]),
@@ -147,7 +175,7 @@ def make_profile(
     if name in MODIFIER_PROFILES:
         key = _SWITCH[name]
         value = h[key]
-        if (len(value) if isinstance(value, tuple | list) else float(value)) == 0:
+        if not _is_on(value):
             raise ValueError(f"hetero.name={name!r} needs hetero.{key} to be set, got {value!r}")
         base_name = str(h["base"])
         if base_name not in BASE_PROFILES:
