@@ -73,6 +73,21 @@ def test_conclusions_read_as_sentences():
     assert "differs by 0" not in text and "1 of its speed" not in text
 
 
+def test_a_controller_without_a_complete_run_is_named_not_compared():
+    """A group of failed runs crashed the conclusions (IndexError: its NaN time tied with
+    nothing); failed `static` runs made "`proportional` is n/ax as fast as uniform"."""
+    runs = _runs({"static": 4.0, "proportional": 2.0})
+    runs.summaries.loc[runs.summaries["controller"] == "static", "status"] = "failed"
+    text = analysis.conclusions(analysis.speedup_table(runs.summaries), runs)
+    assert "- `static` has no complete run (2 failed or unfinished): left out below." in text
+    assert "- `proportional` is the fastest, at 2 s on the run's clock." in text
+    assert "n/a" not in text and "as fast as uniform" not in text
+    runs.summaries["status"] = "failed"  # nothing complete at all (one interrupted run)
+    text = analysis.conclusions(analysis.speedup_table(runs.summaries), runs)
+    assert "`proportional` and `static` have no complete run (4 failed" in text
+    assert "fastest" not in text
+
+
 def test_async_conclusions_compare_accuracy_not_speed():
     """Async runs all stop at one time budget: their total times (budget plus overshoot) said
     "`static` is the fastest" and "0.979x as fast ... wait at the barrier n/a"."""

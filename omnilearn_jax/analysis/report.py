@@ -71,6 +71,17 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
             )
             lines += _accuracy(rows, prefix, reason="")
             continue
+        # A controller with no complete run (failed, interrupted) has no time to compare.
+        empty = rows[rows["seeds"] == 0]
+        if len(empty):
+            lines.append(
+                f"- {prefix}{_names(list(empty['controller']))} "
+                f"{'has' if len(empty) == 1 else 'have'} no complete run "
+                f"({int(empty['missing'].sum())} failed or unfinished): left out below."
+            )
+        rows = rows[rows["seeds"] > 0]
+        if rows.empty:
+            continue
         best = rows["total_time_mean"].min()
         # Ties are common (uniform clusters, or a bound that binds for every policy).
         tied = list(rows[rows["total_time_mean"] <= best * (1 + 1e-9)]["controller"])
