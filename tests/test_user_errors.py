@@ -53,6 +53,11 @@ CASES = [
         "controller.sizes has 2 entries for 8 workers",
     ),
     (["--config=configs/nope.py"], "No such file or directory: 'configs/nope.py'"),
+    (["--config", "configs/nope.py"], "No such file or directory: 'configs/nope.py'"),  # absl's
+    (  # named a replacement only in a config file; on the command line "unknown config key"
+        ["--config=configs/smoke.py", "--config.micro_batch_size=8"],
+        "config key 'micro_batch_size' was removed: use memory_rows",
+    ),
     # Values out of range: before these checks a zero period crashed after compiling and a
     # negative budget ran 0 steps and reported the run complete.
     (
@@ -70,6 +75,14 @@ CASES = [
         "experiments.ablate",
     ),
 ]
+
+
+def test_help_lists_the_flags(tmp_path):
+    """`--help` printed only the module's docstring and "Try --helpfull" (the flags are
+    defined in omnilearn_jax/run/main.py, absl lists the __main__ module's)."""
+    proc = main(tmp_path / "run", "--help", fresh=True)
+    for flag in ("--config: Config file", "--workdir: Directory", "--[no]verbose"):
+        assert flag in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize("args,message", CASES, ids=[str(i) for i in range(len(CASES))])

@@ -71,6 +71,10 @@ def unknown_override(error: BaseException, argv: list[str], config=None) -> str 
         parts = key.split(".")
         if part not in parts and part != key:
             continue
+        from omnilearn_jax.config.checks import REMOVED
+
+        if key in REMOVED:  # a key of earlier versions: its replacement, as in a config file
+            return f"config key {key!r} was removed: {REMOVED[key]}"
         hint = suggest(key, known)
         if not hint and match["close"]:
             fixed = ".".join(match["close"] if p == part else p for p in parts)
@@ -108,13 +112,23 @@ def _first_arg(error: BaseException) -> str:
     return str(arg)
 
 
+def flag_values(argv: list[str], name: str) -> list[str]:
+    """The values given to `--name`, as `--name=VALUE` or `--name VALUE` (absl takes both)."""
+    values = []
+    for i, arg in enumerate(argv):
+        if arg.startswith(f"--{name}="):
+            values.append(arg.split("=", 1)[1])
+        elif arg == f"--{name}" and i + 1 < len(argv):
+            values.append(argv[i + 1])
+    return values
+
+
 def check_config_path(argv: list[str]) -> None:
     """A missing --config file, named before absl's lazy loader reports it as a traceback."""
-    for arg in argv:
-        if arg.startswith("--config="):
-            path = arg.split("=", 1)[1].partition(":")[0]
-            if not os.path.isfile(path):
-                raise UserError(f"--config: No such file or directory: {path!r}")
+    for value in flag_values(argv, "config"):
+        path = value.partition(":")[0]
+        if not os.path.isfile(path):
+            raise UserError(f"--config: No such file or directory: {path!r}")
 
 
 def one_line(error: BaseException) -> str:

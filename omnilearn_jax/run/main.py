@@ -34,12 +34,7 @@ def import_controller_plugin(argv: list[str]) -> str:
     its policy, so its own arguments (e.g. `--config.controller.gain=0.3`) are config keys the
     command line can set like any other. Returns the module name ('' when none is given).
     """
-    module = ""
-    for i, arg in enumerate(argv):
-        if arg.startswith("--config.controller.plugin="):
-            module = arg.split("=", 1)[1]
-        elif arg == "--config.controller.plugin" and i + 1 < len(argv):
-            module = argv[i + 1]
+    module = (errors.flag_values(argv, "config.controller.plugin") or [""])[-1]
     controllers.load_plugin(module)  # a ValueError names the module it cannot import
     if module and _backends_started():
         raise errors.UserError(
