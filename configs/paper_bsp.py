@@ -32,7 +32,7 @@ from omnilearn_jax.config.schema import base_config
 HETERO = ("uniform", "hl1", "hl2", "hl4", "hl8")
 MODELS = ("resnet18", "cnn", "mlp")
 DATA = ("synthetic", "digits")
-DIGITS_TRAIN = 1797 - int(0.2 * 1797)  # data._digits keeps the rows after the test fraction
+DIGITS = 1797  # scikit-learn's digits; data._digits trains on those after the test fraction
 
 
 # The variants and their defaults (configs/paper_asp.py and the cores config add their own).
@@ -72,7 +72,10 @@ def build(a: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     c.model.name = check_choice("model", a.model, MODELS)
     if a.runlocal:
         c.model.width, c.model.features, c.model.hidden = 8, (8, 16), 32
-    train_rows = c.dataset.get_ref("num_train") if data == "synthetic" else DIGITS_TRAIN
+    if data == "synthetic":
+        train_rows = c.dataset.get_ref("num_train")
+    else:  # follows --config.dataset.test_fraction, as data._digits splits (int() of the share)
+        train_rows = DIGITS - (c.dataset.get_ref("test_fraction") * DIGITS).to_int()
     # Each derived key gets its own reference expression: one shared reference would tie them,
     # so overriding eval_every on the command line would silently change num_steps too.
     c.train.num_steps = a.epochs * (train_rows // b)

@@ -56,6 +56,10 @@ def test_paper_bsp_variant_matches_the_paper_setup():
     local = paper_bsp.get_config("runlocal,model=mlp,epochs=2")
     assert local.dataset.name == "digits"
     assert local.train.num_steps == 2 * (DIGITS_TRAIN // 128) == 22
+    # An epoch follows the test fraction (898 training rows at 0.5): it was fixed at 0.2's
+    # 1438, so epochs=1 ran 1.57 epochs and evaluated off the epoch's end.
+    local.dataset.test_fraction = 0.5
+    assert (local.train.num_steps, local.train.eval_every) == (2 * (898 // 128), 898 // 128)
     assert paper_bsp.get_config("hetero=uniform").hetero.name == "uniform"
 
 
