@@ -211,6 +211,10 @@ MALFORMED = [
     (lambda: _grid({"seed": ("zero",)}), r"config key 'seed'='zero'"),
     (lambda: _grid({}), r"ablation grid is empty"),
     (lambda: _grid({"seed": (0,)}, grids={}), r"unknown ablation key\(s\) \['grids'\]"),
+    (  # listed the run config's 23 sections as "unknown ablation keys"
+        lambda: spec.from_config(_paper().to_dict()),
+        r"this is a run's config .*: run it with python -m omnilearn_jax.main",
+    ),
     (lambda: _grid({"seed": (0,)}, overrides={"seed": 1}), r"both in grid and overrides"),
     (lambda: _grid({"controller.name": ("static", "magic")}), r"cell .*magic.*unknown controller"),
 ]

@@ -142,6 +142,12 @@ def _plain(mapping: Any, what: str) -> dict[str, Any]:
 def from_config(config: Any, default_group: str = "ablation") -> Ablation:
     """Validates the ablation file's shape (not yet the run configs; see `check_cells`)."""
     config = _plain(config, "config")
+    if "base" not in config and {"train", "model"} <= set(config):
+        raise ValueError(
+            "this is a run's config (it has train and model, no base and grid): run it with "
+            "python -m omnilearn_jax.main --config=FILE --workdir=DIR, or ablate it from an "
+            "ablation whose base it is (docs/ablations.md)"
+        )
     unknown = sorted(set(config) - set(_KNOWN))
     if unknown:
         raise ValueError(

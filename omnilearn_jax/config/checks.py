@@ -364,6 +364,9 @@ def _check_text(config) -> None:
     target = config.train.get("target_perplexity", 0.0)
     if target < 0:
         raise ValueError(f"train.target_perplexity must be >= 0 (0 = none), got {target}")
+    accuracy = config.train.get("target_accuracy", 0.0)
+    if not 0 <= accuracy <= 1:  # 1.5 (a percentage's habit) was silently never reached
+        raise ValueError(f"train.target_accuracy must be in [0, 1] (0 = none), got {accuracy}")
     text = config.dataset.name == "text"
     if target > 0 and not text:
         raise ValueError(
