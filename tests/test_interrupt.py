@@ -124,3 +124,19 @@ def test_an_async_run_stops_at_an_update_and_resumes_there(tmp_path, monkeypatch
     assert last == "interrupted at update 5/12; run the same command again to resume from update 5"
     monkeypatch.setattr(AsyncLoop, "apply_next", apply_next)
     assert train_and_evaluate(config, str(tmp_path))["steps"] == 12
+
+
+def test_an_interrupt_before_the_first_step_says_so(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while loading or compiling exited 130 without a word."""
+    from omnilearn_jax.run import interrupt, main
+
+    def stopped(*args, **kwargs):
+        raise interrupt.Interrupted(signal.SIGINT)
+
+    monkeypatch.setattr(interrupt, "raise_on_signals", lambda: None)  # keep pytest's handlers
+    monkeypatch.setattr(main.app, "run", stopped)
+    assert main.run(["main", "--config=configs/smoke.py", f"--workdir={tmp_path}"]) == 130
+    said = "interrupted before the first step (loading or compiling); run the same command again"
+    assert capsys.readouterr().out == f"{said} to start\n"
+    (tmp_path / "checkpoints" / "4").mkdir(parents=True)
+    assert interrupt.before_steps(str(tmp_path)) == f"{said} to resume from its step 4"

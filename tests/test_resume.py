@@ -151,6 +151,8 @@ def test_a_planted_nan_stops_the_run_at_its_step(tmp_path):
     with pytest.raises(FloatingPointError) as err:
         train_and_evaluate(config, str(tmp_path))
     assert "non-finite loss (nan) at step 8; last good checkpoint: step 5 in" in str(err.value)
+    # The advice is one a rerun can follow (this checkpoint cannot continue under skip).
+    assert "rerun with --config.train.nan_policy=skip in a new workdir" in str(err.value)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["last_checkpoint"] == 5
     losses = [r["loss"] for r in read_metrics(tmp_path) if "loss" in r]
@@ -312,6 +314,56 @@ def test_resume_refuses_a_different_config(tmp_path, finished_run):
     config.optimizer.learning_rate = 0.5
     with pytest.raises(ValueError, match="optimizer.learning_rate: 0.1 -> 0.5"):
         train_and_evaluate(config, str(tmp_path))
+
+
+def test_a_workdir_of_another_config_is_refused_before_anything_is_built(
+    tmp_path, finished_run, monkeypatch
+):
+    """The check ran after the trainer had loaded, compiled and measured (writing its files
+    into the other run's workdir); a finished run whose checkpoints were deleted was trained
+    afresh over, under any config; a copied checkpoints folder (no config.json) carried on
+    under another config, silently."""
+    from omnilearn_jax.run import job
+
+    monkeypatch.setattr(job, "Trainer", lambda *a: pytest.fail("the trainer was built"))
+    shutil.copytree(finished_run, tmp_path, dirs_exist_ok=True)
+    shutil.rmtree(tmp_path / "checkpoints")
+    before = sorted(os.listdir(tmp_path))
+    assert train_and_evaluate(_four_steps(), str(tmp_path))["status"] == "complete"
+    config = _four_steps()
+    config.optimizer.learning_rate = 0.5
+    with pytest.raises(ValueError, match="optimizer.learning_rate: 0.1 -> 0.5"):
+        train_and_evaluate(config, str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == before
+    copied = tmp_path / "copied"
+    shutil.copytree(finished_run / "checkpoints", copied / "checkpoints")
+    with pytest.raises(ValueError, match="holds checkpoints but no config.json"):
+        train_and_evaluate(config, str(copied))
+
+
+def test_an_unreadable_checkpoint_is_one_line_naming_it_and_the_one_before(tmp_path, finished_run):
+    """A half-copied or damaged newest checkpoint gave a KeyError traceback, a bare JSON
+    error or kilobytes of tensorstore spec."""
+    shutil.copytree(finished_run, tmp_path, dirs_exist_ok=True)
+    os.remove(tmp_path / "summary.json")  # an interrupted run, as far as the files say
+    (tmp_path / "checkpoints" / "9").mkdir()
+    with pytest.raises(ValueError) as err:
+        train_and_evaluate(_four_steps(), str(tmp_path))
+    message = str(err.value)
+    assert "checkpoints/9 cannot be read (" in message and "\n" not in message
+    assert message.endswith(
+        "remove that folder to resume from step 4, or use --config.train.resume=False (or a "
+        "new workdir)"
+    )
+
+
+def test_a_fresh_start_removes_the_final_parameters_an_earlier_run_left(tmp_path, finished_run):
+    shutil.copytree(finished_run, tmp_path, dirs_exist_ok=True)
+    (tmp_path / "final_params.npz").write_bytes(b"an earlier run's parameters")
+    config = _four_steps()
+    config.train.resume = False
+    assert train_and_evaluate(config, str(tmp_path))["status"] == "complete"
+    assert not (tmp_path / "final_params.npz").exists()
 
 
 def test_a_key_the_stored_config_lacks_is_unchanged_at_its_default(tmp_path, finished_run):

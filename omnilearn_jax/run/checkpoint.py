@@ -66,12 +66,21 @@ class Checkpointer:
                     arrays=ocp.args.StandardRestore(like), meta=ocp.args.JsonRestore()
                 ),
             )
-        except Exception as err:
-            mismatch = self._mismatch(step, like)
-            if mismatch:
-                raise ValueError(mismatch) from err
-            raise
+        except Exception as err:  # noqa: BLE001 - any failure to read is told as one line
+            raise ValueError(self._mismatch(step, like) or self._unreadable(step, err)) from err
         return out["arrays"], out["meta"]
+
+    def _unreadable(self, step: int, err: Exception) -> str:
+        """A checkpoint that cannot be read (half copied, damaged): which one, why in short,
+        and the older one still kept that a rerun resumes from once it is removed."""
+        earlier = [s for s in self.manager.all_steps() if s < step]
+        detail = " ".join(str(err).split())
+        detail = detail if len(detail) <= 160 else detail[:157] + "..."
+        then = f"resume from step {max(earlier)}" if earlier else "start afresh"
+        return (
+            f"{self.directory}/{step} cannot be read ({type(err).__name__}: {detail}); remove "
+            f"that folder to {then}, or use --config.train.resume=False (or a new workdir)"
+        )
 
     def _mismatch(self, step: int, like: Any) -> str:
         """What differs between the arrays saved at `step` and `like` ('' if nothing does,
@@ -99,7 +108,10 @@ class Checkpointer:
 
     def restore_meta(self, step: int) -> dict[str, Any]:
         """Only the JSON part (what the arrays' structure depends on, in async runs)."""
-        out = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+        try:
+            out = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+        except Exception as err:  # noqa: BLE001 - any failure to read is told as one line
+            raise ValueError(self._unreadable(step, err)) from err
         return out["meta"]
 
     def close(self) -> None:

@@ -82,6 +82,18 @@ def deferred(enabled: bool = True) -> Iterator[Deferred]:
             signal.signal(signum, handler)
 
 
+def before_steps(workdir: str | None) -> str:
+    """The line of a run stopped before its first step (loading, compiling)."""
+    from omnilearn_jax.run.runstore import last_checkpoint_step
+
+    step = last_checkpoint_step(workdir) if workdir else None
+    then = f"resume from its step {step}" if step else "start"
+    return (
+        f"interrupted before the first step (loading or compiling); run the same command "
+        f"again to {then}"
+    )
+
+
 def stop_message(step: int, num_steps: int, resume_step: int | None, unit: str = "step") -> str:
     """The one line a stopped run prints."""
     if resume_step:

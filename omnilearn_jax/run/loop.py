@@ -27,10 +27,10 @@ from omnilearn_jax.config.schema import base_config
 from omnilearn_jax.engine import state as held
 from omnilearn_jax.engine.step import SplitDisagreement
 from omnilearn_jax.run import cgroups, distributed
-from omnilearn_jax.run.checkpoint import Checkpointer
+from omnilearn_jax.run.checkpoint import Checkpointer, has_checkpoint
 from omnilearn_jax.run.interrupt import deferred, stop_message
 from omnilearn_jax.run.runlog import RunLog
-from omnilearn_jax.run.runstore import plain, truncate_metrics
+from omnilearn_jax.run.runstore import FINAL_PARAMS, plain, truncate_metrics
 from omnilearn_jax.tracking import make_tracker
 
 
@@ -119,10 +119,18 @@ def _flat(tree: dict, prefix: str = "") -> dict:
     return out
 
 
-def check_same_config(workdir: str, config) -> None:
-    """A checkpoint is continued only by the config that wrote it (else a clear error)."""
+def check_same_config(workdir: str, config, *, checkpointed: bool = True) -> None:
+    """A checkpoint (or a complete run) is continued only by the config that wrote it (else a
+    clear error). Checkpoints without a config.json (a copied checkpoints folder) are refused:
+    nothing says which config wrote them."""
     path = os.path.join(workdir, "config.json")
     if not os.path.exists(path):
+        if checkpointed:
+            raise ValueError(
+                f"{workdir} holds checkpoints but no config.json saying which config wrote them "
+                f"(a copied checkpoints folder?); use a new workdir, or "
+                f"--config.train.resume=False to start afresh there"
+            )
         return
     with open(path) as f:
         stored = json.load(f)
@@ -145,21 +153,38 @@ def check_same_config(workdir: str, config) -> None:
         )
 
 
+def completed_run(workdir: str, cfg) -> dict | None:
+    """When resuming (`train.resume`): the summary of the complete run in `workdir`, or None.
+    First a workdir whose checkpoint or complete run another config wrote is refused
+    (`check_same_config`), with or without its checkpoints (a finished run whose checkpoints
+    were deleted to save space was trained afresh over, under any config). Reads files only,
+    so it runs before anything is built or compiled."""
+    if not cfg.train.resume:
+        return None
+    previous = read_summary(workdir)
+    complete = previous is not None and previous.get("status") == "complete"
+    checkpointed = has_checkpoint(workdir)
+    if complete or checkpointed:
+        check_same_config(workdir, cfg, checkpointed=checkpointed)
+    return previous if complete else None
+
+
+def say_complete(workdir: str, previous: dict) -> None:
+    if jax.process_index() == 0:  # the others print nothing of their own but errors
+        print(f"run in {workdir} is already complete ({previous['steps']} steps); nothing to do")
+
+
 def resume_point(ckpt: Checkpointer, workdir: str, cfg) -> tuple[int | None, dict | None]:
     """(latest checkpoint step to resume from or None, the summary if already complete)."""
+    previous = completed_run(workdir, cfg)
     latest = ckpt.latest_step() if cfg.train.resume else None
+    if previous is not None:
+        say_complete(workdir, previous)
+        return latest, previous
     if latest is None:
         if jax.process_index() == 0 and os.path.isdir(ckpt.directory):
             shutil.rmtree(ckpt.directory)  # a fresh run must not mix with old steps
         return None, None
-    check_same_config(workdir, cfg)
-    previous = read_summary(workdir)
-    if previous and previous.get("status") == "complete":
-        if jax.process_index() == 0:  # the others print nothing of their own but errors
-            print(
-                f"run in {workdir} is already complete ({previous['steps']} steps); nothing to do"
-            )
-        return latest, previous
     return latest, None
 
 
@@ -387,7 +412,7 @@ class Runner:
             summary = self.summary(time.perf_counter() - start, tracker.run_id)
             log.summary(summary)
             if cfg.train.save_params and log.is_main:
-                save_params(t.state.params, os.path.join(t.workdir, "final_params.npz"))
+                save_params(t.state.params, os.path.join(t.workdir, FINAL_PARAMS))
         except KeyboardInterrupt as error:
             # `stop.check()` raises at a step boundary: everything up to self.done is whole and
             # can be saved. A bare KeyboardInterrupt may land inside a step: keep the last
@@ -399,6 +424,7 @@ class Runner:
                 self.salvage(log)
             log.summary(self.stopped("interrupted", error))
             self.message = stop_message(self.done, num_steps, self.last_saved, unit=self.unit)
+            error.told = True  # the command line says nothing more (run/main.py)
             raise
         except BaseException as error:  # the run store must say that the run failed
             self.salvage(log)
@@ -473,7 +499,9 @@ class Runner:
             )
         raise NonFiniteLoss(
             f"non-finite loss ({loss}) at {self.unit} {step}; last good checkpoint: {where}. "
-            f"Set train.nan_policy=skip to drop such updates and continue."
+            f"To drop such updates, rerun with --config.train.nan_policy=skip in a new workdir "
+            f"or with --config.train.resume=False (a checkpoint of nan_policy=stop holds another "
+            f"optimiser state: it cannot be continued under skip)"
         )
 
     def wrote(self, log: RunLog, step: int, loss: float, sizes, clock: float) -> None:

@@ -161,6 +161,8 @@ def run(argv: list[str]) -> int:
             raise
         return errors.report(e)
     except interrupt.Interrupted as e:  # the loop has saved and said where it stopped
+        if not getattr(e, "told", False):  # stopped while loading or compiling: say so too
+            print(interrupt.before_steps(_WORKDIR.value if flags.FLAGS.is_parsed() else None))
         return e.exit_code
     except FloatingPointError as e:  # the loop's NonFiniteLoss: the run store says failed
         if verbose:

@@ -62,6 +62,7 @@ class RunStore:
 
 
 MEASURED_FILE = "measured.json"
+FINAL_PARAMS = "final_params.npz"  # train.save_params: the parameters at the run's end
 
 
 def read_measured(workdir: str) -> dict[str, Any]:
@@ -75,8 +76,9 @@ def read_measured(workdir: str) -> dict[str, Any]:
 
 def start_measured(workdir: str, *, resuming: bool, also: tuple[str, ...] = ()) -> dict[str, Any]:
     """At a run's start: what the run being resumed measured; or, for a fresh run, {} after
-    removing what an earlier run in `workdir` measured (measured.json and the files `also`
-    names), so nothing of another run is reused. Process 0 only."""
+    removing what an earlier run in `workdir` measured or left (measured.json and the files
+    `also` names: a cost curve, final parameters), so nothing of another run is reused or
+    left beside this one's results. Process 0 only."""
     if resuming:
         return read_measured(workdir)
     for name in (MEASURED_FILE, *also):

@@ -32,7 +32,7 @@ from omnilearn_jax.engine.mesh import select_devices
 from omnilearn_jax.engine.timing import calibrate_per_sample_cost, check_cluster, make_timer
 from omnilearn_jax.run import cgroups, distributed, metrics
 from omnilearn_jax.run.checkpoint import has_checkpoint
-from omnilearn_jax.run.runstore import start_measured, write_measured
+from omnilearn_jax.run.runstore import FINAL_PARAMS, start_measured, write_measured
 
 
 # A process compiles these once for each policy and batch, not once a run: the policy is
@@ -204,7 +204,9 @@ class Trainer:
         resuming = config.train.resume
         kept = distributed.from_main(
             lambda: start_measured(
-                workdir, resuming=resuming and has_checkpoint(workdir), also=(RUN_FILE,)
+                workdir,
+                resuming=resuming and has_checkpoint(workdir),
+                also=(RUN_FILE, FINAL_PARAMS),
             )
         )
         # 0 = calibrate on this machine (measured.json).
