@@ -12,6 +12,7 @@ from controllers.base import (
     Controller,
     Observation,
     initial_sizes,
+    is_concrete,
     linear_time_table,
     resolve_bounds,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "check_bounds",
     "default_kwargs",
     "initial_sizes",
+    "is_concrete",
     "linear_time_table",
     "load_plugin",
     "make",

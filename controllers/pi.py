@@ -55,7 +55,7 @@ def pi(
     Anti-windup: the integral is clamped so anchor + ki * integral stays within the bounds.
     Other arguments as for `proportional`.
     """
-    settings = tracking.settings_from(locals())
+    settings = tracking.settings_from(locals(), "pi")
     for name, value in (("kp", kp), ("ki", ki)):
         if is_concrete(value) and not 0 <= float(value) <= 2:
             raise ValueError(f"pi: {name} must be in [0, 2], got {value!r}")

@@ -176,9 +176,9 @@ def predictive(
         raise ValueError(f"predictive: min_gain must be in [0, 1), got {min_gain!r}")
     if is_concrete(smoothing) and not 0 < float(smoothing) <= 1:
         raise ValueError(f"predictive: smoothing must be in (0, 1], got {smoothing!r}")
-    if is_concrete(jump) and float(jump) < 0:
+    if is_concrete(jump) and not float(jump) >= 0:  # NaN too: it never moved
         raise ValueError(f"predictive: jump must be >= 0, got {jump!r}")
-    if is_concrete(persist) and float(persist) < 0:
+    if is_concrete(persist) and not float(persist) >= 0:
         raise ValueError(f"predictive: persist must be >= 0 seconds, got {persist!r}")
     for name, value in (("settle", settle), ("confirm", confirm), ("cliff_hold", cliff_hold)):
         if int(value) != value or value < 1:

@@ -54,7 +54,7 @@ def proportional(
       one side (a speed change) over steps that took `persist` seconds in all (host noise
       comes in bursts shorter than that; tracking.DEFAULT_PERSIST).
     """
-    settings = tracking.settings_from(locals())
+    settings = tracking.settings_from(locals(), "proportional")
 
     def init(num_workers: int, global_batch: int) -> ProportionalState:
         lo, hi = resolve_bounds(num_workers, global_batch, b_min, b_max)

@@ -26,8 +26,17 @@ def register(name: str) -> Callable[[Factory], Factory]:
     function again (a re-imported plug-in) is allowed; a different one under a taken name is not.
     """
 
+    if not (isinstance(name, str) and name):  # a number broke sorting every name after it
+        raise TypeError(f"a controller's name must be a non-empty string, got {name!r}")
+
     def decorator(factory: Factory) -> Factory:
         params = inspect.signature(factory).parameters.values()
+        reserved = [p.name for p in params if p.name in _CONFIG_ONLY_KEYS]
+        if reserved:  # the config section's `name` and `plugin` never reach the factory
+            raise TypeError(
+                f"controller {name!r}: arguments {reserved} are reserved config keys "
+                f"(controller.name picks the policy, controller.plugin imports it); rename them"
+            )
         positional = [p.name for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
         if positional:
             raise TypeError(f"controller {name!r}: arguments {positional} must be keyword-only")
@@ -54,7 +63,8 @@ def load_plugin(module: str) -> None:
     try:
         importlib.import_module(module)
     except ModuleNotFoundError as e:
-        if e.name is None or not module.startswith(e.name):
+        missing = e.name or ""
+        if not (module == missing or module.startswith(missing + ".")):
             raise  # the plug-in exists but an import inside it failed: keep its traceback
         raise ValueError(
             f"controller.plugin={module}: cannot import it ({e}); give a module path "

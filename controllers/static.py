@@ -33,7 +33,7 @@ def static(
     sizes, capacities = tuple(sizes), tuple(capacities)
     if sizes and capacities:
         raise ValueError("static: give `sizes` or `capacities`, not both")
-    if sizes and any(int(s) != s or s < 0 for s in sizes):
+    if sizes and any(not np.isfinite(s) or int(s) != s or s < 0 for s in sizes):
         raise ValueError(f"static: sizes must be nonnegative integers, got {sizes}")
     if capacities and not all(np.isfinite(c) and c > 0 for c in capacities):
         raise ValueError(f"static: capacities must be positive and finite, got {capacities}")

@@ -67,20 +67,28 @@ class PStep(NamedTuple):
     trial_ok: jax.Array  # bool: a move made now is a trial (a P move; not an undo or a cap)
 
 
-def validate(settings: Settings) -> Settings:
-    """Host-side checks; traced values (gains vmapped in a simulation) are skipped."""
+def validate(settings: Settings, policy: str) -> Settings:
+    """Host-side checks, each message naming `policy`; traced values (gains vmapped in a
+    simulation) are skipped."""
     s = settings
-    _require(s.deadband, lambda v: v >= 0, "deadband must be >= 0")
-    _require(s.smoothing, lambda v: 0 < v <= 1, "smoothing must be in (0, 1]")
-    _require(s.cliff_drop, lambda v: 0 <= v < 1, "cliff_drop must be in [0, 1) (0 disables)")
+
+    def require(value: Any, ok: Any, message: str) -> None:
+        if is_concrete(value) and not ok(float(value)):  # NaN fails every `ok`
+            raise ValueError(f"{policy}: {message}, got {value!r}")
+
+    require(s.deadband, lambda v: v >= 0, "deadband must be >= 0")
+    require(s.smoothing, lambda v: 0 < v <= 1, "smoothing must be in (0, 1]")
+    require(s.cliff_drop, lambda v: 0 <= v < 1, "cliff_drop must be in [0, 1) (0 disables)")
     if int(s.every) != s.every or s.every < 0:
-        raise ValueError(f"every must be an int >= 0 (0 = once per epoch), got {s.every!r}")
-    _require(s.jump, lambda v: v >= 0, "jump must be >= 0 (0 disables)")
-    _require(s.persist, lambda v: v >= 0, "persist must be >= 0 seconds (0: confirm alone)")
+        raise ValueError(
+            f"{policy}: every must be an int >= 0 (0 = once per epoch), got {s.every!r}"
+        )
+    require(s.jump, lambda v: v >= 0, "jump must be >= 0 (0 disables)")
+    require(s.persist, lambda v: v >= 0, "persist must be >= 0 seconds (0: confirm alone)")
     for name in ("cliff_window", "confirm", "cliff_hold"):
         value = getattr(s, name)
         if int(value) != value or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            raise ValueError(f"{policy}: {name} must be an int >= 1, got {value!r}")
     return s._replace(
         every=int(s.every),
         cliff_window=int(s.cliff_window),
@@ -89,9 +97,9 @@ def validate(settings: Settings) -> Settings:
     )
 
 
-def settings_from(arguments: dict[str, Any]) -> Settings:
-    """The checked Settings named in a policy's keyword `arguments` (its `locals()`)."""
-    return validate(Settings(**{name: arguments[name] for name in Settings._fields}))
+def settings_from(arguments: dict[str, Any], policy: str) -> Settings:
+    """The checked Settings named in policy `policy`'s keyword `arguments` (its `locals()`)."""
+    return validate(Settings(**{name: arguments[name] for name in Settings._fields}), policy)
 
 
 def measured(obs: Observation) -> jax.Array:
@@ -109,11 +117,6 @@ def persisted(seen_time: jax.Array, obs: Observation, persist: Any) -> tuple[jax
     """(seconds the measured steps have taken, capped at `persist`; whether they reach it)."""
     seen_time = jnp.minimum(seen_time + step_seconds(obs), persist)
     return seen_time, seen_time >= persist
-
-
-def _require(value: Any, ok: Any, message: str) -> None:
-    if is_concrete(value) and not ok(float(value)):
-        raise ValueError(f"{message}, got {value!r}")
 
 
 def init_tracker(hi: jax.Array, s: Settings) -> Tracker:

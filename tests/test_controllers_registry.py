@@ -18,12 +18,20 @@ def test_unknown_argument_names_controller_and_argument():
 
 
 def test_bad_values_fail_at_make():
-    with pytest.raises(ValueError, match="deadband must be >= 0"):
+    """Each message names the policy (proportional's and pi's shared settings did not); NaN
+    is no value (predictive with jump or persist NaN never moved; static's sizes gave a bare
+    "cannot convert float NaN to integer")."""
+    with pytest.raises(ValueError, match="^proportional: deadband must be >= 0"):
         controllers.make("proportional", deadband=-0.1)
-    with pytest.raises(ValueError, match="every must be an int >= 0"):
+    with pytest.raises(ValueError, match="^pi: every must be an int >= 0"):
         controllers.make("pi", every=1.5)
     with pytest.raises(ValueError, match="pi: ki must be in"):
         controllers.make("pi", ki=3.0)
+    for key in ("jump", "persist"):
+        with pytest.raises(ValueError, match=f"^predictive: {key} must be >= 0"):
+            controllers.make("predictive", **{key: float("nan")})
+    with pytest.raises(ValueError, match="^static: sizes must be nonnegative integers"):
+        controllers.make("static", sizes=(float("nan"), 8.0))
 
 
 def test_make_from_config_drops_other_policies_keys():
@@ -55,6 +63,26 @@ def test_make_from_config_rejects_keys_nobody_knows():
         controllers.make_from_config({"deadband": 0.1})
 
 
+def test_the_example_plugin_vmaps_over_its_gain():
+    """docs/controllers.md: a policy built inside a vmapped function takes traced gains; the
+    example's own check had raised TracerBoolConversionError."""
+    import jax
+    import jax.numpy as jnp
+
+    from controllers import sim
+    from experiments.examples import damped
+
+    def final(gain):
+        policy = damped.damped(gain=gain)
+        return sim.simulate(policy, sim.paper_plant(8), global_batch=128, num_steps=6).batch_sizes[
+            -1
+        ]
+
+    sizes = jax.vmap(final)(jnp.array([0.3, 1.0]))
+    assert sizes.shape == (2, 4) and bool(jnp.all(sizes.sum(axis=1) == 128))
+    assert not bool(jnp.all(sizes[0] == sizes[1]))  # the gains differ, so do the splits
+
+
 def test_example_plugin_registers_and_balances():
     import experiments.examples.damped  # noqa: F401
 
@@ -82,6 +110,14 @@ def test_register_rules():
         controllers.register("proportional")(policy)
     with pytest.raises(TypeError, match="must be keyword-only"):
         controllers.register("positional")(lambda b_min: None)
+    # A number as a name broke sorting the names (every lookup after it); `name` and `plugin`
+    # as arguments never received their config values.
+    for bad in (3, ""):
+        with pytest.raises(TypeError, match="must be a non-empty string"):
+            controllers.register(bad)
+    with pytest.raises(TypeError, match=r"arguments \['name'\] are reserved config keys"):
+        controllers.register("labelled")(lambda *, name="x", b_min=0, b_max=0: None)
+    assert "labelled" not in controllers.available()
 
 
 def test_load_plugin_names_a_missing_module_and_keeps_errors_inside_one(tmp_path, monkeypatch):
@@ -92,6 +128,10 @@ def test_load_plugin_names_a_missing_module_and_keeps_errors_inside_one(tmp_path
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ModuleNotFoundError, match="a_module_nobody_has"):
         controllers.load_plugin("broken_policy_probe")  # its own traceback, not ours
+    # A missing dependency whose name begins the plug-in's (needs, needsdep) is its own too.
+    (tmp_path / "needsdep_probe.py").write_text("import needs\n")
+    with pytest.raises(ModuleNotFoundError, match="'needs'"):
+        controllers.load_plugin("needsdep_probe")
 
 
 def test_shared_from_config_builds_a_policy_once_for_equal_arguments(monkeypatch):
@@ -178,6 +218,13 @@ def test_a_policy_argument_needs_a_default_and_one_shared_default(monkeypatch):
 
     monkeypatch.setitem(registry._FACTORIES, "alpha_test", same)
     assert schema.controller_defaults()["deadband"] == 0.1
+
+    # `persist` too is set by the schema (by the clock): a plug-in's own default is no clash.
+    def own_persist(*, persist: float = 0.0, b_min: int = 0, b_max: int = 0):
+        return None
+
+    monkeypatch.setitem(registry._FACTORIES, "alpha_test", own_persist)
+    assert schema.controller_defaults()["persist"] == 0.0
     # `jump` is shared with other defaults and set by the schema: every config runs 0.25.
     config = schema.base_config()
     config.controller.name = "predictive"

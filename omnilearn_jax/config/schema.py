@@ -14,7 +14,7 @@ from omnilearn_jax.cluster import cost_defaults, hetero_defaults
 
 # Arguments several policies share with different defaults, whose one value in a config
 # `base_config` sets itself (each policy's own default applies only to `controllers.make`).
-SET_BY_SCHEMA = ("b_min", "b_max", "jump")
+SET_BY_SCHEMA = ("b_min", "b_max", "jump", "persist")
 
 
 def controller_defaults() -> dict:
