@@ -8,6 +8,7 @@ unset strings, 0 for "automatic" numbers), so any key can be overridden with
 from __future__ import annotations
 
 import ml_collections
+import numpy as np
 
 import controllers
 from omnilearn_jax.cluster import cost_defaults, hetero_defaults
@@ -48,10 +49,21 @@ def controller_defaults() -> dict:
 PERSIST_BY_CLOCK = -1.0
 
 
-def make_controller(config: ml_collections.ConfigDict) -> controllers.Controller:
+def make_controller(
+    config: ml_collections.ConfigDict, bounds: tuple | None = None
+) -> controllers.Controller:
     """The run's controller, built from `controller_section(config)` (persist by the clock);
-    the same object for an equal section (`controllers.shared_from_config`)."""
-    return controllers.shared_from_config(controller_section(config))
+    the same object for an equal section (`controllers.shared_from_config`). `bounds`, the
+    trainer's per-worker (lo, hi), reach the policy where they are tighter than the config's
+    own (a device's capacity): the oracle's min-max solve, for one, must see them, not have
+    its split cut down to them afterwards (5 % slower a step at HL8 with capacity=64)."""
+    section = controller_section(config)
+    if bounds is not None:
+        w, b = config.num_workers, config.global_batch_size
+        own = controllers.resolve_bounds(w, b, section["b_min"], section["b_max"], xp=np)
+        if any(not np.array_equal(a, o) for a, o in zip(bounds, own, strict=True)):
+            section["b_min"], section["b_max"] = (tuple(int(v) for v in a) for a in bounds)
+    return controllers.shared_from_config(section)
 
 
 def controller_section(config: ml_collections.ConfigDict) -> dict:

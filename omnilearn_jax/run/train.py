@@ -135,7 +135,6 @@ class Trainer:
         available = len(jax.devices()) - int(spare)
         checks.check_for_devices(config, available, jax.process_count())
         controllers.load_plugin(config.controller.plugin)  # registers user controllers
-        self.controller = schema.make_controller(config)  # persist by the clock
         self.config, self.workdir = config, workdir
         self.agreement = distributed.Agreement()  # of the decisions, across processes
         # Per-step host work that only depends on the split or on the speeds, which change
@@ -151,6 +150,8 @@ class Trainer:
         self.bounds = (lo, hi)
         controllers.check_bounds(w, b, *self.bounds)
         checks.check_static_sizes(config, *self.bounds)
+        # Persist by the clock; the bounds a device's capacity tightens reach the policy.
+        self.controller = schema.make_controller(config, self.bounds)
 
         self.dataset = datasets.load(config.dataset)
         self.sampler = datasets.GlobalBatchSampler(len(self.dataset.y_train), b, config.seed)
