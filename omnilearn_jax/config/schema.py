@@ -66,6 +66,30 @@ def make_controller(
     return controllers.shared_from_config(section)
 
 
+def unread_controller_keys(config: ml_collections.ConfigDict) -> list[str]:
+    """Sentences naming each controller key set (away from `base_config`'s value) that the
+    policy `controller.name` does not take: it is dropped (`gain` of a plug-in whose name was
+    not given ran `static`; `deadband` under predictive). A warning, not an error: an
+    ablation over `controller.name` sets one policy's keys for every cell."""
+    name = config.controller.name
+    own = {*controllers.accepted_kwargs(name), "name", "plugin"}
+    defaults = base_config().controller
+
+    def plain(v):  # a list read back from JSON equals the default's tuple
+        return tuple(v) if isinstance(v, list | tuple) else v
+
+    out = []
+    for key, value in config.controller.items():
+        if key in own or plain(value) == plain(defaults.get(key)):
+            continue
+        takers = [n for n in controllers.available() if key in controllers.accepted_kwargs(n)]
+        out.append(
+            f"controller.{key} is set but controller.name={name!r} does not take it (taken by "
+            f"{', '.join(takers)}); set controller.name to one of those to use it"
+        )
+    return out
+
+
 def controller_section(config: ml_collections.ConfigDict) -> dict:
     """`config.controller` as a dict, with `persist` picked by the run's clock when the config
     leaves it at PERSIST_BY_CLOCK (the default): 0 on the virtual clock, 0.1 s on the wall.

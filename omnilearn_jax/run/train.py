@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from typing import Any
 
 import jax
@@ -152,6 +153,9 @@ class Trainer:
         checks.check_static_sizes(config, *self.bounds)
         # Persist by the clock; the bounds a device's capacity tightens reach the policy.
         self.controller = schema.make_controller(config, self.bounds)
+        if jax.process_index() == 0:
+            for sentence in schema.unread_controller_keys(config):
+                print(f"warning: {sentence}", file=sys.stderr, flush=True)
 
         self.dataset = datasets.load(config.dataset)
         self.sampler = datasets.GlobalBatchSampler(len(self.dataset.y_train), b, config.seed)
