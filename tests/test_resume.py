@@ -399,3 +399,52 @@ def test_losing_a_worker_does_not_compile_the_decision_again(tmp_path):
         sizes, cstate = t.next_sizes(cstate, t.observe(1, sizes, np.full(w, 0.1), speeds))
     assert compiles.count == 0
     assert sizes[3] == 0 and sizes.sum() == b
+
+
+def test_a_controller_state_holding_a_typed_prng_key_is_checkpointed_and_resumed(
+    tmp_path, monkeypatch
+):
+    """A plug-in whose state held `jax.random.key(0)` passed the contract suite and trained,
+    then died at its first checkpoint ("JAX array with PRNGKey dtype cannot be converted to a
+    NumPy array"). Its key is saved as its data and rebuilt: the resumed run's splits, drawn
+    from the key, are the unbroken run's."""
+    from typing import NamedTuple
+
+    import jax
+    import jax.numpy as jnp
+
+    import controllers
+    from controllers import registry
+
+    class Keyed(NamedTuple):
+        sizes: jax.Array
+        key: jax.Array
+
+    def keyed(*, b_min: int = 0, b_max: int = 0) -> controllers.Controller:
+        def init(w, b):
+            return Keyed(controllers.allocate(jnp.ones(w), b, b_min, b_max), jax.random.key(0))
+
+        def update(state, obs):
+            key, draw = jax.random.split(state.key)
+            shares = 1.0 + jax.random.uniform(draw, obs.batch_sizes.shape)
+            b = obs.time_table.shape[-1] - 1
+            sizes = controllers.allocate(shares, b, b_min, b_max)
+            return sizes, Keyed(sizes, key)
+
+        return controllers.Controller(init, update)
+
+    monkeypatch.setitem(registry._FACTORIES, "keyed_test", keyed)
+    config = smoke_config(few_buckets=True)
+    config.controller.name = "keyed_test"
+    config.train.num_steps, config.train.checkpoint_every = 6, 2
+    train_and_evaluate(config, str(tmp_path / "whole"))
+    config.faults.crash_step = 3
+    with pytest.raises(RuntimeError, match="planted crash"):
+        train_and_evaluate(config, str(tmp_path / "broken"))
+    config.faults.crash_step = -1
+    assert train_and_evaluate(config, str(tmp_path / "broken"))["status"] == "complete"
+    splits = [
+        [r["batch_sizes"] for r in read_metrics(tmp_path / name) if "loss" in r]
+        for name in ("whole", "broken")
+    ]
+    assert splits[0] == splits[1] and len({tuple(s) for s in splits[0]}) > 2  # moved each step

@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
 from omnilearn_jax.run.runstore import last_checkpoint_step
@@ -117,6 +118,30 @@ class Checkpointer:
     def close(self) -> None:
         if self._manager is not None:
             self._manager.close()
+
+
+def host_tree(tree: Any) -> Any:
+    """A tree's leaves as host numpy arrays, as a checkpoint holds them; a typed PRNG key
+    (`jax.random.key`, in a plug-in's controller state, say) as its key data, which numpy
+    holds (the key itself cannot be converted: the run died at its first checkpoint)."""
+    return jax.tree.map(lambda a: np.asarray(jax.random.key_data(a) if _is_key(a) else a), tree)
+
+
+def keys_restored(tree: Any, like: Any) -> Any:
+    """`tree` (read back from `host_tree`) with the typed keys of `like` rebuilt from their
+    data, with their implementation."""
+    return jax.tree.map(
+        lambda a, ref: (
+            jax.random.wrap_key_data(a, impl=jax.random.key_impl(ref)) if _is_key(ref) else a
+        ),
+        tree,
+        like,
+    )
+
+
+def _is_key(a: Any) -> bool:
+    dtype = getattr(a, "dtype", None)
+    return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
 
 
 def _paths(tree: Any) -> set[str]:

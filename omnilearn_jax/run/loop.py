@@ -27,7 +27,7 @@ from omnilearn_jax.config.schema import base_config
 from omnilearn_jax.engine import state as held
 from omnilearn_jax.engine.step import SplitDisagreement
 from omnilearn_jax.run import cgroups, distributed
-from omnilearn_jax.run.checkpoint import Checkpointer, has_checkpoint
+from omnilearn_jax.run.checkpoint import Checkpointer, has_checkpoint, host_tree, keys_restored
 from omnilearn_jax.run.interrupt import deferred, stop_message
 from omnilearn_jax.run.runlog import RunLog
 from omnilearn_jax.run.runstore import FINAL_PARAMS, plain, truncate_metrics
@@ -299,7 +299,7 @@ class Runner:
             "train": held.plain(self.t.state),  # checkpoints hold trees, however the steps hold it
             # Computed identically on every process; saved as host numpy, since a
             # single-device jax.Array cannot be serialised in a multi-process run.
-            "controller": jax.tree.map(np.asarray, cstate),
+            "controller": host_tree(cstate),  # typed PRNG keys as their data
             "sizes": np.asarray(sizes, np.int32),
             "timer": self.t.timer.state(),  # the clock and the measured-time guard
             **(self.extra_arrays() if extra is None else extra),
@@ -325,7 +325,8 @@ class Runner:
         self.load(arrays, meta)
         if jax.process_index() == 0:  # the one writer of the run store
             truncate_metrics(self.t.workdir, step)
-        return arrays["controller"], np.asarray(arrays["sizes"]), meta.get("wandb_run_id", "")
+        cstate = keys_restored(arrays["controller"], cstate)
+        return cstate, np.asarray(arrays["sizes"]), meta.get("wandb_run_id", "")
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
