@@ -1,5 +1,6 @@
 """make / make_from_config / register: names, arguments and plug-ins."""
 
+import jax
 import ml_collections
 import numpy as np
 import pytest
@@ -279,3 +280,40 @@ def test_a_controller_key_the_chosen_policy_does_not_take_is_warned():
         "controller.gain is set but controller.name='predictive' does not take it (taken by "
         "damped); set controller.name to one of those to use it",
     ]
+
+
+def test_a_policy_whose_sizes_the_trainer_must_repair_is_warned_at_warm_up(
+    tmp_path, monkeypatch, capsys
+):
+    """A plug-in returning B - 1 rows (or negative, or float sizes) ran with its split
+    repaired every step and no word; the built-in policies' own splits need no repair."""
+    import jax.numpy as jnp
+
+    from controllers import registry
+    from omnilearn_jax.run import train
+    from omnilearn_jax.run.job import train_and_evaluate
+    from tests.test_train import smoke_config
+
+    def short(*, b_min: int = 0, b_max: int = 0) -> controllers.Controller:
+        def update(state, obs):
+            return obs.batch_sizes.at[0].add(-1), state
+
+        return controllers.Controller(lambda w, b: jnp.zeros(()), update)
+
+    monkeypatch.setitem(registry._FACTORIES, "short_test", short)
+    config = smoke_config(few_buckets=True)
+    config.controller.name = "short_test"
+    config.train.num_steps = 2
+    train_and_evaluate(config, str(tmp_path))
+    assert "warning: controller 'short_test' returned sizes that are not a split of B=" in (
+        capsys.readouterr().err
+    )
+    w, b = 4, 128
+    obs = controllers.Observation.make(
+        0, np.full(w, b // w, np.int32), np.ones(w), np.arange(1.0, 5.0)
+    )
+    lo, hi = controllers.resolve_bounds(w, b, 0, 0)
+    for name in controllers.BUILT_IN + ("predictive",):
+        policy = controllers.make(name)
+        decide = train.decision(policy, b, jax.devices()[0], name)
+        assert bool(decide(policy.init(w, b), obs, lo, hi)[2]), name

@@ -91,7 +91,9 @@ def decision(
     controller: controllers.Controller, global_batch: int, device: jax.Device, name: str = ""
 ):
     """The controller's update and the allocation rule as one jitted dispatch on `device`
-    (inputs and outputs placed there): (state, obs, lo, hi) -> (sizes, state). Placed by
+    (inputs and outputs placed there): (state, obs, lo, hi) -> (sizes, state, valid), valid
+    whether the update's own sizes were a split (integers >= 0 summing to B) that the rule
+    had only to bound, not to repair (read at warm-up: `Trainer.warm_decisions`). Placed by
     shardings rather than under `jax.default_device`, whose context a step entered for
     nothing else (`Trainer.next_sizes` 77 us against 84 us a step for the static controller
     of `benchmarks.report`'s paper job, 2026-12-05)."""
@@ -100,7 +102,9 @@ def decision(
 
     def decide(cstate, obs, lo, hi):
         shares, cstate = update(cstate, obs)
-        return controllers.allocate(shares, global_batch, lo, hi, literal=True), cstate
+        whole = jnp.issubdtype(jnp.result_type(shares), jnp.integer)
+        valid = whole & (jnp.sum(shares) == global_batch) & jnp.all(shares >= 0)
+        return controllers.allocate(shares, global_batch, lo, hi, literal=True), cstate, valid
 
     there = jax.sharding.SingleDeviceSharding(device)
     return jax.jit(decide, in_shardings=there, out_shardings=there)
@@ -294,7 +298,17 @@ class Trainer:
         speeds = self.timer.speeds(0)
         obs = self.observe(0, sizes, np.ones(w, np.float32), speeds)
         bounds = self.step_bounds(obs.speeds, 1)
-        jax.block_until_ready(self.decide(cstate, obs, *bounds))
+        _, _, valid = self.decide(cstate, obs, *bounds)
+        if not bool(valid) and jax.process_index() == 0:  # the contract, not only the trainer
+            print(
+                f"warning: controller {self.config.controller.name!r} returned sizes that are "
+                f"not a split of B={self.config.global_batch_size} into integers >= 0 (on "
+                f"made-up times at warm-up); the trainer repairs them with controllers.allocate "
+                f"every step, which may not be what the policy means. Check it with "
+                f"tests/test_controllers_contract.py (docs/controllers.md)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def evaluate(self) -> dict[str, float]:
         ds = self.dataset
@@ -394,7 +408,7 @@ class Trainer:
         """The controller's split for step `at` (0-based; default obs.step + 1), whose speeds
         obs.speeds are (async: the update round the speeds belong to)."""
         bounds = self.step_bounds(obs.speeds, int(obs.step) + 1 if at is None else at)
-        sizes, cstate = self.decide(cstate, obs, *bounds)
+        sizes, cstate, _ = self.decide(cstate, obs, *bounds)
         sizes = self.checked(np.asarray(sizes))
         self.agreement.add(np.asarray(obs.worker_times), sizes)
         return sizes, cstate
