@@ -60,7 +60,9 @@ def run_levels(
     results = {}
     for level in levels:
         for name in controllers:
-            run_dir = os.path.join(workdir, f"hl{level}_{name}")
+            # The step count in the name: a rerun with other --steps gets runs of its own
+            # (the same folder held a checkpoint of another config: a traceback).
+            run_dir = os.path.join(workdir, f"hl{level}_{name}_{steps}steps")
             train_and_evaluate(level_config(level, name, steps), run_dir)
             results[level, name] = settled_step_time(run_dir, settle)
     return results
@@ -83,13 +85,15 @@ def report(results: dict, levels=LEVELS, controllers=CONTROLLERS) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--settle", type=int, default=30)
     parser.add_argument("--workdir", default="runs/hl_levels")
     parser.add_argument("--cpu_devices", type=int, default=8)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if not 0 <= args.settle < args.steps:  # a mean over no step: a table of NaN, after 16 runs
+        parser.error(f"--settle ({args.settle}) must be in [0, --steps) ({args.steps})")
     import jax
 
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)

@@ -47,3 +47,25 @@ def test_controllers_follow_the_dynamic_schedule(tmp_path):
     # The oracle knows each step's speeds; proportional must first measure the change.
     lag = [p[c]["step_time"] / o[c]["step_time"] for c in changes]
     assert min(lag) > 1.05, lag
+
+
+def test_settling_past_the_steps_is_refused_and_a_rerun_of_other_steps_gets_its_own_runs(
+    tmp_path, monkeypatch, capsys
+):
+    """--steps 20 with the default --settle 30 ran 16 runs, then printed a table of NaN; a
+    rerun with other --steps into the same workdir met the first run's checkpoints."""
+    import pytest
+
+    from experiments import hl_levels
+
+    with pytest.raises(SystemExit):
+        hl_levels.main(["--steps", "20", "--workdir", str(tmp_path)])
+    assert "--settle (30) must be in [0, --steps) (20)" in capsys.readouterr().err
+    made = []
+    monkeypatch.setattr(hl_levels, "settled_step_time", lambda *a: 1.0)
+    monkeypatch.setattr(
+        "omnilearn_jax.run.job.train_and_evaluate", lambda config, run_dir: made.append(run_dir)
+    )
+    for steps in (4, 6):
+        hl_levels.run_levels((2,), ("static",), steps=steps, settle=1, workdir=str(tmp_path))
+    assert made == [str(tmp_path / "hl2_static_4steps"), str(tmp_path / "hl2_static_6steps")]
