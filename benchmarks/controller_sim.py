@@ -1,9 +1,11 @@
 """Controller steps per second inside lax.scan (controller + emulated 8-worker cluster).
 
 Run: python -m benchmarks.controller_sim [--steps N] [--workers W] [--global-batch B]
-Each controller is compiled once, then timed on runs of N steps (best of three). The plant (time
-table, noise, a speed change half-way) is included, so the figure is a lower bound on the
-controller's own rate.
+    [--controllers static,proportional,...] [--plugin MODULE]
+Each controller (the four built-in ones unless named; `--plugin` imports a module that
+registers more, which `--controllers` may then name) is compiled once, then timed on runs of
+N steps (best of three). The plant (time table, noise, a speed change half-way) is included,
+so the figure is a lower bound on the controller's own rate.
 """
 
 from __future__ import annotations
@@ -49,15 +51,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--global-batch", type=int, default=128)
+    parser.add_argument("--controllers", default=",".join(BUILT_IN), help="names, commas")
+    parser.add_argument("--plugin", default="", help="a module registering more policies")
     args = parser.parse_args(argv)
+    if args.steps < 1 or args.workers < 1:
+        parser.error(f"--steps and --workers must be >= 1, got {args.steps}, {args.workers}")
+    try:
+        controllers.load_plugin(args.plugin)
+        names = [n for n in args.controllers.split(",") if n]
+        for name in names:
+            controllers.make(name)  # an unknown name lists the registered ones
+        controllers.check_bounds(args.workers, args.global_batch, -1, -1)
+    except ValueError as e:
+        parser.error(str(e))
 
     plant = bench_plant(args.workers, args.steps)
-    controllers.check_bounds(args.workers, args.global_batch, -1, -1)
     print(
         f"jax {jax.__version__} on {jax.devices()[0].platform}; {args.workers} workers, "
         f"B={args.global_batch}, {args.steps} steps per run"
     )
-    for name in BUILT_IN:
+    for name in names:
         rate = steps_per_second(name, plant, args.global_batch, args.steps)
         print(f"{name:>13}: {rate:12,.0f} steps/s")
 

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from controllers.base import Controller, Observation, initial_sizes
+from controllers.base import Controller, Observation, initial_sizes, is_concrete
 
 # The paper's heterogeneity levels (CPU cores per worker, BSP runs).
 PAPER_CORES = {
@@ -66,9 +66,17 @@ def make_plant(
     steps = [0] + [int(step) for step, _ in changes]
     if steps != sorted(steps):
         raise ValueError(f"speed changes must come in step order, got steps {steps}")
+    for (step, _), row in zip(changes, rows[1:], strict=True):
+        if row.shape != rows[0].shape:  # a raw "All input arrays must have the same shape"
+            raise ValueError(
+                f"the speed change at step {step} gives {row.size} speeds for "
+                f"{rows[0].shape[0]} workers: one each"
+            )
     knots_b, knots_t = (jnp.asarray(k, jnp.float32) for k in curve)
     if knots_b.ndim != 1 or knots_b.shape != knots_t.shape or knots_b.shape[0] < 2:
         raise ValueError(f"curve needs two equal-length knot lists (>= 2), got {curve}")
+    if is_concrete(knots_b) and not bool(jnp.all(jnp.diff(knots_b) > 0)):  # else nonsense
+        raise ValueError(f"curve's knot batch sizes must increase, got {curve[0]}")
     return Plant(
         speeds=jnp.stack(rows),
         change_steps=jnp.asarray(steps, jnp.int32),
@@ -83,6 +91,8 @@ def make_plant(
 
 def paper_plant(level: int, **kwargs: Any) -> Plant:
     """The paper's HL`level` cluster: speed proportional to cores."""
+    if level not in PAPER_CORES:
+        raise ValueError(f"no paper cluster HL{level}; levels: {sorted(PAPER_CORES)}")
     return make_plant(PAPER_CORES[level], **kwargs)
 
 

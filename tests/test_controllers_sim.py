@@ -113,3 +113,33 @@ def test_oracle_reads_the_plants_true_curve():
     )
     assert sizes.sum() == 128 and sizes[3] == 64
     assert table[np.arange(4), sizes].max() == slowest[d >= 1].min()
+
+
+def test_bad_plants_and_benchmark_arguments_are_one_line(capsys):
+    """A level without a paper cluster was a bare KeyError, a change of the wrong length the
+    raw "All input arrays must have the same shape", decreasing knots were interpolated as
+    nonsense; benchmarks.controller_sim could time neither predictive nor a plug-in."""
+    import pytest
+
+    from benchmarks import controller_sim
+
+    with pytest.raises(ValueError, match=r"no paper cluster HL3; levels: \[1, 2, 4, 8\]"):
+        sim.paper_plant(3)
+    with pytest.raises(ValueError, match="the speed change at step 5 gives 3 speeds for 4"):
+        sim.make_plant([1.0] * 4, changes=((5, [1.0] * 3),))
+    with pytest.raises(ValueError, match="knot batch sizes must increase"):
+        sim.make_plant([1.0] * 4, curve=((0.0, 64.0, 32.0), (0.0, 1.0, 2.0)))
+    for argv, message in [
+        (["--steps", "0"], "--steps and --workers must be >= 1"),
+        (["--controllers", "nope"], "unknown controller 'nope'"),
+        (["--plugin", "no_such_module_here"], "cannot import it"),
+    ]:
+        with pytest.raises(SystemExit):
+            controller_sim.main(argv)
+        assert message in capsys.readouterr().err
+    controller_sim.main(
+        ["--steps", "20", "--workers", "4", "--controllers", "predictive,damped",
+         "--plugin", "experiments.examples.damped"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert "   predictive:" in out and "       damped:" in out and "steps/s" in out
