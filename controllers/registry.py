@@ -43,6 +43,12 @@ def register(name: str) -> Callable[[Factory], Factory]:
         bare = [p.name for p in params if p.default is inspect.Parameter.empty]
         if bare:  # the config section takes every argument's default as its key's value
             raise TypeError(f"controller {name!r}: arguments {bare} need a default value")
+        unset = [p.name for p in params if p.default is None]
+        if unset:  # ml_collections cannot override a None-valued key from the command line
+            raise TypeError(
+                f"controller {name!r}: arguments {unset} default to None, which no command "
+                f"line can set (a config key takes its default's type); use '', 0 or () instead"
+            )
         old = _FACTORIES.get(name)
         if old is not None and _qualified(old) != _qualified(factory):
             raise ValueError(f"controller name {name!r} is already registered by {_qualified(old)}")

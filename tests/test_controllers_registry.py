@@ -203,6 +203,8 @@ def test_a_policy_argument_needs_a_default_and_one_shared_default(monkeypatch):
     from controllers import registry
     from omnilearn_jax.config import schema
 
+    with pytest.raises(TypeError, match=r"arguments \['target'\] default to None, which no"):
+        controllers.register("test_none")(lambda *, target=None, b_min=0, b_max=0: None)
     with pytest.raises(TypeError, match=r"arguments \['shift'\] need a default value"):
         controllers.register("test_no_default")(lambda *, shift, b_min=0, b_max=0: None)
     assert "test_no_default" not in controllers.available()
