@@ -67,28 +67,27 @@ class PStep(NamedTuple):
     trial_ok: jax.Array  # bool: a move made now is a trial (a P move; not an undo or a cap)
 
 
-def validate(settings: Settings, policy: str) -> Settings:
-    """Host-side checks, each message naming `policy`; traced values (gains vmapped in a
-    simulation) are skipped."""
+def validate(settings: Settings, policy: str = "") -> Settings:
+    """Host-side checks, each message naming `policy` (if given: a plug-in built on these
+    pieces may call it without); traced values (gains vmapped in a simulation) are skipped."""
     s = settings
+    who = f"{policy}: " if policy else ""
 
     def require(value: Any, ok: Any, message: str) -> None:
         if is_concrete(value) and not ok(float(value)):  # NaN fails every `ok`
-            raise ValueError(f"{policy}: {message}, got {value!r}")
+            raise ValueError(f"{who}{message}, got {value!r}")
 
     require(s.deadband, lambda v: v >= 0, "deadband must be >= 0")
     require(s.smoothing, lambda v: 0 < v <= 1, "smoothing must be in (0, 1]")
     require(s.cliff_drop, lambda v: 0 <= v < 1, "cliff_drop must be in [0, 1) (0 disables)")
     if int(s.every) != s.every or s.every < 0:
-        raise ValueError(
-            f"{policy}: every must be an int >= 0 (0 = once per epoch), got {s.every!r}"
-        )
+        raise ValueError(f"{who}every must be an int >= 0 (0 = once per epoch), got {s.every!r}")
     require(s.jump, lambda v: v >= 0, "jump must be >= 0 (0 disables)")
     require(s.persist, lambda v: v >= 0, "persist must be >= 0 seconds (0: confirm alone)")
     for name in ("cliff_window", "confirm", "cliff_hold"):
         value = getattr(s, name)
         if int(value) != value or value < 1:
-            raise ValueError(f"{policy}: {name} must be an int >= 1, got {value!r}")
+            raise ValueError(f"{who}{name} must be an int >= 1, got {value!r}")
     return s._replace(
         every=int(s.every),
         cliff_window=int(s.cliff_window),
@@ -97,7 +96,7 @@ def validate(settings: Settings, policy: str) -> Settings:
     )
 
 
-def settings_from(arguments: dict[str, Any], policy: str) -> Settings:
+def settings_from(arguments: dict[str, Any], policy: str = "") -> Settings:
     """The checked Settings named in policy `policy`'s keyword `arguments` (its `locals()`)."""
     return validate(Settings(**{name: arguments[name] for name in Settings._fields}), policy)
 

@@ -464,6 +464,7 @@ def test_a_quota_must_fit_the_cores_its_process_may_run_on():
         ("2,0.5", "0,1", "gives process 0 2 cores in all, but they may run only on the 1"),
         ("1,1", "0,0", r"gives processes 0, 1 2 cores in all, .* only on the 1 core\(s\) \[0\]"),
         ((1.5, 1.0), "0-1,1", r"processes 0, 1 2.5 cores in all, .* 2 core\(s\) \[0, 1\]"),
+        ("2,2", "0-1,1-2", r"processes 0, 1 4 cores in all, .* 3 core\(s\) \[0, 1, 2\]"),
         ("3,1.5", "fit", "gives processes 0, 1 4.5 cores in all, .* on the 4 core"),
         ("", "fit", "takes numbers separated by commas, got ''"),  # --cpu_quota=$UNSET
         ((1.0,), "none", "gives 1 quotas for 2 processes"),

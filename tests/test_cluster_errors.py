@@ -131,8 +131,9 @@ def test_modifier_bounds_are_checked_at_their_edges():
     for key, value in (("walk_sigma", -0.1), ("walk_sigma", math.inf), ("noise", math.nan)):
         with pytest.raises(ValueError, match=rf"^hetero.{key} must be a finite number >= 0, got"):
             make_profile({key: value}, **RUN)
-    with pytest.raises(ValueError, match=r"are whole steps; got \(1.7, 3\)"):  # ran as [1, 3)
-        make_profile({"preempt_intervals": (1.7, 3)}, **RUN)
+    for bad in ((1.7, 3), (2, math.inf), (math.nan, 3)):  # [1, 3); an OverflowError traceback
+        with pytest.raises(ValueError, match=r"are whole steps; got \("):
+            make_profile({"preempt_intervals": bad}, **RUN)
     lost = {"preempt_intervals": (2, 4, 6, 9)}
     profile = make_profile({**lost, "preempt_trickle": 0.0}, **RUN)  # trickle 0: a lost worker
     assert profile.speeds(2)[0] == 0.0 and profile.speeds(4)[0] == 1.0

@@ -139,4 +139,9 @@ def test_an_interrupt_before_the_first_step_says_so(tmp_path, monkeypatch, capsy
     said = "interrupted before the first step (loading or compiling); run the same command again"
     assert capsys.readouterr().out == f"{said} to start\n"
     (tmp_path / "checkpoints" / "4").mkdir(parents=True)
-    assert interrupt.before_steps(str(tmp_path)) == f"{said} to resume from its step 4"
+    argv = ["--config=configs/smoke.py", f"--workdir={tmp_path}"]
+    assert interrupt.before_steps(argv) == f"{said} to resume from its step 4"
+    assert (
+        interrupt.before_steps([*argv, "--config.train.resume=False"]) == f"{said} to start afresh"
+    )
+    assert interrupt.before_steps([*argv, "--config.distributed.process_id=1"]) == ""

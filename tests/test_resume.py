@@ -332,7 +332,7 @@ def test_a_workdir_of_another_config_is_refused_before_anything_is_built(
     assert train_and_evaluate(_four_steps(), str(tmp_path))["status"] == "complete"
     config = _four_steps()
     config.optimizer.learning_rate = 0.5
-    with pytest.raises(ValueError, match="optimizer.learning_rate: 0.1 -> 0.5"):
+    with pytest.raises(ValueError, match="holds a finished run with a different config "):
         train_and_evaluate(config, str(tmp_path))
     assert sorted(os.listdir(tmp_path)) == before
     copied = tmp_path / "copied"
@@ -355,6 +355,19 @@ def test_an_unreadable_checkpoint_is_one_line_naming_it_and_the_one_before(tmp_p
         "remove that folder to resume from step 4, or use --config.train.resume=False (or a "
         "new workdir)"
     )
+
+
+def test_a_complete_run_keeps_its_final_parameters_whoever_builds_its_trainer(
+    tmp_path, finished_run
+):
+    """An async run across processes builds its trainer before it says "already complete";
+    without checkpoints the trainer took the finished run for a fresh one and deleted its
+    final_params.npz (and what it had measured)."""
+    shutil.copytree(finished_run, tmp_path, dirs_exist_ok=True)
+    shutil.rmtree(tmp_path / "checkpoints")
+    (tmp_path / "final_params.npz").write_bytes(b"the finished run's parameters")
+    Trainer(_four_steps(), str(tmp_path))
+    assert (tmp_path / "final_params.npz").read_bytes() == b"the finished run's parameters"
 
 
 def test_a_fresh_start_removes_the_final_parameters_an_earlier_run_left(tmp_path, finished_run):
@@ -448,3 +461,20 @@ def test_a_controller_state_holding_a_typed_prng_key_is_checkpointed_and_resumed
         for name in ("whole", "broken")
     ]
     assert splits[0] == splits[1] and len({tuple(s) for s in splits[0]}) > 2  # moved each step
+
+
+def test_a_failure_that_is_not_the_checkpoints_fault_is_not_blamed_on_it(tmp_path, finished_run):
+    """Out of memory while restoring said the checkpoint "cannot be read; remove that
+    folder" of a checkpoint that was fine."""
+    from omnilearn_jax.run.checkpoint import Checkpointer
+
+    ckpt = Checkpointer(str(finished_run))
+
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory")
+
+    ckpt.manager.restore = out_of_memory
+    ckpt._mismatch = lambda step, like: ""  # the arrays match: only the memory failed
+    for read in (lambda: ckpt.restore_meta(4), lambda: ckpt.restore(4, {})):
+        with pytest.raises(RuntimeError, match="RESOURCE_EXHAUSTED"):
+            read()

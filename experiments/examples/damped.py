@@ -23,7 +23,7 @@ class DampedState(NamedTuple):
 @controllers.register("damped")
 def damped(*, gain: float = 0.5, b_min: int = 0, b_max: int = 0) -> controllers.Controller:
     """gain: fraction of the gap to the throughput-proportional split closed each step."""
-    if controllers.is_concrete(gain) and not 0 < gain <= 1:  # a vmapped gain is checked later
+    if controllers.is_concrete(gain) and not 0 < gain <= 1:  # skipped for a traced (vmapped) gain
         raise ValueError(f"damped: gain must be in (0, 1], got {gain!r}")
 
     def init(num_workers: int, global_batch: int) -> DampedState:

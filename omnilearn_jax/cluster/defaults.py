@@ -72,6 +72,16 @@ def cost_defaults() -> dict[str, Any]:
     return dict(_COST)
 
 
+def set_away(value: Any, default: Any) -> bool:
+    """Whether a config value differs from its default (a list read back from JSON equals
+    the default's tuple): the test of the unread-key warnings (hetero's, the controller's)."""
+
+    def plain(v: Any) -> Any:
+        return tuple(v) if isinstance(v, list | tuple) else v
+
+    return plain(value) != plain(default)
+
+
 def read_section(section: Mapping[str, Any] | Any, defaults: dict[str, Any], label: str) -> dict:
     """Merge a config section (ConfigDict or dict) over its defaults, rejecting typos.
 

@@ -85,7 +85,7 @@ class Preempt(Modifier):
             )
         if not 0 <= trickle < 1:  # NaN too
             raise ValueError(f"hetero.preempt_trickle must be in [0, 1), got {trickle}")
-        if any(int(x) != x for x in intervals):  # 1.7 had become step 1
+        if not all(math.isfinite(x) and float(x).is_integer() for x in intervals):  # 1.7: step 1
             raise ValueError(f"hetero.preempt_intervals are whole steps; got {tuple(intervals)}")
         pairs = np.asarray(intervals, dtype=np.int64).reshape(-1, 2)
         if np.any(pairs[:, 0] < 0) or np.any(pairs[:, 1] <= pairs[:, 0]):

@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from omnilearn_jax.cluster.defaults import hetero_defaults, read_section
+from omnilearn_jax.cluster.defaults import hetero_defaults, read_section, set_away
 from omnilearn_jax.cluster.modifiers import (
     ModifiedProfile,
     Modifier,
@@ -76,14 +76,11 @@ def unread_keys(hetero: Mapping[str, Any] | Any) -> list[str]:
     h = read_section(hetero, defaults, "hetero")
     base = str(h["base"]) if h["name"] in MODIFIER_PROFILES else str(h["name"])
 
-    def plain(v):  # a list read back from JSON equals the default's tuple
-        return tuple(v) if isinstance(v, list | tuple) else v
-
     out = []
     for owner, keys in _READS.items():
         for key in keys:
             unread = owner != base and key not in _READS.get(base, ())
-            if unread and plain(h[key]) != plain(defaults[key]):
+            if unread and set_away(h[key], defaults[key]):
                 out.append(
                     f"hetero.{key} is set but hetero.name={h['name']!r} does not read it (the "
                     f"{owner!r} profile does; set hetero.name={owner} to use it)"
@@ -93,12 +90,12 @@ def unread_keys(hetero: Mapping[str, Any] | Any) -> list[str]:
     for switch, keys in _MODIFIER_KEYS.items():
         off = not _is_on(h[switch])
         for key in keys:
-            if off and plain(h[key]) != plain(defaults[key]):
+            if off and set_away(h[key], defaults[key]):
                 out.append(
                     f"hetero.{key} is set but hetero.{switch} is not, so it does nothing (set "
                     f"hetero.{switch} to use it)"
                 )
-    if h["name"] not in MODIFIER_PROFILES and plain(h["base"]) != plain(defaults["base"]):
+    if h["name"] not in MODIFIER_PROFILES and set_away(h["base"], defaults["base"]):
         out.append(
             f"hetero.base is set but hetero.name={h['name']!r} is a base profile itself (base "
             f"is read under a modifier's name, {sorted(MODIFIER_PROFILES)}; a modifier's key "

@@ -12,6 +12,7 @@ import numpy as np
 
 import controllers
 from omnilearn_jax.cluster import cost_defaults, hetero_defaults
+from omnilearn_jax.cluster.defaults import set_away
 
 # Arguments several policies share with different defaults, whose one value in a config
 # `base_config` sets itself (each policy's own default applies only to `controllers.make`).
@@ -75,12 +76,9 @@ def unread_controller_keys(config: ml_collections.ConfigDict) -> list[str]:
     own = {*controllers.accepted_kwargs(name), "name", "plugin"}
     defaults = base_config().controller
 
-    def plain(v):  # a list read back from JSON equals the default's tuple
-        return tuple(v) if isinstance(v, list | tuple) else v
-
     out = []
     for key, value in config.controller.items():
-        if key in own or plain(value) == plain(defaults.get(key)):
+        if key in own or not set_away(value, defaults.get(key)):
             continue
         takers = [n for n in controllers.available() if key in controllers.accepted_kwargs(n)]
         out.append(

@@ -183,7 +183,7 @@ def confine(
     if not quotas:
         return quotas, pinned
     cpus = pinned or (usable,) * num_processes  # unpinned: they share every usable core
-    for cores in set(cpus):
+    for cores in _unions(set(cpus)):
         inside = [i for i in range(num_processes) if cpus[i] <= cores]
         total = sum(quotas[i] for i in inside)
         if total > len(cores) + 1e-9:
@@ -194,6 +194,18 @@ def confine(
                 f"give smaller quotas, more cores (--cpus), or fewer processes"
             )
     return quotas, pinned
+
+
+def _unions(sets: set[frozenset[int]]) -> list[frozenset[int]]:
+    """Every union of the given core sets (the cores any group of processes may share: the
+    quotas of the processes inside one must fit it, overlapping sets included, such as 0-1
+    and 1-2), smallest first; past 12 distinct sets, each set and their union alone."""
+    if len(sets) > 12:
+        return sorted(sets | {frozenset().union(*sets)}, key=len)
+    unions: set[frozenset[int]] = set()
+    for cores in sets:
+        unions |= {u | cores for u in unions} | {cores}
+    return sorted(unions, key=lambda u: (len(u), sorted(u)))
 
 
 def quota_env(quotas: Sequence[float], process_id: int) -> dict[str, str]:

@@ -25,6 +25,12 @@ def has_checkpoint(workdir: str) -> bool:
     return last_checkpoint_step(workdir) is not None
 
 
+# What orbax raises for a checkpoint folder that is half copied or damaged: an item missing
+# (KeyError), bad JSON or a missing array file (ValueError: tensorstore's NOT_FOUND), a file
+# gone. Anything else (out of memory, a storage timeout) is no fault of the checkpoint.
+UNREADABLE = (KeyError, ValueError, FileNotFoundError, EOFError)
+
+
 class Checkpointer:
     def __init__(self, workdir: str, *, keep: int = 2):
         self.directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
@@ -67,8 +73,13 @@ class Checkpointer:
                     arrays=ocp.args.StandardRestore(like), meta=ocp.args.JsonRestore()
                 ),
             )
-        except Exception as err:  # noqa: BLE001 - any failure to read is told as one line
-            raise ValueError(self._mismatch(step, like) or self._unreadable(step, err)) from err
+        except Exception as err:  # noqa: BLE001 - only a better message is at stake
+            mismatch = self._mismatch(step, like)
+            if mismatch:
+                raise ValueError(mismatch) from err
+            if isinstance(err, UNREADABLE):
+                raise ValueError(self._unreadable(step, err)) from err
+            raise  # out of memory, a storage timeout: not the checkpoint's fault
         return out["arrays"], out["meta"]
 
     def _unreadable(self, step: int, err: Exception) -> str:
@@ -111,7 +122,7 @@ class Checkpointer:
         """Only the JSON part (what the arrays' structure depends on, in async runs)."""
         try:
             out = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
-        except Exception as err:  # noqa: BLE001 - any failure to read is told as one line
+        except UNREADABLE as err:
             raise ValueError(self._unreadable(step, err)) from err
         return out["meta"]
 

@@ -82,12 +82,22 @@ def deferred(enabled: bool = True) -> Iterator[Deferred]:
             signal.signal(signum, handler)
 
 
-def before_steps(workdir: str | None) -> str:
-    """The line of a run stopped before its first step (loading, compiling)."""
+def before_steps(argv: list[str]) -> str:
+    """The line of a run stopped before its first step (loading, compiling), read from its
+    command line `argv`; '' for a launched process other than process 0 (which speaks for
+    the run: an async worker, stopped at any time, would say it on every Ctrl-C)."""
+    from omnilearn_jax.config.errors import flag_values
     from omnilearn_jax.run.runstore import last_checkpoint_step
 
-    step = last_checkpoint_step(workdir) if workdir else None
-    then = f"resume from its step {step}" if step else "start"
+    def last(name: str, default: str) -> str:
+        return (flag_values(argv, name) or [default])[-1].strip().lower()
+
+    if last("config.distributed.process_id", "0") not in ("0", "-1"):
+        return ""
+    workdir = last("workdir", "")
+    resume = last("config.train.resume", "true") not in ("false", "0")
+    step = last_checkpoint_step(workdir) if workdir and resume else None
+    then = f"resume from its step {step}" if step else "start" if resume else "start afresh"
     return (
         f"interrupted before the first step (loading or compiling); run the same command "
         f"again to {then}"

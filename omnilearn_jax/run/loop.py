@@ -30,7 +30,7 @@ from omnilearn_jax.run import cgroups, distributed
 from omnilearn_jax.run.checkpoint import Checkpointer, has_checkpoint, host_tree, keys_restored
 from omnilearn_jax.run.interrupt import deferred, stop_message
 from omnilearn_jax.run.runlog import RunLog
-from omnilearn_jax.run.runstore import FINAL_PARAMS, plain, truncate_metrics
+from omnilearn_jax.run.runstore import FINAL_PARAMS, complete_summary, plain, truncate_metrics
 from omnilearn_jax.tracking import make_tracker
 
 
@@ -147,9 +147,10 @@ def check_same_config(workdir: str, config, *, checkpointed: bool = True) -> Non
     )
     if changed:
         detail = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:5])
+        what = "a checkpoint of a run" if checkpointed else "a finished run"
         raise ValueError(
-            f"{workdir} holds a checkpoint of a run with a different config ({detail}); use a "
-            f"new workdir, or --config.train.resume=False to start this one afresh there"
+            f"{workdir} holds {what} with a different config ({detail}); use a new workdir, "
+            f"or --config.train.resume=False to start this one afresh there"
         )
 
 
@@ -161,12 +162,11 @@ def completed_run(workdir: str, cfg) -> dict | None:
     so it runs before anything is built or compiled."""
     if not cfg.train.resume:
         return None
-    previous = read_summary(workdir)
-    complete = previous is not None and previous.get("status") == "complete"
+    previous = complete_summary(workdir)
     checkpointed = has_checkpoint(workdir)
-    if complete or checkpointed:
+    if previous is not None or checkpointed:
         check_same_config(workdir, cfg, checkpointed=checkpointed)
-    return previous if complete else None
+    return previous
 
 
 def say_complete(workdir: str, previous: dict) -> None:
@@ -186,14 +186,6 @@ def resume_point(ckpt: Checkpointer, workdir: str, cfg) -> tuple[int | None, dic
             shutil.rmtree(ckpt.directory)  # a fresh run must not mix with old steps
         return None, None
     return latest, None
-
-
-def read_summary(workdir: str) -> dict | None:
-    path = os.path.join(workdir, "summary.json")
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
 
 
 class NonFiniteLoss(FloatingPointError):

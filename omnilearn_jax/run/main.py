@@ -161,8 +161,8 @@ def run(argv: list[str]) -> int:
             raise
         return errors.report(e)
     except interrupt.Interrupted as e:  # the loop has saved and said where it stopped
-        if not getattr(e, "told", False):  # stopped while loading or compiling: say so too
-            print(interrupt.before_steps(_WORKDIR.value if flags.FLAGS.is_parsed() else None))
+        if not getattr(e, "told", False) and (line := interrupt.before_steps(argv[1:])):
+            print(line)  # stopped while loading or compiling: say so too
         return e.exit_code
     except FloatingPointError as e:  # the loop's NonFiniteLoss: the run store says failed
         if verbose:

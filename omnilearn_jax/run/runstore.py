@@ -93,6 +93,16 @@ def write_measured(workdir: str, values: Mapping[str, Any]) -> None:
     _write_json(os.path.join(workdir, MEASURED_FILE), values)
 
 
+def complete_summary(workdir: str) -> dict[str, Any] | None:
+    """The summary of the complete run in `workdir` (None: no run there completed)."""
+    path = os.path.join(workdir, "summary.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        summary = json.load(f)
+    return summary if summary.get("status") == "complete" else None
+
+
 def last_checkpoint_step(workdir: str) -> int | None:
     """The step of the newest whole checkpoint in WORKDIR/checkpoints (None: none). Orbax
     names a finished step's directory by its number; one still being written carries a

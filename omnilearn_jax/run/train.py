@@ -33,7 +33,12 @@ from omnilearn_jax.engine.mesh import select_devices
 from omnilearn_jax.engine.timing import calibrate_per_sample_cost, check_cluster, make_timer
 from omnilearn_jax.run import cgroups, distributed, metrics
 from omnilearn_jax.run.checkpoint import has_checkpoint
-from omnilearn_jax.run.runstore import FINAL_PARAMS, start_measured, write_measured
+from omnilearn_jax.run.runstore import (
+    FINAL_PARAMS,
+    complete_summary,
+    start_measured,
+    write_measured,
+)
 
 
 # A process compiles these once for each policy and batch, not once a run: the policy is
@@ -210,11 +215,15 @@ class Trainer:
         # What the run measures about the machine is measured once, at its start, on process
         # 0, broadcast, and kept in the run store for its resumptions (a fresh run measures
         # again): so every process and every resumption model the same machine.
-        resuming = config.train.resume
+        # A run resumes from its checkpoint, or is complete (its summary says so, checkpoints
+        # deleted or not): either keeps what it measured and left (final parameters).
+        resuming = config.train.resume and (
+            has_checkpoint(workdir) or complete_summary(workdir) is not None
+        )
         kept = distributed.from_main(
             lambda: start_measured(
                 workdir,
-                resuming=resuming and has_checkpoint(workdir),
+                resuming=resuming,
                 also=(RUN_FILE, FINAL_PARAMS),
             )
         )
