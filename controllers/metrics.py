@@ -55,7 +55,13 @@ def control_metrics(
     start: int = 0,
     tail: int = 100,
 ) -> ControlMetrics:
-    """Metrics over steps start.. (e.g. start = the step of a speed change)."""
+    """Metrics over steps start.. (e.g. start = the step of a speed change); the steady-state
+    imbalance over the last `tail` of them."""
+    num_steps = trace.batch_sizes.shape[0]
+    if not 0 <= start < num_steps:  # a raw "zero-size array to reduction operation" before
+        raise ValueError(f"start must be a step of the trace, in [0, {num_steps}), got {start}")
+    if tail < 1:  # [-0:] had silently taken the whole trace
+        raise ValueError(f"tail must be >= 1 steps, got {tail}")
     sizes = trace.batch_sizes[start:]
     balance = trace.model_times[start:].max(-1) / optimum[start:]
     num = balance.shape[0]

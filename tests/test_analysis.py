@@ -298,6 +298,17 @@ def test_runs_that_differ_in_a_grid_key_are_not_averaged_as_seeds(ablation, tmp_
     columns = ["controller", "controller.b_min", "resolved.cpu_quota"]
     assert analysis.group_columns(summaries) == columns
     assert analysis.speedup_table(summaries)["seeds"].tolist() == [1, 1, 1, 1]
+    # A top-level key (no dot: bucket_ratio, backend, capacity) is a setting too; runs that
+    # differed only in one were averaged as seeds of one setting.
+    for i, run in enumerate(sorted(root.iterdir())):
+        config = json.loads((run / "config.json").read_text())
+        config["resolved"]["cpu_quota"] = []
+        config["controller"]["b_min"] = 4
+        config["bucket_ratio"] = 1.25 if i % 2 else 2.0
+        (run / "config.json").write_text(json.dumps(config))
+    summaries = analysis.load_runs(str(root), use_cache=False).summaries
+    assert analysis.group_columns(summaries) == ["controller", "bucket_ratio"]
+    assert analysis.speedup_table(summaries)["seeds"].tolist() == [1, 1, 1, 1]
 
 
 def test_a_resumed_runs_offline_summary_is_its_last_segments(monkeypatch):

@@ -3,7 +3,7 @@
 import pandas as pd
 
 from omnilearn_jax import analysis
-from omnilearn_jax.analysis import plots
+from omnilearn_jax.analysis import plots, report
 from omnilearn_jax.analysis.frames import RUN_COLUMNS
 from omnilearn_jax.analysis.load import Runs
 
@@ -86,6 +86,22 @@ def test_a_controller_without_a_complete_run_is_named_not_compared():
     text = analysis.conclusions(analysis.speedup_table(runs.summaries), runs)
     assert "`proportional` and `static` have no complete run (4 failed" in text
     assert "fastest" not in text
+
+
+def test_the_same_update_is_said_of_bsp_facets_of_several_controllers_only():
+    """An async facet (the split changes the updates there) and a facet of one controller
+    (nothing to compare) were told "the same for every controller ...: the split changes how
+    long a step takes, not the update"."""
+    runs = _runs({"static": 4.0, "proportional": 2.0})
+    runs.summaries["mode"] = "bsp"
+    text = analysis.conclusions(analysis.speedup_table(runs.summaries), runs)
+    assert f"Final accuracy is the same for every controller (0.9){report.SAME_UPDATE}." in text
+    runs.summaries["mode"] = "asp"
+    text = analysis.conclusions(analysis.speedup_table(runs.summaries), runs)
+    assert "Final accuracy is the same for every controller (0.9)." in text
+    assert report.SAME_UPDATE not in text
+    one = _runs({"static": 4.0})
+    assert "Final accuracy" not in analysis.conclusions(analysis.speedup_table(one.summaries), one)
 
 
 def test_async_conclusions_compare_accuracy_not_speed():

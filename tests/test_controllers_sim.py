@@ -143,3 +143,19 @@ def test_bad_plants_and_benchmark_arguments_are_one_line(capsys):
     )  # fmt: skip
     out = capsys.readouterr().out
     assert "   predictive:" in out and "       damped:" in out and "steps/s" in out
+
+
+def test_control_metrics_refuse_an_empty_window():
+    import pytest
+
+    from controllers.metrics import control_metrics
+
+    plant = sim.paper_plant(8)
+    trace = sim.simulate(controllers.make("static"), plant, global_batch=128, num_steps=20)
+    optimum = jnp.ones(20)
+    with pytest.raises(
+        ValueError, match=r"start must be a step of the trace, in \[0, 20\), got 30"
+    ):
+        control_metrics(trace, optimum, start=30)
+    with pytest.raises(ValueError, match="tail must be >= 1 steps, got 0"):
+        control_metrics(trace, optimum, tail=0)

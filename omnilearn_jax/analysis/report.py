@@ -62,7 +62,8 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
     for values, rows in facets:
         where = ", ".join(f"{k}={v}" for k, v in zip(others, values, strict=True))
         prefix = f"**{where}**: " if where else ""
-        if _budgeted(runs, dict(zip(others, values, strict=True)) if others else {}):
+        where_values = dict(zip(others, values, strict=True)) if others else {}
+        if _budgeted(runs, where_values):
             # Every async run stops at the same time budget: its total time is the budget plus
             # the last update's overshoot, and there is no barrier to wait at.
             lines.append(
@@ -113,7 +114,9 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
                 f"- {prefix}{_names(closest)} {verb} closest to the oracle, which is told the "
                 f"speeds in advance: {_percent(top)} of its speed."
             )
-        lines += _accuracy(rows, prefix, reason=SAME_UPDATE)
+        # In BSP a split changes how long a step takes, not the update; in async it does.
+        bsp = runs is None or "asp" not in set(_facet(runs, where_values)["mode"].dropna())
+        lines += _accuracy(rows, prefix, reason=SAME_UPDATE if bsp else "")
         perplexity = rows.set_index("controller").get("final_eval_perplexity_mean")
         if perplexity is not None and perplexity.notna().any():  # text runs: lower is better
             perplexity = perplexity.dropna()
@@ -139,21 +142,27 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
 SAME_UPDATE = ": the split changes how long a step takes, not the update"
 
 
+def _facet(runs: Runs, where: dict) -> pd.DataFrame:
+    """The summaries of a facet's runs (its `where` column values)."""
+    s = runs.summaries
+    for key, value in where.items():
+        s = s[equal_to(s[key], value)]
+    return s
+
+
 def _budgeted(runs: Runs | None, where: dict) -> bool:
     """Whether every run of a facet (its `where` column values) is an async run that its time
     budget stopped (`table.stopped_by_budget`)."""
     if runs is None:
         return False
-    s = runs.summaries
-    for key, value in where.items():
-        s = s[equal_to(s[key], value)]
+    s = _facet(runs, where)
     return not s.empty and all(stopped_by_budget(row) for _, row in s.iterrows())
 
 
 def _accuracy(rows: pd.DataFrame, prefix: str, reason: str) -> list[str]:
     """The final-accuracy sentence of a facet (`reason` follows a tie)."""
     accuracy = rows["final_eval_accuracy_mean"].dropna()
-    if not len(accuracy):
+    if len(accuracy) < 2:  # one controller: nothing to compare ("the same for every" one)
         return []
     low, high = accuracy.min(), accuracy.max()
     missing = list(rows[rows["final_eval_accuracy_mean"].isna()]["controller"])

@@ -78,13 +78,15 @@ def expand(frames: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
         frame = frame.drop(columns=[SETTINGS], errors="ignore").copy()
         for key, values in columns.items():
             frame[key] = _column(frame["run"].map(values))
+        frame.attrs[SETTINGS] = sorted(columns)  # top-level keys (bucket_ratio) have no dot
         out[name] = frame
     return out
 
 
-def is_setting(column: str) -> bool:
-    """A column `expand` added (a dotted config key; no other column has a dot)."""
-    return "." in column
+def is_setting(column: str, frame: pd.DataFrame | None = None) -> bool:
+    """A column `expand` added to `frame`: a dotted config key (no other column has a dot),
+    or a top-level one (`bucket_ratio`, `backend`, `capacity`), which `frame.attrs` names."""
+    return "." in column or column in (frame.attrs.get(SETTINGS, ()) if frame is not None else ())
 
 
 def _column(values: pd.Series) -> pd.Series:

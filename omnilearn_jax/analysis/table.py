@@ -31,7 +31,7 @@ def group_columns(summaries: pd.DataFrame) -> list[str]:
     """Run-level columns that vary across runs, except run and seed, then the config keys
     that do (`settings.expand`: an ablation's grid keys beyond them); always `controller`
     (the tables and conclusions compare controllers, even when only one was run)."""
-    extra = sorted(c for c in summaries.columns if settings.is_setting(c))
+    extra = sorted(c for c in summaries.columns if settings.is_setting(c, summaries))
     return [
         c
         for c in (*RUN_COLUMNS, *extra)
