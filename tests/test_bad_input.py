@@ -230,6 +230,7 @@ CASES = [
     ({**TEXT, "dataset.num_train": 10**9}, "sequences of 64 need 64000065538; lower dataset"),
     ({"train.target_perplexity": -1.0}, "train.target_perplexity must be >= 0 (0 = none)"),
     ({"train.target_accuracy": 1.5}, "train.target_accuracy must be in [0, 1] (0 = none)"),
+    ({"cpu_dispatch": "bogus"}, "unknown cpu_dispatch 'bogus'"),  # ran from Python
     (
         {"train.target_perplexity": 5.0},
         "train.target_perplexity=5.0 is for text data (perplexity is reported for "

@@ -230,3 +230,33 @@ def test_workers_sharing_a_device_keep_their_bounds_unless_the_capacity_binds():
     assert worker_bounds(config, per_device=1)[1].tolist() == [40] * 4
     config.capacity, config.controller.b_max = 40, 10  # 4 x 10 cannot overfill it
     assert worker_bounds(config, per_device=4)[1].tolist() == [10] * 4
+
+
+def test_a_cpu_run_from_python_takes_its_configs_cpu_devices(monkeypatch):
+    """In a process with 8 CPU devices (a notebook after another run, these tests), the
+    Quickstart's 4 workers failed ("not a multiple of the 8 devices") and a cpu_devices=2
+    config ran on 1 device where the command line made 2: train_and_evaluate ignored
+    cpu_devices. It now takes that many devices, as the command line creates."""
+    import jax
+
+    from configs import quickstart
+    from omnilearn_jax.data import datasets
+    from omnilearn_jax.run import train
+
+    config = quickstart.get_config()
+    assert config.cpu_devices == 4 and train.own_cpus(config) == 4
+    chosen = []
+    monkeypatch.setattr(train, "select_devices", lambda n: chosen.append(n) or jax.devices()[:n])
+
+    def stop(section):
+        raise StopIteration  # the rest of the trainer is not needed here
+
+    monkeypatch.setattr(datasets, "load", stop)
+    with pytest.raises(StopIteration):
+        train.Trainer(config, "unused")
+    assert chosen == [4]
+    config.num_devices = 2  # given: used as it is
+    assert train.own_cpus(config) == 0
+    config.num_devices, config.cpu_devices = 0, 16
+    with pytest.raises(ValueError, match="cpu_devices=16 but this process has 8 CPU devices"):
+        train.own_cpus(config)

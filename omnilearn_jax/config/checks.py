@@ -161,6 +161,9 @@ def check_for_devices(
     mesh.check_backend(config.backend)
     optim.check(config.optimizer)
     _choice("clock", config.clock, CLOCKS)
+    from omnilearn_jax.run.cpu_limit import DISPATCH  # where CPU programs run
+
+    _choice("cpu_dispatch", config.get("cpu_dispatch", "auto"), DISPATCH)
     _choice("mode", config.mode, MODES)
     _choice("wandb.mode", config.wandb.mode, WANDB_MODES)
     orders = step.WAIT_ORDERS

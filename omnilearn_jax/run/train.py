@@ -135,6 +135,27 @@ def worker_bounds(config: ml_collections.ConfigDict, per_device: int) -> tuple:
     return lo, np.minimum(hi, share), capacity
 
 
+def own_cpus(config: ml_collections.ConfigDict) -> int:
+    """The devices a one-process CPU run takes when `num_devices` is 0 (all): `cpu_devices`,
+    as the command line creates (run/main.py), where the process has more (JAX fixes the
+    count at its first operation: a notebook or a test session that made 8 ran the
+    Quickstart's 4 workers on 8 devices, and failed); 0 (all) otherwise. Fewer than
+    `cpu_devices` is an error: such a run would differ from the command line's."""
+    if config.num_devices or config.cpu_devices <= 0 or jax.process_count() > 1:
+        return 0
+    devices = jax.devices()
+    if devices[0].platform != "cpu":
+        return 0
+    if config.cpu_devices > len(devices):
+        raise ValueError(
+            f"cpu_devices={config.cpu_devices} but this process has {len(devices)} CPU devices: "
+            f"JAX fixes the count at its first operation; call jax.config.update("
+            f"'jax_num_cpu_devices', {config.cpu_devices}) before any (the command line does), "
+            f"or set num_devices"
+        )
+    return config.cpu_devices if config.cpu_devices < len(devices) else 0
+
+
 class Trainer:
     """Everything a run needs, built from the config; `run()` executes the loop."""
 
@@ -142,7 +163,8 @@ class Trainer:
         checks.check_config_types(config)  # unknown keys and wrong types first
         # An async run across processes keeps one device spare for decisions (cpu_devices).
         spare = distributed.async_across(config)
-        available = len(jax.devices()) - int(spare)
+        share = 0 if spare else own_cpus(config)  # a CPU process with more than cpu_devices
+        available = share or len(jax.devices()) - int(spare)
         checks.check_for_devices(config, available, jax.process_count())
         controllers.load_plugin(config.controller.plugin)  # registers user controllers
         self.config, self.workdir = config, workdir
@@ -154,7 +176,7 @@ class Trainer:
         w, b = config.num_workers, config.global_batch_size
         # 0 (all devices) stays 0: every process's devices, however many each has; an async
         # run across processes leaves its spare out.
-        devices = select_devices(config.num_devices or (available if spare else 0))
+        devices = select_devices(config.num_devices or (available if spare or share else 0))
         r = w // len(devices)
         lo, hi, capacity = worker_bounds(config, r)
         self.bounds = (lo, hi)
