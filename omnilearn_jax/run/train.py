@@ -139,19 +139,21 @@ def own_cpus(config: ml_collections.ConfigDict) -> int:
     """The devices a one-process CPU run takes when `num_devices` is 0 (all): `cpu_devices`,
     as the command line creates (run/main.py), where the process has more (JAX fixes the
     count at its first operation: a notebook or a test session that made 8 ran the
-    Quickstart's 4 workers on 8 devices, and failed); 0 (all) otherwise. Fewer than
-    `cpu_devices` is an error: such a run would differ from the command line's."""
+    Quickstart's 4 workers on 8 devices, and failed); 0 (all) otherwise. With fewer than
+    `cpu_devices` the run takes them all and says that it differs from the command line's."""
     if config.num_devices or config.cpu_devices <= 0 or jax.process_count() > 1:
         return 0
     devices = jax.devices()
     if devices[0].platform != "cpu":
         return 0
     if config.cpu_devices > len(devices):
-        raise ValueError(
-            f"cpu_devices={config.cpu_devices} but this process has {len(devices)} CPU devices: "
-            f"JAX fixes the count at its first operation; call jax.config.update("
-            f"'jax_num_cpu_devices', {config.cpu_devices}) before any (the command line does), "
-            f"or set num_devices"
+        print(
+            f"warning: cpu_devices={config.cpu_devices} but this process has {len(devices)} "
+            f"CPU device(s), which the run uses (the command line makes {config.cpu_devices}; "
+            f"JAX fixes the count at its first operation: call jax.config.update("
+            f"'jax_num_cpu_devices', {config.cpu_devices}) before any)",
+            file=sys.stderr,
+            flush=True,
         )
     return config.cpu_devices if config.cpu_devices < len(devices) else 0
 
