@@ -4,6 +4,7 @@ No test touches the network: the API key is removed and HOME points at an empty 
 (no netrc login), so online mode must fall back before any connection is attempted.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -262,3 +263,48 @@ def test_resume_id_continues_the_named_run(tmp_path):
     assert again.run_id == first.run_id
     last = tracking.find_offline_runs(str(tmp_path))[-1]
     assert [(r["step"], r["loss"]) for r in tracking.read_offline_history(last)] == [(5, 0.25)]
+
+
+def test_offline_runs_of_other_ids_in_one_directory_are_read_apart(tmp_path):
+    """A fresh rerun in a workdir (or two runs sharing wandb.dir) left offline runs of two
+    ids there; the analysis read them as one run, the new run's steps followed by the old
+    one's. A workdir's run is the id its summary names; without a run store, one run an id."""
+    from omnilearn_jax.analysis import sources
+
+    shared = tmp_path / "shared"
+    ids = []
+    for steps in (3, 2):
+        t = tracking.make_tracker(_config(), str(shared))
+        for s in range(steps):
+            t.log_train({"step": s, "loss": float(steps)})
+        ids.append(t.run_id)
+        t.close()
+    refs = {ref.name: ref for ref in sources.find_offline_runs(str(tmp_path))}
+    assert sorted(refs) == sorted(f"shared/{i}" for i in ids)
+    rows = sources.parse_offline_run(refs[f"shared/{ids[0]}"].location).rows
+    assert [(r["step"], r["loss"]) for r in rows] == [(0, 3.0), (1, 3.0), (2, 3.0)]
+    # A workdir: its summary names the run (the older one here), else the newest id.
+    (shared / "metrics.jsonl").write_text("")
+    (shared / "summary.json").write_text(json.dumps({"wandb_run_id": ids[0]}))
+    (ref,) = sources.find_offline_runs(str(shared))
+    assert [os.path.basename(d).rsplit("-", 1)[-1] for d in ref.location] == [ids[0]]
+    (shared / "summary.json").write_text("{}")
+    (ref,) = sources.find_offline_runs(str(shared))
+    assert [os.path.basename(d).rsplit("-", 1)[-1] for d in ref.location] == [ids[1]]
+
+
+def test_a_failed_run_is_not_finished_in_wandb(tmp_path):
+    """A failed or interrupted run logged exit code 0: W&B showed it 'finished'."""
+    from omnilearn_jax.run.runlog import RunLog
+    from omnilearn_jax.tracking import offline
+
+    codes = {}
+    for status in ("complete", "failed", "interrupted"):
+        tracker = tracking.make_tracker(_config(), str(tmp_path / status))
+        log = RunLog(str(tmp_path / status), tracker=tracker)
+        log.summary({"status": status, "steps": 1})
+        log.close()
+        (run_dir,) = tracking.find_offline_runs(str(tmp_path / status))
+        offline.wait_until_written(run_dir)
+        codes[status] = [v for kind, v in offline._records(run_dir) if kind == "exit"]
+    assert codes == {"complete": [0], "failed": [1], "interrupted": [1]}

@@ -55,7 +55,7 @@ def test_unreachable_online_run_says_one_line_and_silences_wandb(tmp_path, capsy
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines == [
         f"W&B: online mode but https://api.wandb.ai is unreachable; logging offline under "
-        f"{tmp_path}/wandb; upload later with `wandb sync {tmp_path}/wandb/offline-run-*`"
+        f"{tmp_path}/wandb; upload later with `wandb sync {tmp_path}/wandb/offline-run-*-fake`"
     ]
     assert "wandb online" not in lines[0]  # nothing tells the user to do what they did
 
@@ -81,3 +81,28 @@ def test_reachability_check_is_bounded_even_when_name_lookup_hangs(monkeypatch):
     start = time.perf_counter()
     assert trackers._reachable(timeout=0.5) is False
     assert time.perf_counter() - start < 2.0
+
+
+def test_the_host_is_wandbs_own_and_a_proxy_skips_the_direct_check(tmp_path, monkeypatch):
+    """`wandb login --host` (a self-hosted server) and a proxy (HPC sites) were ignored: the
+    run checked api.wandb.ai directly, found no key or no route, and logged offline."""
+    for name in ("WANDB_BASE_URL", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("ALL_PROXY", raising=False)
+    monkeypatch.delenv("all_proxy", raising=False)
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path))
+    assert trackers._base_url() == "https://api.wandb.ai"
+    (tmp_path / "settings").write_text("[default]\nbase_url = http://127.0.0.1:9\n")
+    assert trackers._base_url() == "http://127.0.0.1:9"
+    monkeypatch.setattr(trackers.socket, "create_connection", lambda *a, **k: 1 / 0)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    assert trackers._reachable(timeout=0.5)  # no direct connect tried
+
+
+def test_a_wandb_dir_that_cannot_be_made_tracks_nothing_in_one_line(tmp_path, capsys):
+    (tmp_path / "f").write_text("a file")
+    config = _config("offline")
+    config.wandb.dir = str(tmp_path / "f")
+    tracker = trackers.make_tracker(config, str(tmp_path / "run"))
+    assert isinstance(tracker, trackers.NullTracker)
+    assert capsys.readouterr().out.startswith(f"W&B: cannot use {tmp_path / 'f'} for its files")

@@ -107,7 +107,11 @@ def find_offline_runs(root: str) -> list[RunRef]:
     """Runs under `root` with W&B offline logs; the run is the directory holding `wandb/`.
 
     `root` may also be one `offline-run-*` directory. A resumed run has several offline
-    directories; they are read together, oldest first.
+    directories of one W&B run id; they are read together, oldest first. Directories of other
+    ids beside them (a fresh rerun in the same workdir, a shared `wandb.dir`) are other runs:
+    a workdir's run is the id its summary.json names (else the newest), and a directory of
+    several runs and no summary gives one run per id (named `DIR/ID`). They had been read as
+    one run, the new run's steps followed by the old one's.
     """
     root = os.path.normpath(root)
     if os.path.basename(root) == "wandb":  # the wandb/ directory itself: its run is above
@@ -119,9 +123,8 @@ def find_offline_runs(root: str) -> list[RunRef]:
     else:
         base = root
         for run_dir in _walk(root):
-            found = tracking.find_offline_runs(run_dir)
-            if found:
-                groups[run_dir] = found
+            for name, dirs in _by_run_id(run_dir, tracking.find_offline_runs(run_dir)).items():
+                groups[name] = dirs
     refs = []
     for run_dir, dirs in groups.items():
         logs = [
@@ -129,6 +132,25 @@ def find_offline_runs(root: str) -> list[RunRef]:
         ]
         refs.append(RunRef(_name(base, run_dir), list(dirs), _stat_key(logs)))
     return refs
+
+
+def _run_id(offline_dir: str) -> str:
+    """The W&B run id of `offline-run-<YYYYmmdd_HHMMSS>-<id>`."""
+    return os.path.basename(offline_dir).rsplit("-", 1)[-1]
+
+
+def _by_run_id(run_dir: str, found: list[str]) -> dict[str, list[str]]:
+    """{name: its offline directories} for the offline runs found under `run_dir`."""
+    ids: dict[str, list[str]] = {}
+    for d in found:  # oldest first, kept so within each id
+        ids.setdefault(_run_id(d), []).append(d)
+    if len(ids) <= 1:
+        return {run_dir: found} if found else {}
+    summary = _read_json(os.path.join(run_dir, "summary.json")) or {}
+    own = summary.get("wandb_run_id")
+    if own in ids or os.path.exists(os.path.join(run_dir, "metrics.jsonl")):
+        return {run_dir: ids[own if own in ids else _run_id(found[-1])]}  # else: the newest
+    return {os.path.join(run_dir, run_id): dirs for run_id, dirs in ids.items()}
 
 
 def parse_offline_run(run_dirs: list[str]) -> Parsed:

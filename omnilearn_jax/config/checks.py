@@ -140,6 +140,27 @@ MODES = ("bsp", "asp")
 WANDB_MODES = ("online", "offline", "disabled")
 
 
+def check_wandb(section: Any) -> None:
+    """W&B's names and timeout, which W&B itself refuses only when the run starts (then the
+    run trained untracked after one printed line)."""
+    for key in ("project", "entity"):
+        name = str(section.get(key, "") or "")
+        bad = sorted(set(name) & set("/\\#?%:"))
+        if bad or len(name) > 128:
+            why = f"holds {''.join(bad)!r}" if bad else "is over 128 characters"
+            hint = " (a team is wandb.entity, not a prefix of the project)" if "/" in bad else ""
+            raise ValueError(f"wandb.{key}={name!r} {why}, which W&B refuses{hint}")
+    for tag in section.get("tags", ()) or ():
+        if str(tag).startswith("(") and "," in str(tag):  # ml_collections' one-word tuple
+            raise ValueError(
+                f"wandb.tags got one tag {str(tag)!r}: write a tuple of tags with quotes, "
+                f"\"--config.wandb.tags=('hl8','paper')\""
+            )
+    timeout = float(section.get("init_timeout", 30.0))
+    if not timeout > 0:
+        raise ValueError(f"wandb.init_timeout must be > 0 seconds, got {timeout}")
+
+
 def _choice(what: str, value: str, valid: tuple[str, ...]) -> None:
     if value not in valid:
         raise ValueError(f"unknown {what} {value!r}; valid values: {', '.join(valid)}")
@@ -166,6 +187,7 @@ def check_for_devices(
     _choice("cpu_dispatch", config.get("cpu_dispatch", "auto"), DISPATCH)
     _choice("mode", config.mode, MODES)
     _choice("wandb.mode", config.wandb.mode, WANDB_MODES)
+    check_wandb(config.wandb)
     orders = step.WAIT_ORDERS
     _choice("hetero.inject_order", config.hetero.get("inject_order", orders[0]), orders)
     inject = config.hetero.get("inject", 0.0)

@@ -53,8 +53,9 @@ class RunLog:
             self._final = summary
 
     def close(self) -> None:
-        if self.tracker is not None:
-            self.tracker.close()
+        if self.tracker is not None:  # a failed or interrupted run is not "finished" in W&B
+            final = (self._final or {}).get("status")
+            self.tracker.close(exit_code=0 if final in (None, "complete") else 1)
         if self.store:
             if self._final is not None:
                 self.store.write_summary(self._final)

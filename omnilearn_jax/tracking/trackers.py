@@ -8,6 +8,7 @@ failure while logging switches the tracker off instead of raising into the train
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import importlib.metadata
 import netrc
@@ -42,7 +43,7 @@ class Tracker(Protocol):
 
     def summary(self, summary: dict) -> None: ...
 
-    def close(self) -> None: ...
+    def close(self, exit_code: int = 0) -> None: ...
 
 
 class NullTracker:
@@ -59,7 +60,7 @@ class NullTracker:
     def summary(self, summary: dict) -> None:
         del summary
 
-    def close(self) -> None:
+    def close(self, exit_code: int = 0) -> None:
         pass
 
 
@@ -87,8 +88,9 @@ class MemoryTracker:
     def summary(self, summary: dict) -> None:
         self.summaries.update(summary)
 
-    def close(self) -> None:
+    def close(self, exit_code: int = 0) -> None:
         self.closed = True
+        self.exit_code = exit_code
 
 
 class WandbTracker:
@@ -129,12 +131,14 @@ class WandbTracker:
         if self._run is not None:
             self._guard(lambda: self._run.summary.update(dict(summary)))
 
-    def close(self) -> None:
+    def close(self, exit_code: int = 0) -> None:
+        """Finishes the run; a non-zero `exit_code` marks it failed in W&B (a failed or
+        interrupted run had read 'finished' there)."""
         run, self._run = self._run, None
         if run is None:
             return
         try:
-            run.finish()
+            run.finish(exit_code=exit_code)
         except Exception as e:  # a failed upload must not fail the finished training
             print(f"W&B: finish failed ({type(e).__name__}: {e}).", flush=True)
             return
@@ -240,7 +244,20 @@ def run_metadata(workdir: str = "", repo_dir: str | None = None) -> dict[str, An
 
 
 def _base_url() -> str:
-    return os.environ.get("WANDB_BASE_URL", "") or _DEFAULT_BASE_URL
+    """The W&B host as wandb finds it: WANDB_BASE_URL, else the `base_url` that `wandb login
+    --host` writes to wandb's settings file (a self-hosted server), else the public one."""
+    if url := os.environ.get("WANDB_BASE_URL", ""):
+        return url
+    folder = os.environ.get("WANDB_CONFIG_DIR") or os.path.join(
+        os.path.expanduser("~"), ".config", "wandb"
+    )
+    parser = configparser.ConfigParser()
+    with contextlib.suppress(configparser.Error, OSError):
+        parser.read(os.path.join(folder, "settings"))
+    return parser.get("default", "base_url", fallback="") or _DEFAULT_BASE_URL
+
+
+_PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 
 
 def _has_api_key() -> bool:
@@ -259,6 +276,8 @@ def _reachable(timeout: float) -> bool:
     """A TCP connect to the W&B host within `timeout` seconds, name lookup included (a
     socket timeout does not bound the lookup, which can hang far longer without a network);
     without this check wandb.init would wait out its own timeout."""
+    if any(os.environ.get(name) for name in _PROXIES):
+        return True  # through a proxy a direct connect says nothing: wandb's timeout bounds it
     url = urllib.parse.urlparse(_base_url())
     port = url.port or (443 if url.scheme == "https" else 80)
     result: list[bool] = []
@@ -319,7 +338,11 @@ def make_tracker(
         raise ValueError(f"wandb.mode must be online, offline or disabled, got {mode!r}")
 
     root = str(section.get("dir", "") or workdir)
-    os.makedirs(root, exist_ok=True)
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError as e:  # a file, or no permission: the run goes on untracked, as documented
+        print(f"W&B: cannot use {root} for its files ({e.strerror or e}); not tracking.")
+        return NullTracker()
     all_tags = tuple(dict.fromkeys((*tuple(section.get("tags", ()) or ()), *tags)))
     config_dict = config.to_dict() if hasattr(config, "to_dict") else dict(config)
     config_dict["meta"] = run_metadata(workdir)
@@ -356,16 +379,18 @@ def make_tracker(
         why = f"online mode but {fallback}; " if fallback else ""
         print(f"W&B: {why}offline init failed ({type(e).__name__}: {e}); not tracking.", flush=True)
         return NullTracker()
-    print(fallback_line(fallback, root), flush=True)
+    print(fallback_line(fallback, root, tracker.run_id), flush=True)
     return tracker
 
 
-def fallback_line(reason: str, root: str) -> str:
+def fallback_line(reason: str, root: str, run_id: str = "") -> str:
     """The one line a run prints about W&B when it logs offline (`reason`: why an online
-    run could not log online; '' when offline was asked for)."""
+    run could not log online; '' when offline was asked for). The sync command names this
+    run's id: another run's offline files in the same directory (a fresh rerun there, a
+    shared wandb.dir) would be uploaded too."""
     where = os.path.join(root, "wandb")
     why = f"online mode but {reason}; " if reason else ""
     return (
         f"W&B: {why}logging offline under {where}; upload later with "
-        f"`wandb sync {where}/offline-run-*`"
+        f"`wandb sync {where}/offline-run-*{'-' + run_id if run_id else ''}`"
     )
