@@ -194,3 +194,46 @@ def test_execution_compiles_nothing_when_the_split_changes(tmp_path):
             state = loop.server_state()
         assert compiles.count == 0, batched
         assert int(state.step) == 6 * len(splits)
+
+
+@pytest.mark.parametrize("decide_every", [1, 4])
+def test_an_epochs_end_reaches_one_async_decision_when_its_updates_are_done(
+    tmp_path, monkeypatch, decide_every
+):
+    """controller.every=0 decides at epoch ends. Async said an epoch ended one round early
+    (is_epoch_end of the rounds done) and, deciding more often than every W updates, at every
+    decision of that round: four decisions on one epoch end at asp.controller_every=1."""
+    seen = []
+    observe = Trainer.observe
+
+    def spy(self, step_index, sizes, times, speeds, epoch_end=None):
+        obs = observe(self, step_index, sizes, times, speeds, epoch_end)
+        seen.append(bool(obs.epoch_end))
+        return obs
+
+    monkeypatch.setattr(Trainer, "observe", spy)
+    config = _async4(
+        global_batch_size=512,  # 1438 digits: 2 steps an epoch, 8 updates of 4 workers
+        train__num_steps=24,
+        train__eval_every=100,
+        controller__name="proportional",
+        controller__every=0,
+        asp__controller_every=decide_every,
+        bucket_ratio=FEW_BUCKETS,
+    )
+    train_and_evaluate(config, str(tmp_path))
+    # seen[0] is warm-up's made-up observation; decision i comes after i * decide_every updates
+    ends = [i * decide_every for i, end in enumerate(seen) if end and i]
+    assert ends == [8, 16, 24]
+
+
+def test_a_schedule_over_the_update_cap_under_a_time_budget_is_warned():
+    from omnilearn_jax.run.train import budget_schedule
+
+    config = _async4(asp__time_budget=0.5, optimizer__schedule="cosine")
+    (sentence,) = budget_schedule(config)
+    assert sentence.startswith("optimizer.schedule=cosine runs over train.num_steps=")
+    config.optimizer.schedule = "constant"
+    assert budget_schedule(config) == []
+    config.optimizer.schedule, config.asp.time_budget = "cosine", 0.0
+    assert budget_schedule(config) == []  # the cap ends the run: the schedule fits it

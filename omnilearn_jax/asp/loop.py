@@ -332,7 +332,14 @@ class AsyncLoop(Runner):
         done = self.done
         if done % self.every == 0:
             at = min(done // self.w, self.num_steps - 1)  # the round the speeds belong to
-            obs = t.observe(done // self.w, sizes, self.last_time, t.timer.speeds(at))
+            # The round just completed (0-based), and an epoch's end once W x steps_per_epoch
+            # updates are first past: is_epoch_end of the rounds done had said it one round
+            # early, and for every decision of a whole round (asp.controller_every < W).
+            epoch = self.w * t.sampler.steps_per_epoch
+            ended = done // epoch > (done - self.every) // epoch
+            obs = t.observe(
+                max(done // self.w - 1, 0), sizes, self.last_time, t.timer.speeds(at), ended
+            )
             sizes, cstate = t.next_sizes(cstate, obs, at)
         return cstate, sizes
 

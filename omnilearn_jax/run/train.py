@@ -135,6 +135,21 @@ def worker_bounds(config: ml_collections.ConfigDict, per_device: int) -> tuple:
     return lo, np.minimum(hi, share), capacity
 
 
+def budget_schedule(config: ml_collections.ConfigDict) -> list[str]:
+    """The sentence (if any) for an async run that a time budget stops while its learning
+    rate schedule runs over train.num_steps updates, the cap: under paper_asp's budget 0.5 s
+    a cosine schedule stopped at update 52 of 1760, its rate barely decayed."""
+    schedule = config.optimizer.get("schedule", "constant")
+    if config.mode != "asp" or not float(config.asp.time_budget) or schedule == "constant":
+        return []
+    return [
+        f"optimizer.schedule={schedule} runs over train.num_steps={config.train.num_steps} "
+        f"updates (the cap; warm-up and decay count updates), but asp.time_budget="
+        f"{config.asp.time_budget:g} s may stop the run long before: set train.num_steps to "
+        f"the updates the budget allows, or schedule=constant"
+    ]
+
+
 def own_cpus(config: ml_collections.ConfigDict) -> int:
     """The devices a one-process CPU run takes when `num_devices` is 0 (all): `cpu_devices`,
     as the command line creates (run/main.py), where the process has more (JAX fixes the
@@ -187,7 +202,7 @@ class Trainer:
         # Persist by the clock; the bounds a device's capacity tightens reach the policy.
         self.controller = schema.make_controller(config, self.bounds)
         if jax.process_index() == 0:
-            for sentence in schema.unread_controller_keys(config):
+            for sentence in [*schema.unread_controller_keys(config), *budget_schedule(config)]:
                 print(f"warning: {sentence}", file=sys.stderr, flush=True)
 
         self.dataset = datasets.load(config.dataset)
@@ -364,16 +379,21 @@ class Trainer:
             out["time_to_target"] = metrics.time_to_target(evals, target, "eval_perplexity")
         return out
 
-    def observe(self, step_index: int, sizes, worker_times, speeds) -> controllers.Observation:
+    def observe(
+        self, step_index: int, sizes, worker_times, speeds, epoch_end: bool | None = None
+    ) -> controllers.Observation:
         """What the controller sees after step `step_index`; `speeds` are the true speeds
-        of the next step (only oracles may read them and the time table)."""
+        of the next step (only oracles may read them and the time table). `epoch_end`: the
+        sampler's for that step unless given (async counts epochs in updates)."""
+        if epoch_end is None:
+            epoch_end = self.sampler.is_epoch_end(step_index)
         return controllers.Observation(
             step=np.int32(step_index),
             batch_sizes=np.asarray(sizes, np.int32),
             worker_times=np.asarray(worker_times, np.float32),
             speeds=np.asarray(speeds, np.float32),
             time_table=self.time_table(speeds),
-            epoch_end=np.bool_(self.sampler.is_epoch_end(step_index)),
+            epoch_end=np.bool_(epoch_end),
         )
 
     def time_table(self, speeds) -> np.ndarray:
