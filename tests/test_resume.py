@@ -179,8 +179,11 @@ def test_skip_policy_drops_the_nan_update_and_continues(tmp_path):
     config.faults.nan_step = 7
     summary = train_and_evaluate(config, str(tmp_path))
     assert summary["status"] == "complete" and np.isfinite(summary["final_eval_loss"])
-    losses = [r["loss"] for r in read_metrics(tmp_path) if "loss" in r]
+    records = [r for r in read_metrics(tmp_path) if "loss" in r]
+    losses = [r["loss"] for r in records]
     assert losses[7] is None and sum(v is None for v in losses) == 1
+    # Its accuracy too: argmax over NaN logits had read as the batch's share of class 0.
+    assert [r["accuracy"] is None for r in records] == [v is None for v in losses]
 
 
 def test_a_failure_inside_a_decision_writes_no_record_past_the_steps_counted(tmp_path, monkeypatch):
@@ -478,3 +481,25 @@ def test_a_failure_that_is_not_the_checkpoints_fault_is_not_blamed_on_it(tmp_pat
     for read in (lambda: ckpt.restore_meta(4), lambda: ckpt.restore(4, {})):
         with pytest.raises(RuntimeError, match="RESOURCE_EXHAUSTED"):
             read()
+
+
+def test_steps_wall_time_leaves_out_periodic_checkpoints_and_evaluations(tmp_path, monkeypatch):
+    """'What a run's steps cost' counted every periodic save and evaluation: 10x the steps'
+    time with checkpoint_every=2. On a clock that only the saves move, the steps cost 0."""
+    import types
+
+    from omnilearn_jax.run import loop
+
+    clock = types.SimpleNamespace(now=0.0)
+    monkeypatch.setattr(loop, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+    save = loop.Runner.save
+
+    def slow_save(self, *args):
+        save(self, *args)
+        clock.now += 100.0  # a save that takes 100 s
+
+    monkeypatch.setattr(loop.Runner, "save", slow_save)
+    config = _four_steps()
+    config.train.checkpoint_every = 1
+    summary = train_and_evaluate(config, str(tmp_path))
+    assert summary["steps_wall_time"] == 0.0 and summary["wall_time"] == 400.0

@@ -102,7 +102,7 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
             lines.append(
                 f"- {prefix}`{row['controller']}` is {_fmt(row['speedup_vs_static'])}x as fast "
                 f"as uniform `static` ({spread}); its workers wait at the barrier "
-                f"{_percent(row['mean_idle_fraction_mean'])} of the time, against "
+                f"{_percent(row['mean_idle_fraction_mean'])} of a step on average, against "
                 f"{_percent(ref['mean_idle_fraction_mean'])} under `static`."
             )
         measured = rows[rows["controller"] != "oracle"]

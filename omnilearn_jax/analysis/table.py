@@ -81,11 +81,14 @@ def _add_ratio(table: pd.DataFrame, done: pd.DataFrame, keys: list[str], column:
             theirs &= equal_to(done[k], row[k])
         reference = table.loc[match, "total_time_mean"]
         mean = row["total_time_mean"]
-        ok = len(reference) == 1 and mean and not math.isnan(mean)
+        # Runs a time budget stopped all end at one time: no speed-up (as the runner's table).
+        budgeted = bool(mine.any()) and all(stopped_by_budget(r) for _, r in done[mine].iterrows())
+        ok = len(reference) == 1 and mean and not math.isnan(mean) and not budgeted
         ratio.append(float(reference.iloc[0]) / mean if ok else math.nan)
         # Per-seed ratios pair the same seed: same data order, same noise draws.
         seed_time = lambda rows: rows.groupby("seed")["total_time"].mean()  # noqa: E731
         per_seed = (seed_time(done[theirs]) / seed_time(done[mine])).dropna()
+        per_seed = per_seed[:0] if budgeted else per_seed
         lo.append(float(per_seed.min()) if len(per_seed) else math.nan)
         hi.append(float(per_seed.max()) if len(per_seed) else math.nan)
     table[column] = ratio
