@@ -444,6 +444,10 @@ def main(argv: list[str] | None = None) -> int:
         "docs/BENCHMARKS.md" if committed else os.path.join(args.out, "BENCHMARKS.md")
     )
     names = [n for n in args.only.split(",") if n] or list(SMALL if args.small else BENCHMARKS)
+    if args.only and not args.only.strip(", "):  # --only=$UNSET: not "every benchmark"
+        parser.error("--only names no benchmark; valid: " + ", ".join(BENCHMARKS))
+    if args.cpu_devices < 1:
+        parser.error(f"--cpu_devices must be >= 1, got {args.cpu_devices}")
     unknown = sorted(set(names) - set(BENCHMARKS))
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; valid: {', '.join(BENCHMARKS)}")
@@ -456,9 +460,14 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         print(f"[report] {name} ...", flush=True)
         record = run_one(name, args.small)
-        with open(os.path.join(args.out, f"{name}.json"), "w") as f:
+        path = os.path.join(args.out, f"{name}.json")
+        if "error" in record and os.path.exists(path):  # keep the last good result
+            path = os.path.join(args.out, f"{name}.failed.json")
+        with open(path, "w") as f:
             json.dump(record, f, indent=2)
         status = record.get("error", "ok")
+        if path.endswith(".failed.json"):
+            status += f" (the last good result is kept; this failure is in {path})"
         print(f"[report] {name}: {status} ({record['seconds']:.1f} s)", flush=True)
         if "error" in record:
             failed.append(name)

@@ -14,7 +14,7 @@ from experiments.paper.fmt import fmt, md_table, rel
 def _load(out_dir: str) -> dict[str, dict]:
     records = {}
     for name in sorted(os.listdir(out_dir)):
-        if name.endswith(".json"):
+        if name.endswith(".json") and not name.endswith(".failed.json"):  # a failure kept aside
             with open(os.path.join(out_dir, name)) as f:
                 records[name[:-5]] = json.load(f)
     return records

@@ -1,0 +1,40 @@
+"""benchmarks.report's command line: a failure keeps the last good result; empty --only."""
+
+import json
+
+import pytest
+
+from benchmarks import report
+
+
+def test_a_failing_benchmark_keeps_the_last_good_result(tmp_path, monkeypatch, capsys):
+    """A benchmark that failed (8 workers on 3 devices, in a second) replaced its committed
+    JSON with an error record and BENCHMARKS.md's table with 'Failed'."""
+    good = {"benchmark": "controller_cost", "result": {"kept": True}}
+    (tmp_path / "controller_cost.json").write_text(json.dumps(good))
+
+    def broken(small):
+        raise ValueError("8 workers on 3 devices")
+
+    monkeypatch.setitem(report.BENCHMARKS, "controller_cost", broken)
+    monkeypatch.setattr("experiments.paper.bench_doc.render", lambda out, stamped: "doc\n")
+    argv = ["--only", "controller_cost", "--out", str(tmp_path), "--doc", str(tmp_path / "B.md")]
+    assert report.main(argv) == 1
+    assert json.loads((tmp_path / "controller_cost.json").read_text()) == good
+    failed = json.loads((tmp_path / "controller_cost.failed.json").read_text())
+    assert failed["error"] == "ValueError: 8 workers on 3 devices"
+    assert "the last good result is kept" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--only", ","], "--only names no benchmark"),
+        (["--cpu_devices", "0"], "--cpu_devices must be >= 1, got 0"),
+    ],
+)
+def test_an_empty_only_or_no_devices_is_refused(argv, message, capsys):
+    """`--only ,` (an unset $VAR) ran all 11 benchmarks at full size into docs/benchmarks."""
+    with pytest.raises(SystemExit):
+        report.main(argv)
+    assert message in capsys.readouterr().err
