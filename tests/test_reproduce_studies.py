@@ -274,3 +274,14 @@ def test_lm_documents_name_their_paths_as_typed_from_the_checkout():
     assert lm_results._as_typed("--target=15.0") == "--target=15.0"
     for name in ("lm", "lm_curve"):
         assert "/tmp/" not in json.loads(_read(f"{name}.json"))["meta"]["command"]
+
+
+def test_a_trial_of_the_curves_study_leaves_the_committed_document_alone(tmp_path, monkeypatch):
+    """`python -m experiments.curves.ablate --steps 2` rewrote docs/results/cost_curves.md
+    with a 2-step table that its committed JSON contradicted; the default --out is runs/."""
+    from experiments.curves import ablate
+
+    data = os.path.join(REPO, "docs", "results", "cost_curves.json")
+    monkeypatch.chdir(tmp_path)
+    ablate.main(["--render", data])
+    assert (tmp_path / "runs" / "curves" / "cost_curves.md").read_text().startswith("## ")

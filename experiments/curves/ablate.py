@@ -1,7 +1,10 @@
 """Controllers on nonlinear cost curves, in the lax.scan simulation.
 
-    python -m experiments.curves.ablate [--out docs/results/cost_curves.md] [--steps 50] \
+    python -m experiments.curves.ablate [--out runs/curves/cost_curves.md] [--steps 50] \
         [--trainer_runs DIR] [--data docs/results/cost_curves.json]
+
+(`make report` writes docs/results/cost_curves.md and its JSON through --out and --data; a
+trial run's default --out leaves the committed document alone.)
     python -m experiments.curves.ablate --render JSON --out MD   # the document alone
 
 `--trainer_runs` adds a table of the trainer runs of configs/ablation_curves.py in each DIR
@@ -362,7 +365,10 @@ def main(argv: list[str] | None = None) -> None:
     import json
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="docs/results/cost_curves.md")
+    parser.add_argument(
+        "--out", default="runs/curves/cost_curves.md", help="the document (the committed one: "
+        "docs/results/cost_curves.md, with --data docs/results/cost_curves.json)"
+    )  # fmt: skip
     parser.add_argument("--data", default="", help="also write every number here (JSON)")
     parser.add_argument("--render", default="", help="a saved --data JSON: --out from it alone")
     parser.add_argument("--steps", type=int, default=50)
