@@ -60,9 +60,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", default="1,2,3,4,5")
     parser.add_argument("--plants", type=int, default=96)
     parser.add_argument("--tune-plants", type=int, default=48)
-    parser.add_argument("--out", default=str(OUT))
+    parser.add_argument(
+        "--out", default="runs/controller_heldout_seeds.json",
+        help=f"the JSON (the committed one, {OUT.relative_to(OUT.parents[2])}, is written by "
+        "make report; a trial's default leaves it alone)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",")]
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds takes integers separated by commas, got {args.seeds!r}")
+    if args.plants < 1 or args.tune_plants < 1 or not seeds:
+        parser.error("--plants and --tune-plants must be >= 1, and --seeds name one or more")
     if TUNING_SEED in seeds:
         parser.error(f"seed {TUNING_SEED} is the tuning family; evaluate on others")
     start = time.time()
@@ -84,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         "seeds": held_out(seeds, args.plants, best),
     }
     report["seconds"] = round(time.time() - start, 1)
+    pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out} in {report['seconds']} s")
 

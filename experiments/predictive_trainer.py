@@ -68,13 +68,34 @@ def collect(workdir: str) -> dict:
     }
 
 
+def _complete(workdir: str) -> tuple[int, int]:
+    """(complete cells, cells) of an ablation workdir, from its cells' summaries."""
+    with open(os.path.join(workdir, "ablation.json")) as f:
+        cells = json.load(f)["cells"]
+    done = 0
+    for cell in cells:
+        path = os.path.join(workdir, cell["name"], "summary.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                done += json.load(f).get("status", "complete") == "complete"
+    return done, len(cells)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", required=True, help="comma-separated ablation workdirs")
     p.add_argument("--out", default=str(OUT))
     p.add_argument("--note", default="", help="how and where the runs were made")
     args = p.parse_args(argv)
-    studies = [collect(d) for d in args.runs.split(",")]
+    workdirs = [d for d in args.runs.split(",") if d]
+    for d in workdirs:  # a missing folder was a traceback
+        if not os.path.isfile(os.path.join(d, "ablation.json")):
+            p.error(f"--runs {d}: no ablation.json there (an ablation workdir is expected)")
+    unfinished = [f"{os.path.basename(os.path.normpath(d))} ({done} of {cells})"
+                  for d in workdirs for done, cells in [_complete(d)] if done < cells]  # fmt: skip
+    if unfinished:  # 0 complete cells had replaced the committed study with an empty one
+        p.error(f"complete cells missing: {', '.join(unfinished)}; finish the ablation first")
+    studies = [collect(d) for d in workdirs]
     report = {"note": args.note, "studies": studies}
     pathlib.Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}: {sum(len(s['runs']) for s in studies)} runs")

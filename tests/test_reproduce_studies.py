@@ -285,3 +285,33 @@ def test_a_trial_of_the_curves_study_leaves_the_committed_document_alone(tmp_pat
     monkeypatch.chdir(tmp_path)
     ablate.main(["--render", data])
     assert (tmp_path / "runs" / "curves" / "cost_curves.md").read_text().startswith("## ")
+
+
+def test_studies_refuse_unfinished_runs_and_bad_counts_before_writing(tmp_path, capsys):
+    """predictive_trainer over an ablation with no complete cell wrote '0 runs' over the
+    committed study; controller_heldout_seeds wrote into docs/results by default and took
+    --tune-plants 0 to a late TypeError."""
+    from experiments import predictive_trainer
+
+    (tmp_path / "abl").mkdir()
+    cells = [{"name": "controller-static__seed-0"}, {"name": "controller-pi__seed-0"}]
+    (tmp_path / "abl" / "ablation.json").write_text(json.dumps({"cells": cells}))
+    out = tmp_path / "out.json"
+    for argv, message in [
+        (
+            ["--runs", str(tmp_path / "abl"), "--out", str(out)],
+            "complete cells missing: abl (0 of 2)",
+        ),
+        (["--runs", str(tmp_path / "none"), "--out", str(out)], "no ablation.json there"),
+    ]:
+        with pytest.raises(SystemExit):
+            predictive_trainer.main(argv)
+        assert message in capsys.readouterr().err
+    assert not out.exists()
+    for argv, message in [
+        (["--tune-plants", "0"], "--plants and --tune-plants must be >= 1"),
+        (["--seeds", "a"], "--seeds takes integers"),
+    ]:
+        with pytest.raises(SystemExit):
+            controller_heldout_seeds.main(argv)
+        assert message in capsys.readouterr().err
