@@ -135,10 +135,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", default=",".join(SETTINGS))
     parser.add_argument("--no_control", action="store_true")
     args = parser.parse_args(argv)
+    settings = [s for s in args.settings.split(",") if s]
+    bad = [s for s in settings if s not in SETTINGS]
+    if bad or not settings:
+        parser.error(f"--settings {bad or args.settings!r}: valid ones are {', '.join(SETTINGS)}")
+    if not args.budget > 0 or args.seeds < 1 or args.eval_every < 1:
+        parser.error("--budget must be > 0 s, --seeds and --eval_every >= 1")
+    # Runs are resumed by (setting, arm, lr, seed, fresh): runs of another budget in --out
+    # would be taken for this one's (a rerun at --budget 8 ran nothing and said nothing).
+    budgets = {r.get("budget") for r in done_keys(args.out).values()}
+    if budgets - {args.budget}:
+        parser.error(
+            f"--out {args.out} holds runs of budget {sorted(budgets)}, not {args.budget}: give "
+            f"another --out, or the same --budget to finish them"
+        )
     import jax
 
     jax.config.update("jax_num_cpu_devices", 4)  # paper_asp: one CPU device a worker
-    settings = args.settings.split(",")
 
     def ensure(setting, arm, lr, seed, fresh=False):
         key = {"setting": setting, "arm": arm, "lr": lr, "seed": seed, "fresh": fresh}

@@ -386,11 +386,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--figure", default="docs/figures/async_fair_curves.png")
     p.add_argument("--command", default="python -m experiments.async_fair")
     p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--budget", type=float, default=8.0)
+    p.add_argument("--budget", type=float, default=0.0, help="(default: the runs' own)")
     args = p.parse_args(argv)
     if args.runs:
         with open(args.runs) as f:
             records = [json.loads(line) for line in f if line.strip()]
+        # The budget the runs ran at, not the command line's (a doc of 0.1 s runs said 8 s).
+        budgets = sorted({r.get("budget") for r in records} - {None})
+        if len(budgets) > 1 or (args.budget and budgets and budgets != [args.budget]):
+            p.error(f"--runs holds runs of budget {budgets}; one budget a document")
+        args.budget = budgets[0] if budgets else args.budget or 8.0
         head, dirty = stamp.commit()
         commits, dates = provenance(records)
         meta = {

@@ -54,3 +54,28 @@ def test_fresh_control_with_one_worker_is_the_async_run(tmp_path):
         train_and_evaluate(c, str(tmp_path / "fresh"))
     assert _max_diff(_params(tmp_path / "async"), _params(tmp_path / "fresh")) <= 1e-6
     assert np.allclose(_losses(tmp_path / "async"), _losses(tmp_path / "fresh"), atol=1e-6)
+
+
+def test_a_rerun_at_another_budget_and_a_document_of_other_runs_are_refused(tmp_path, capsys):
+    """A rerun at --budget 8 over runs of 0.1 s ran nothing and said nothing (the resume key
+    held no budget); the document then said '8 virtual seconds' of 0.1 s runs."""
+    import json
+
+    import pytest
+
+    from experiments import async_fair, async_fair_doc
+
+    runs = tmp_path / "runs.jsonl"
+    key = {"setting": "share_m0", "arm": "async", "lr": 0.1, "seed": 0, "fresh": False}
+    runs.write_text(json.dumps({**key, "budget": 0.1}) + "\n")
+    for argv, message in [
+        (["--out", str(runs), "--budget", "8"], "holds runs of budget [0.1], not 8.0"),
+        (["--out", str(runs), "--settings", "bogus"], "--settings ['bogus']: valid ones are"),
+        (["--out", str(runs), "--seeds", "0"], "--seeds and --eval_every >= 1"),
+    ]:
+        with pytest.raises(SystemExit):
+            async_fair.main(argv)
+        assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        async_fair_doc.main(["--runs", str(runs), "--budget", "8", "--data", str(tmp_path / "d")])
+    assert "--runs holds runs of budget [0.1]; one budget a document" in capsys.readouterr().err
