@@ -46,6 +46,7 @@ import numpy as np
 import controllers
 from benchmarks import wall_acceptance as wa
 from controllers import tracking
+from omnilearn_jax.cluster.profiles import HL_TABLES
 from omnilearn_jax.config.args import check_choice
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -257,9 +258,16 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.settings = {k: _value(v) for k, v in (item.split("=", 1) for item in args.set)}
     except ValueError:
         parser.error(f"--set takes KEY=VALUE, got {args.set!r}")
-    args.levels = [int(v) for v in args.levels.split(",")]
-    args.injects = [float(v) for v in args.injects.split(",")]
+    try:
+        args.levels = [int(v) for v in args.levels.split(",")]
+        args.injects = [float(v) for v in args.injects.split(",")]
+    except ValueError:
+        parser.error(f"--levels and --injects take numbers, got {args.levels!r}, {args.injects!r}")
+    if bad := sorted(set(args.levels) - set(HL_TABLES["bsp"])):
+        parser.error(f"--levels {bad}: the paper's levels are {sorted(HL_TABLES['bsp'])}")
     args.controllers = [v for v in args.controllers.split(",") if v]
+    if not args.controllers:  # zero runs had passed every goal
+        parser.error("--controllers names none")
     for name in args.controllers:  # a typo failed a run in, with a traceback
         try:
             check_choice("--controllers", name, controllers.available())
@@ -267,11 +275,18 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error(str(e))
     if "static" in args.controllers and not args.one:
         parser.error("static is the baseline every controller run is paired with")
-    if args.reps < 1 or args.steps < 1:
-        parser.error("--reps and --steps must be >= 1")
+    if args.reps < 1 or args.steps <= wa.SKIPPED or args.cpu_devices < 1:
+        parser.error(
+            f"--reps and --cpu_devices must be >= 1 and --steps over {wa.SKIPPED} (a run's "
+            f"first {wa.SKIPPED} steps are left out of its median)"
+        )
     args.merge = [v for v in args.merge.split(",") if v]
     if args.merge and not args.json:
         parser.error("--merge writes its joined result to --json")
+    if args.pool and not args.merge:
+        parser.error("--pool pools the runs of --merge's files: give --merge")
+    if missing := [p for p in args.merge if not os.path.isfile(p)]:
+        parser.error(f"--merge: no such file {missing[0]!r}")
     return args
 
 

@@ -26,6 +26,8 @@ import tempfile
 
 import numpy as np
 
+import controllers
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKERS, BATCH = 8, 64
 
@@ -79,7 +81,10 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.runs < 1 or args.steps < 2:
         parser.error("--runs must be >= 1 and --steps >= 2")
-    names = [c for c in args.controllers.split(",") if c]
+    try:  # a typo had failed after the first controller's runs, losing them
+        names = controllers.named(args.controllers)
+    except ValueError as e:
+        parser.error(str(e))
     runs = []
     for i in range(args.runs):
         for name in names:

@@ -26,6 +26,10 @@ GRID = ((2, 4, 8), (0.003, 0.02))  # the levels and injected costs issue 26 asks
 MODES = ("in-process", "fresh")
 
 
+# A run's first steps, left out of its medians (first executions, warm caches).
+SKIPPED = 5
+
+
 def cell_key(run: dict) -> tuple[int, float, str]:
     return int(run["level"]), float(run["inject"]), str(run["controller"])
 
@@ -72,7 +76,7 @@ def unexplained_seconds(records: Sequence[dict], inject: float, speeds: Sequence
     the update: on this machine about a fixed cost a step, whatever the rows."""
     values = [
         r["step_time"] - max(inject * b / s for b, s in zip(r["batch_sizes"], speeds, strict=True))
-        for r in records[5:]
+        for r in records[SKIPPED:]
     ]
     return statistics.median(values)
 
@@ -90,7 +94,7 @@ def trace(records: Sequence[dict], inject: float, speeds: Sequence[float]) -> di
     return {
         "final_sizes": list(sizes[-1]),
         "split_changes": sum(a != b for a, b in zip(sizes[:-1], sizes[1:], strict=True)),
-        "median_step": statistics.median(r["step_time"] for r in records[5:]),
+        "median_step": statistics.median(r["step_time"] for r in records[SKIPPED:]),
         "median_excess": unexplained_seconds(records, inject, speeds),
     }
 

@@ -23,6 +23,7 @@ from controllers.registry import (
     load_plugin,
     make,
     make_from_config,
+    named,
     register,
     shared_from_config,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "load_plugin",
     "make",
     "make_from_config",
+    "named",
     "register",
     "resolve_bounds",
     "shared_from_config",

@@ -78,6 +78,17 @@ def load_plugin(module: str) -> None:
         ) from None
 
 
+def named(text: str) -> list[str]:
+    """Policy names from a comma-separated list (a command line's `--controllers`), each
+    registered: ValueError for none or an unknown one, before any run is made."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise ValueError(f"--controllers names none; registered: {list(available())}")
+    for name in names:
+        _lookup(name)
+    return names
+
+
 def available() -> tuple[str, ...]:
     """Registered policy names, sorted."""
     return tuple(sorted(_FACTORIES))

@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+import controllers
 from omnilearn_jax.run import cgroups
 
 # A predicted reduction below this (1%) has no fraction delivered worth printing: async
@@ -439,6 +440,7 @@ def main(argv=None) -> None:
     setting = Setting(args.job, not args.unpinned, args.quota_from, args.mode, args.server_quota)
     try:
         clusters = checked_clusters(args.clusters, setting, args.steps)
+        names = controllers.named(args.controllers)  # a typo failed after the static runs
     except ValueError as e:
         p.error(str(e))
     import jax
@@ -451,9 +453,7 @@ def main(argv=None) -> None:
             previous = json.load(f)
     cells = []
     for quotas in clusters:  # saved after each cluster: a failure later keeps these
-        cells += study(
-            [quotas], args.controllers.split(","), args.reps, args.steps, args.target, setting
-        )
+        cells += study([quotas], names, args.reps, args.steps, args.target, setting)
         saved = {"commands": [command], "cells": cells}
         if previous is not None:
             saved = merged(previous, cells, command)

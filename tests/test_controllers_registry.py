@@ -319,3 +319,10 @@ def test_a_policy_whose_sizes_the_trainer_must_repair_is_warned_at_warm_up(
         policy = controllers.make(name)
         decide = train.decision(policy, b, jax.devices()[0], name)
         assert bool(decide(policy.init(w, b), obs, lo, hi)[2]), name
+
+
+def test_named_policies_from_a_command_line():
+    assert controllers.named("static, pi,") == ["static", "pi"]
+    for text, message in [(",", "--controllers names none"), ("pi,propotional", "'propotional'")]:
+        with pytest.raises(ValueError, match=message):
+            controllers.named(text)

@@ -251,3 +251,22 @@ def test_merge_with_pool_keeps_every_files_runs_of_a_cell():
     replaced = wa.merge([a, b], ["a.json", "b.json"])  # without pool the later file's alone
     assert replaced["cells"][0]["all"]["median"] == pytest.approx(0.8) and replaced["pooled"] == []
     assert replaced["cells"][0]["fresh"]["n"] == 3
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--steps", "5"], "--steps over 5"),  # a late StatisticsError after the predictions
+        (["--controllers", ","], "--controllers names none"),  # zero runs passed every goal
+        (["--levels", "3"], "--levels [3]: the paper's levels are [1, 2, 4, 8]"),
+        (["--levels", "abc"], "--levels and --injects take numbers"),
+        (["--pool"], "--pool pools the runs of --merge's files"),
+        (["--merge", "/nonexistent.json", "--json", "x"], "no such file '/nonexistent.json'"),
+    ],
+)
+def test_bad_arguments_stop_before_any_run(argv, message, capsys):
+    from benchmarks import hetero_wall as hw
+
+    with pytest.raises(SystemExit):
+        hw.parse_args(argv)
+    assert message in capsys.readouterr().err

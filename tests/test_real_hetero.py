@@ -28,6 +28,7 @@ def test_quotas_are_packed_onto_cores_first_fit():
         (["--clusters", "1.0/x"], "not quotas like 1.0/0.25"),
         (["--clusters", "1.0/1.0", "--steps", "5"], "--steps must be over 5"),
         (["--clusters", "2.0/0.5", "--unpinned"], r"2.5 cores in all"),
+        (["--controllers", "static,propotional"], r"unknown controller 'propotional'"),
     ],
 )
 def test_bad_clusters_stop_before_any_run(argv, message, monkeypatch, capsys):
