@@ -29,6 +29,8 @@ import time
 import jax
 import numpy as np
 
+from benchmarks.args import at_least
+
 
 def config(mode: str, args, steps: int, clock: str = "virtual"):
     from configs import smoke
@@ -202,6 +204,9 @@ def main() -> None:
     parser.add_argument("--json", default="", help="also write the results here")
     parser.add_argument("--md", default="", help="and a short Markdown report here")
     args = parser.parse_args()
+    at_least(
+        parser, rounds=(args.rounds, 1), blocks=(args.blocks, 1), loop_steps=(args.loop_steps, 1)
+    )
     jax.config.update("jax_num_cpu_devices", max(args.workers, 8))
     load_before = os.getloadavg()[0]
     results = measure(args)

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 import controllers
+from benchmarks.args import at_least
 
 
 def _median_time(fn, repeats: int) -> float:
@@ -36,6 +37,7 @@ def main() -> None:
     parser.add_argument("--config", default="configs/default.py")
     parser.add_argument("--steps", type=int, default=40)
     args = parser.parse_args()
+    at_least(parser, steps=(args.steps, 1))
     spec = importlib.util.spec_from_file_location("bench_config", args.config)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

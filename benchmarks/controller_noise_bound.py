@@ -19,6 +19,8 @@ import argparse
 
 import numpy as np
 
+from benchmarks.args import at_least
+
 WORKERS = 4
 
 
@@ -52,6 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=20000)
     args = parser.parse_args(argv)
+    at_least(parser, draws=(args.draws, 1))
     print("\n".join(table(args.draws)))
 
 

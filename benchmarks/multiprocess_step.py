@@ -25,6 +25,8 @@ import tempfile
 
 import numpy as np
 
+from benchmarks.args import SKIPPED, at_least
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = [
     "--config=configs/paper_bsp.py:runlocal,model=cnn,hetero=uniform,controller=static",
@@ -76,7 +78,7 @@ def command(kind: str, extra: list[str], steps: int, workdir: str, job_extra=())
     return [*launcher, "--devices_per_process=1", *extra, "--", *job]
 
 
-def step_times(workdir: str, skip: int = 5) -> list[float]:
+def step_times(workdir: str, skip: int = SKIPPED) -> list[float]:
     """A finished run's step times (ms) from its run store, the first `skip` left out."""
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
         records = [json.loads(line) for line in f]
@@ -130,6 +132,7 @@ def main(argv=None) -> None:
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
+    at_least(p, steps=(args.steps, SKIPPED + 1), reps=(args.reps, 1))  # steps: median after skip
     out = measure(args.steps, args.reps, lambda line: print(line, flush=True))
     if args.json:
         with open(args.json, "w") as f:

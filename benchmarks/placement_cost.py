@@ -20,6 +20,8 @@ import os
 import statistics
 import time
 
+from benchmarks.args import at_least
+
 
 def measure(devices: int, rows: int, reps: int, rounds: int) -> dict:
     import jax
@@ -77,6 +79,7 @@ def main(argv=None) -> None:
     parser.add_argument("--reps", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
+    at_least(parser, reps=(args.reps, 1), rounds=(args.rounds, 1))
     import jax
 
     jax.config.update("jax_num_cpu_devices", max(8, args.devices))  # before any JAX work

@@ -19,8 +19,11 @@ import time
 
 import numpy as np
 
+import controllers
 from benchmarks import controller_heldout as heldout
 from benchmarks import controller_plants as plants
+from benchmarks.args import at_least
+from benchmarks.controller_heldout_seeds import HELD_OUT
 
 MEASURES = ("after_5", "after_60", "after_change_5", "adjustments")
 TUNED = {"settle": 3, "jump": 0.25}
@@ -42,9 +45,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--plants", type=int, default=96)
     parser.add_argument("--kw", default="{}", help="predictive's arguments over the tuned ones")
     args = parser.parse_args(argv)
-    kwargs = {**TUNED, **json.loads(args.kw)}
+    try:
+        kwargs = {**TUNED, **json.loads(args.kw)}
+        seeds = [int(s) for s in args.seeds.split(",")]
+        controllers.make("predictive", **kwargs)  # an unknown or bad argument, at once
+    except (ValueError, TypeError) as e:  # JSON, integers, the policy's own checks
+        parser.error(f"--kw {args.kw!r} / --seeds {args.seeds!r}: {e}")
+    if held := sorted(set(seeds) & set(HELD_OUT)):  # this script develops on tuning seeds
+        parser.error(f"--seeds {held} are held-out families (benchmarks/controller_heldout_seeds)")
+    at_least(parser, plants=(args.plants, 1))
     start, rows = time.time(), []
-    for seed in (int(s) for s in args.seeds.split(",")):
+    for seed in seeds:
         out = family(seed, args.plants, kwargs)
         rows.append(out["summary"])
         cells = [

@@ -25,6 +25,7 @@ import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from benchmarks.args import at_least
 from omnilearn_jax import models
 from omnilearn_jax.engine import buckets
 from omnilearn_jax.engine.mesh import Placement
@@ -163,7 +164,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--cpu_devices", type=int, default=8)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    at_least(parser, repeats=(args.repeats, 1), batch=(args.batch, 1))
+    return args
 
 
 def setup(args: argparse.Namespace):

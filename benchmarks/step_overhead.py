@@ -23,6 +23,8 @@ import tempfile
 import jax
 import numpy as np
 
+from benchmarks.args import SKIPPED, at_least
+
 
 def config(sizes: tuple[int, ...], steps: int):
     from configs import paper_bsp
@@ -52,7 +54,7 @@ def overhead(sizes: tuple[int, ...], steps: int, early: bool = True) -> dict:
             train_and_evaluate(config(sizes, steps), tmp)
         finally:
             WallTimer.finish_early = True
-        train = [r for r in read_metrics(tmp) if "worker_times" in r][5:]
+        train = [r for r in read_metrics(tmp) if "worker_times" in r][SKIPPED:]
     step = float(np.median([r["step_time"] for r in train]))
     busiest = float(np.median([max(r["worker_times"]) for r in train]))
     return {"sizes": list(sizes), "early": early, "step_ms": 1e3 * step,
@@ -106,6 +108,7 @@ def main(argv=None) -> None:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
+    at_least(p, steps=(args.steps, SKIPPED + 1), reps=(args.reps, 1))
     jax.config.update("jax_num_cpu_devices", 8)  # before any JAX operation
     uneven = tuple(int(s) for s in args.sizes.split(","))
     out = measure(uneven, args.steps, args.reps, lambda line: print(line, flush=True))

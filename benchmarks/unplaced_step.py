@@ -17,6 +17,8 @@ import os
 import tempfile
 import time
 
+from benchmarks.args import at_least
+
 
 def measure(rounds: int, steps: int) -> dict:
     import jax
@@ -59,6 +61,7 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--steps", type=int, default=200)
     args = parser.parse_args(argv)
+    at_least(parser, rounds=(args.rounds, 1), steps=(args.steps, 1))
     import jax
 
     jax.config.update("jax_num_cpu_devices", 8)  # the job's 4 devices; before any JAX work

@@ -16,6 +16,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from benchmarks.args import SKIPPED
 from experiments.paper.fmt import md_table
 
 WORST_SLACK = 0.02  # worst controller / static ratio allowed: 1.02
@@ -24,10 +25,6 @@ JUDGED_LEVELS = (4, 8)
 JUDGED_INJECT = 0.003
 GRID = ((2, 4, 8), (0.003, 0.02))  # the levels and injected costs issue 26 asks for
 MODES = ("in-process", "fresh")
-
-
-# A run's first steps, left out of its medians (first executions, warm caches).
-SKIPPED = 5
 
 
 def cell_key(run: dict) -> tuple[int, float, str]:

@@ -25,6 +25,7 @@ import numpy as np
 from experiments.stats import mean_half
 
 ARMS = ("static", "proportional")
+WEIGHTINGS = ("share", "lr", "mean")  # asp.weighting
 
 
 def run(controller: str, seed: int, args, root: str) -> dict:
@@ -60,10 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default="runs/async_seeds")
     parser.add_argument("--out", default="")
     args = parser.parse_args(argv)
+    if args.seeds < 2:  # one seed has no interval ("not significant ... includes 0" of none)
+        parser.error(f"--seeds must be >= 2 for an interval over seeds, got {args.seeds}")
+    if args.weighting not in WEIGHTINGS or not args.budget > 0:
+        parser.error(f"--weighting is one of {', '.join(WEIGHTINGS)} and --budget > 0 s")
     import jax
 
     jax.config.update("jax_num_cpu_devices", 4)  # paper_asp: one CPU device a worker
-    results = {arm: [run(arm, s, args, args.workdir) for s in range(args.seeds)] for arm in ARMS}
+    # The settings in the folder's name: a rerun with others met another run's checkpoints.
+    root = os.path.join(
+        args.workdir,
+        f"b{args.budget:g}_m{args.momentum:g}_lr{args.lr:g}_{args.weighting}",
+    )
+    results = {arm: [run(arm, s, args, root) for s in range(args.seeds)] for arm in ARMS}
     acc = {arm: np.array([r["final_eval_accuracy"] for r in results[arm]]) for arm in ARMS}
     diff = acc["proportional"] - acc["static"]
     d_mean, d_half = interval(diff)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 import tempfile
 
@@ -113,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default="", help="the numbers behind it (JSON)")
     parser.add_argument("--render", default="", help="a saved --data JSON: --out from it alone")
     args = parser.parse_args(argv)
+    if not args.render and not 0 <= args.settle < args.updates:  # else a table of NaN
+        parser.error(f"--settle ({args.settle}) must be in [0, --updates) ({args.updates})")
+    if args.render and not os.path.isfile(args.render):
+        parser.error(f"--render: no such file {args.render!r}")
     if args.render:
         with open(args.render) as f:
             text = markdown(json.load(f))
@@ -146,8 +151,8 @@ def measure(updates: int, settle: int) -> dict:
         "cases": [],
     }
     for label, name, extra, linear in CASES:
-        workdir = tempfile.mkdtemp(prefix="staleness_")
-        records = run_case(name, extra, linear, updates, workdir)
+        with tempfile.TemporaryDirectory(prefix="staleness_") as workdir:  # none left behind
+            records = run_case(name, extra, linear, updates, workdir)
         data["cases"].append(
             {
                 "label": label,

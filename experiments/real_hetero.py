@@ -48,12 +48,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 import controllers
+from benchmarks.args import SKIPPED  # a run's first steps, left out of its seconds per row
 from omnilearn_jax.run import cgroups
 
 # A predicted reduction below this (1%) has no fraction delivered worth printing: async
 # balancing is predicted to change nothing, and measured / 0.2% is noise over a tiny number.
 MEANINGFUL = 0.01
-SKIPPED = 5  # a run's first steps, left out of its seconds per row (first executions)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMAND = "python -m experiments.real_hetero "
 CONFIG = "configs/paper_{mode}.py:runlocal,model=cnn,hetero=uniform,controller={controller}"

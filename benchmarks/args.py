@@ -1,0 +1,17 @@
+"""Argument checks the benchmarks share: counts a run cannot do without."""
+
+from __future__ import annotations
+
+import argparse
+
+# A timed run's first steps, left out of its medians (first executions, warm caches).
+SKIPPED = 5
+
+
+def at_least(parser: argparse.ArgumentParser, **least: tuple[int | float, int | float]) -> None:
+    """`flag=(value, least)` for each count, its flag's dashes as underscores: one parser
+    error for the first below its least (a count of 0 had printed a table of NaN, or failed
+    late with a StatisticsError or an IndexError)."""
+    for name, (value, smallest) in least.items():
+        if value < smallest:
+            parser.error(f"--{name.replace('_', '-')} must be >= {smallest}, got {value}")

@@ -1,0 +1,38 @@
+"""Benchmarks and studies refuse counts they cannot run with, before any work (one line)."""
+
+import importlib
+import sys
+
+import pytest
+
+CASES = [
+    ("benchmarks.controller_cost", ["--steps", "0"], "--steps must be >= 1, got 0"),
+    ("benchmarks.multiprocess_step", ["--reps", "0"], "--reps must be >= 1, got 0"),
+    ("benchmarks.multiprocess_step", ["--steps", "5"], "--steps must be >= 6, got 5"),
+    ("benchmarks.step_overhead", ["--steps", "5"], "--steps must be >= 6, got 5"),
+    ("benchmarks.step_overhead", ["--reps", "0"], "--reps must be >= 1, got 0"),
+    ("benchmarks.step_bench", ["--repeats", "0"], "--repeats must be >= 1, got 0"),
+    ("benchmarks.placement_cost", ["--rounds", "0"], "--rounds must be >= 1, got 0"),
+    ("benchmarks.unplaced_step", ["--rounds", "0"], "--rounds must be >= 1, got 0"),
+    ("benchmarks.async_bench", ["--rounds", "0"], "--rounds must be >= 1, got 0"),
+    ("benchmarks.controller_noise_bound", ["--draws", "0"], "--draws must be >= 1, got 0"),
+    ("benchmarks.predictive_tuning", ["--kw", "jump=0.3"], "--kw 'jump=0.3'"),
+    ("benchmarks.predictive_tuning", ["--kw", '{"bogus": 1}'], "unknown argument"),
+    ("benchmarks.predictive_tuning", ["--seeds", "0,2"], "--seeds [2] are held-out families"),
+    ("experiments.async_seeds", ["--seeds", "1"], "--seeds must be >= 2 for an interval"),
+    ("experiments.async_seeds", ["--weighting", "bogus"], "--weighting is one of share, lr"),
+    ("experiments.async_staleness", ["--updates", "4", "--settle", "10"], "--settle (10) must"),
+    ("experiments.async_staleness", ["--render", "/nonexistent.json"], "no such file"),
+]
+
+
+@pytest.mark.parametrize("module, argv, message", CASES, ids=[f"{m}{a}" for m, a, _ in CASES])
+def test_a_count_a_run_cannot_do_without_is_one_line(module, argv, message, monkeypatch, capsys):
+    """Each had printed a table of NaN (exit 0) or failed late: a StatisticsError after its
+    runs, an IndexError after compiling, a TypeError from jax.tree.map, a JSON traceback."""
+    main = importlib.import_module(module).main
+    monkeypatch.setattr(sys, "argv", [module, *argv])  # some read sys.argv themselves
+    with pytest.raises(SystemExit) as stop:
+        main() if main.__code__.co_argcount == 0 else main(argv)
+    assert stop.value.code == 2
+    assert message in capsys.readouterr().err
