@@ -315,3 +315,15 @@ def test_studies_refuse_unfinished_runs_and_bad_counts_before_writing(tmp_path, 
         with pytest.raises(SystemExit):
             controller_heldout_seeds.main(argv)
         assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [(["--only", ","], "--only names no part"), (["--parallel", "0"], "--parallel must be >= 1")],
+)
+def test_reproduce_refuses_an_empty_only_and_no_parallel_cells(argv, message, capsys):
+    """`--only ,` ran all 12 ablations and 8 studies (hours); --parallel 0 printed ablate's
+    usage under reproduce's name after the studies had started."""
+    with pytest.raises(SystemExit):
+        reproduce.parse_args(argv)
+    assert message in capsys.readouterr().err

@@ -36,3 +36,22 @@ def test_a_count_a_run_cannot_do_without_is_one_line(module, argv, message, monk
         main() if main.__code__.co_argcount == 0 else main(argv)
     assert stop.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--batch", "8"], "--batch must be over 8"),
+        (["--repeats", "0"], "--repeats >= 1"),
+        (["--config", "configs/nope.py"], "--config: no such file 'configs/nope.py'"),
+        (["--set", "train.no_such=1"], "--config/--set:"),
+    ],
+)
+def test_measuring_a_curve_checks_its_arguments_before_timing(argv, message, capsys):
+    """--batch 8 timed every size, then failed: one bucket is no curve."""
+    from experiments.curves import measure
+
+    base = ["--config", "configs/smoke.py", "--out", "/tmp/unused.json"]
+    with pytest.raises(SystemExit):
+        measure.main([*base, *argv])
+    assert message in capsys.readouterr().err

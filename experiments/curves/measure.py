@@ -35,6 +35,8 @@ def set_value(config, key: str, value: str) -> None:
     *parents, leaf = key.split(".")
     for name in parents:
         config = config[name]
+    if leaf not in config:  # a new key would fail later, in the trainer's checks
+        raise KeyError(f"unknown config key {key!r}")
     config[leaf] = parsed
 
 
@@ -49,6 +51,13 @@ def main(argv: list[str] | None = None) -> None:
         "--set", action="append", default=[], help="KEY=VALUE config override (repeatable)"
     )
     args = parser.parse_args(argv)
+    # Checked before the trainer is built and every size timed: --batch 8 had measured one
+    # knot, then failed ("a cost curve needs >= 2 knots"); a bad --set or file, a traceback.
+    if args.batch <= 8 or args.repeats < 1 or not args.bucket_ratio > 1:
+        parser.error("--batch must be over 8 (two buckets or more), --repeats >= 1 and "
+                     "--bucket-ratio > 1")  # fmt: skip
+    if not os.path.isfile(args.config.partition(":")[0]):
+        parser.error(f"--config: no such file {args.config.partition(':')[0]!r}")
 
     import jax
 
@@ -56,10 +65,13 @@ def main(argv: list[str] | None = None) -> None:
     from omnilearn_jax.cluster.measure import run_curve
     from omnilearn_jax.run.train import Trainer
 
-    config = load_config(args.config)
-    for item in args.set:
-        key, _, value = item.partition("=")
-        set_value(config, key, value)
+    try:
+        config = load_config(args.config)
+        for item in args.set:
+            key, _, value = item.partition("=")
+            set_value(config, key, value)
+    except (KeyError, AttributeError, ValueError) as e:
+        parser.error(f"--config/--set: {e}")
     config.num_workers = 1
     config.num_devices = 1
     config.global_batch_size = args.batch

@@ -137,6 +137,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.docs = args.docs or os.path.join(REPO, "docs")
         args.jax_cache = args.jax_cache or os.path.join(args.workdir, ".jax_cache")
     only = [n for n in args.only.split(",") if n]
+    if args.only and not only:  # --only=$UNSET: not "every part" (hours of runs)
+        p.error(f"--only names no part; valid: {', '.join([*ABLATIONS, *STUDIES])}")
+    if args.parallel < 1:  # was left to each ablation, after the studies' start
+        p.error(f"--parallel must be >= 1, got {args.parallel}")
     unknown = sorted(set(only) - set(ABLATIONS) - set(STUDIES))
     if unknown:
         p.error(f"unknown part(s) {unknown}; valid: {', '.join([*ABLATIONS, *STUDIES])}")
