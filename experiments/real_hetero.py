@@ -431,6 +431,8 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     if args.server_quota and args.mode != "asp":
         p.error("--server_quota gives an async run's server a process of its own: add --mode asp")
+    if args.render and not args.md:
+        p.error("--render rewrites --md from the JSON: give --md")
     if args.render:
         with open(args.render) as f:
             saved = json.load(f)

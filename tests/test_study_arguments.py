@@ -55,3 +55,23 @@ def test_measuring_a_curve_checks_its_arguments_before_timing(argv, message, cap
     with pytest.raises(SystemExit):
         measure.main([*base, *argv])
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "module, argv, message",
+    [
+        ("experiments.notebooks.run_analysis", ["--runs", "EMPTY", "--out", "x"], "no run store"),
+        ("experiments.notebooks.run_analysis", ["--runs", ".", "--out", "x", "--timeout", "0"],
+         "--timeout must be >= 1"),
+        ("experiments.lm_results", ["--bsp", "/nonexistent"], "no such file or directory"),
+        ("experiments.paper.fragments", ["--docs", "/nonexistent"], "no RESULTS.md there"),
+        ("experiments.real_hetero", ["--render", "x.json"], "--render rewrites --md"),
+    ],
+)  # fmt: skip
+def test_missing_inputs_are_one_line(module, argv, message, tmp_path, capsys):
+    """An empty --runs ran the notebook into 40 lines of coloured traceback; the others were
+    tracebacks (open('') for real_hetero's --render without --md)."""
+    argv = [str(tmp_path) if a == "EMPTY" else a for a in argv]
+    with pytest.raises(SystemExit) as stop:
+        importlib.import_module(module).main(argv)
+    assert stop.value.code == 2 and message in capsys.readouterr().err

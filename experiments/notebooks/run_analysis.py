@@ -74,6 +74,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs and not os.path.exists(args.runs):  # before the notebook starts
         parser.error(f"--runs {args.runs}: no such file or directory")
+    if args.timeout < 1:
+        parser.error(f"--timeout must be >= 1 second a cell, got {args.timeout}")
+    if args.runs:  # a folder with no run: one line, not the notebook's coloured traceback
+        from omnilearn_jax.analysis.load import detect_source
+
+        try:
+            detect_source(args.runs)
+        except FileNotFoundError as e:
+            parser.error(str(e))
     if not os.path.isfile(args.notebook):
         parser.error(f"--notebook {args.notebook}: no such file")
     out = os.path.abspath(args.out)

@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--docs", default="docs", help="folder holding RESULTS.md and results/")
     args = p.parse_args(argv)
     path = os.path.join(args.docs, "RESULTS.md")
+    if not os.path.isfile(path):  # a traceback before
+        p.error(f"--docs {args.docs}: no RESULTS.md there")
     with open(path) as f:
         document = f.read()
     studies = collect(args.docs)
