@@ -17,6 +17,7 @@ def test_a_failing_benchmark_keeps_the_last_good_result(tmp_path, monkeypatch, c
         raise ValueError("8 workers on 3 devices")
 
     monkeypatch.setitem(report.BENCHMARKS, "controller_cost", broken)
+    monkeypatch.setattr(report.jax.config, "update", lambda *a: None)  # devices made already
     monkeypatch.setattr("experiments.paper.bench_doc.render", lambda out, stamped: "doc\n")
     argv = ["--only", "controller_cost", "--out", str(tmp_path), "--doc", str(tmp_path / "B.md")]
     assert report.main(argv) == 1

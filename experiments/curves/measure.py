@@ -59,19 +59,19 @@ def main(argv: list[str] | None = None) -> None:
     if not os.path.isfile(args.config.partition(":")[0]):
         parser.error(f"--config: no such file {args.config.partition(':')[0]!r}")
 
-    import jax
-
-    jax.config.update("jax_num_cpu_devices", 1)
-    from omnilearn_jax.cluster.measure import run_curve
-    from omnilearn_jax.run.train import Trainer
-
-    try:
+    try:  # a config file and its keys start no JAX backend
         config = load_config(args.config)
         for item in args.set:
             key, _, value = item.partition("=")
             set_value(config, key, value)
     except (KeyError, AttributeError, ValueError) as e:
         parser.error(f"--config/--set: {e}")
+    import jax
+
+    jax.config.update("jax_num_cpu_devices", 1)
+    from omnilearn_jax.cluster.measure import run_curve
+    from omnilearn_jax.run.train import Trainer
+
     config.num_workers = 1
     config.num_devices = 1
     config.global_batch_size = args.batch
