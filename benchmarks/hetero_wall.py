@@ -47,7 +47,6 @@ import controllers
 from benchmarks import wall_acceptance as wa
 from controllers import tracking
 from omnilearn_jax.cluster.profiles import HL_TABLES
-from omnilearn_jax.config.args import check_choice
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARK = "hetero_wall run: "  # the line a `--one` process prints its result on
@@ -265,14 +264,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f"--levels and --injects take numbers, got {args.levels!r}, {args.injects!r}")
     if bad := sorted(set(args.levels) - set(HL_TABLES["bsp"])):
         parser.error(f"--levels {bad}: the paper's levels are {sorted(HL_TABLES['bsp'])}")
-    args.controllers = [v for v in args.controllers.split(",") if v]
-    if not args.controllers:  # zero runs had passed every goal
-        parser.error("--controllers names none")
-    for name in args.controllers:  # a typo failed a run in, with a traceback
-        try:
-            check_choice("--controllers", name, controllers.available())
-        except ValueError as e:
-            parser.error(str(e))
+    try:  # zero runs had passed every goal; a typo failed a run in, with a traceback
+        args.controllers = controllers.named(args.controllers)
+    except ValueError as e:
+        parser.error(str(e))
     if "static" in args.controllers and not args.one:
         parser.error("static is the baseline every controller run is paired with")
     if args.reps < 1 or args.steps <= wa.SKIPPED or args.cpu_devices < 1:

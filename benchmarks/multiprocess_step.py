@@ -97,7 +97,7 @@ def run(kind: str, extra: list[str], steps: int, job_extra=()) -> dict:
             summary = json.load(f)
     return {
         "step_ms": float(np.median(steps_ms)),
-        "loop_ms": 1e3 * summary["steps_wall_time"] / steps,  # start-up and final save apart
+        "loop_ms": 1e3 * summary["steps_wall_time"] / steps,  # start-up, evaluations, saves apart
         "load": os.getloadavg()[0],
     }
 

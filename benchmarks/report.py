@@ -413,6 +413,15 @@ BENCHMARKS = {
 }
 
 
+def _good(path: str) -> bool:
+    """Whether `path` holds a benchmark's result (not an error record)."""
+    try:
+        with open(path) as f:
+            return "error" not in json.load(f)
+    except (OSError, ValueError):
+        return False
+
+
 def run_one(name: str, small: bool) -> dict:
     start = time.perf_counter()
     record: dict = {"benchmark": name, "small": small, "machine": machine()}
@@ -461,8 +470,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[report] {name} ...", flush=True)
         record = run_one(name, args.small)
         path = os.path.join(args.out, f"{name}.json")
-        if "error" in record and os.path.exists(path):  # keep the last good result
-            path = os.path.join(args.out, f"{name}.failed.json")
+        failure = os.path.join(args.out, f"{name}.failed.json")
+        if "error" in record and _good(path):  # keep the last good result, said so in the doc
+            path = failure
+        elif os.path.exists(failure):  # this run's result replaces the one it stood in for
+            os.remove(failure)
         with open(path, "w") as f:
             json.dump(record, f, indent=2)
         status = record.get("error", "ok")

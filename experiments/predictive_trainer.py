@@ -46,7 +46,10 @@ def collect(workdir: str) -> dict:
                 "final_eval_accuracy": float(summary["final_eval_accuracy"]),
             }
         )
-    with open(os.path.join(workdir, ablation["cells"][0]["name"], "config.json")) as f:
+    if not runs:
+        raise ValueError(f"{workdir}: no complete cell")
+    first = next(c for c in ablation["cells"] if os.path.exists(_summary(workdir, c)))
+    with open(os.path.join(workdir, first["name"], "config.json")) as f:
         config = json.load(f)
     cost = {k: config["cost"].get(k) for k in ("curve", "noise", "memory_limits")}
     if "/data/curves/" in (cost["curve"] or ""):  # the checkout's own curve, named in the repo
@@ -65,20 +68,12 @@ def collect(workdir: str) -> dict:
         "steps": config["train"]["num_steps"],
         "target_accuracy": config["train"].get("target_accuracy"),
         "runs": runs,
+        "cells": len(ablation["cells"]),
     }
 
 
-def _complete(workdir: str) -> tuple[int, int]:
-    """(complete cells, cells) of an ablation workdir, from its cells' summaries."""
-    with open(os.path.join(workdir, "ablation.json")) as f:
-        cells = json.load(f)["cells"]
-    done = 0
-    for cell in cells:
-        path = os.path.join(workdir, cell["name"], "summary.json")
-        if os.path.exists(path):
-            with open(path) as f:
-                done += json.load(f).get("status", "complete") == "complete"
-    return done, len(cells)
+def _summary(workdir: str, cell: dict) -> str:
+    return os.path.join(workdir, cell["name"], "summary.json")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,16 +81,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", required=True, help="comma-separated ablation workdirs")
     p.add_argument("--out", default=str(OUT))
     p.add_argument("--note", default="", help="how and where the runs were made")
+    p.add_argument("--allow_missing", action="store_true", help="write with cells unfinished")
     args = p.parse_args(argv)
     workdirs = [d for d in args.runs.split(",") if d]
     for d in workdirs:  # a missing folder was a traceback
         if not os.path.isfile(os.path.join(d, "ablation.json")):
             p.error(f"--runs {d}: no ablation.json there (an ablation workdir is expected)")
-    unfinished = [f"{os.path.basename(os.path.normpath(d))} ({done} of {cells})"
-                  for d in workdirs for done, cells in [_complete(d)] if done < cells]  # fmt: skip
-    if unfinished:  # 0 complete cells had replaced the committed study with an empty one
-        p.error(f"complete cells missing: {', '.join(unfinished)}; finish the ablation first")
-    studies = [collect(d) for d in workdirs]
+    try:
+        studies = [collect(d) for d in workdirs]
+    except ValueError as e:  # 0 complete cells had replaced the committed study with none
+        p.error(str(e))
+    unfinished = [
+        f"{s['workdir']} ({len(s['runs'])} of {s['cells']})"
+        for s in studies
+        if len(s["runs"]) < s["cells"]
+    ]
+    if unfinished and not args.allow_missing:
+        p.error(
+            f"complete cells missing: {', '.join(unfinished)}; finish the ablation first, or "
+            f"--allow_missing (the study then says how many are missing)"
+        )
     report = {"note": args.note, "studies": studies}
     pathlib.Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}: {sum(len(s['runs']) for s in studies)} runs")

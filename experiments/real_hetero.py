@@ -189,6 +189,9 @@ def measured(train: list[dict], summary: dict) -> dict:
     per_row = np.median(np.where(rows > 0, times / np.maximum(rows, 1), np.nan), axis=0)
     return {
         "wall_s": float(summary["steps_wall_time"]),  # first step to last, start-up apart
+        # steps_wall_time leaves periodic evaluations and saves out since 2026-12-05 (before,
+        # it counted them): cells of the two kinds are not merged into one table.
+        "wall": STEPS_ONLY,
         "clock_s": float(summary["total_time"]),
         "time_to_target": summary.get("time_to_target"),
         "final_accuracy": float(summary["final_eval_accuracy"]),
@@ -308,18 +311,32 @@ def _key(cell: dict) -> tuple:
 def merged(old: dict, cells: list[dict], command: str) -> dict:
     """A saved study (`old`, as the JSON holds it) with `cells` added: a cell measured again
     (same quotas and controller) replaces the old one, the others are kept, and each
-    command that produced kept cells is listed."""
+    command that produced kept cells is listed. Cells whose wall times count other things
+    (`wall`: evaluations and saves in or out) are not put in one table."""
     new = {_key(c) for c in cells}
     kept = [c for c in old.get("cells", []) if _key(c) not in new]
+    if {_wall(c) for c in kept} - {_wall(c) for c in cells}:
+        raise ValueError(
+            "--merge: the saved cells' wall times include periodic evaluations and saves, "
+            "these leave them out; measure the saved cells again, or write another --json"
+        )
     commands = old.get("commands") or [old["command"]] if old else []
     commands = [c for c in commands if c != command] if kept else []
     return {"commands": [*commands, command], "cells": kept + cells}
+
+
+STEPS_ONLY = "steps"  # a cell's `wall`: steps_wall_time without evaluations and saves
+
+
+def _wall(cell: dict) -> str:
+    return cell["pairs"][0]["controller"].get("wall", "") if cell.get("pairs") else ""
 
 
 def document(cells: list[dict], command: str | list[str]) -> str:
     """The RESULTS.md section (a `## ` fragment, experiments/paper/fragments.py): how it was
     obtained, the table, and what the goal's cell says, computed from the cells."""
     commands = [command] if isinstance(command, str) else command
+    steps_only = bool(cells) and all(_wall(c) == STEPS_ONLY for c in cells)
     lines = [
         "## Measured on CPU-quota heterogeneity",
         "",
@@ -333,7 +350,8 @@ def document(cells: list[dict], command: str | list[str]) -> str:
         "outweighs the host work and the all-reduce a step costs whatever its split (see",
         "docs/cluster_quotas.md). Each controller run is paired with a static",
         "(uniform) run next to it; times are `steps_wall_time` (first step to the end of the",
-        "last). The prediction is the virtual clock's for the measured speeds and a cost",
+        ("last, periodic evaluations and checkpoints left out). " if steps_only else "last). ")
+        + "The prediction is the virtual clock's for the measured speeds and a cost",
         "linear in the rows (modelled). Jobs marked `async` run configs/paper_asp.py",
         "(runlocal, no time budget) as a parameter server in process 0 and worker k in",
         'process k (docs/async.md, "Across processes"; `server alone at Q`: the server in a',

@@ -232,9 +232,18 @@ CASES = [
     ({"train.target_accuracy": 1.5}, "train.target_accuracy must be in [0, 1] (0 = none)"),
     ({"cpu_dispatch": "bogus"}, "unknown cpu_dispatch 'bogus'"),  # ran from Python
     # W&B refused these only when the run started: it then trained untracked.
-    ({"wandb.project": "team/proj"}, "wandb.project='team/proj' holds '/', which W&B refuses"),
-    ({"wandb.tags": ("(hl8,paper)",)}, "wandb.tags got one tag '(hl8,paper)'"),
-    ({"wandb.init_timeout": 0.0}, "wandb.init_timeout must be > 0 seconds, got 0.0"),
+    (
+        {"wandb.mode": "offline", "wandb.project": "team/proj"},
+        "wandb.project='team/proj' holds '/', which W&B refuses",
+    ),
+    (
+        {"wandb.mode": "offline", "wandb.tags": ("(hl8,paper)",)},
+        "wandb.tags got one tag '(hl8,paper)'",
+    ),
+    (
+        {"wandb.mode": "offline", "wandb.init_timeout": 0.0},
+        "wandb.init_timeout must be > 0 seconds, got 0.0",
+    ),
     (
         {"train.target_perplexity": 5.0},
         "train.target_perplexity=5.0 is for text data (perplexity is reported for "

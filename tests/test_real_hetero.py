@@ -230,3 +230,17 @@ def test_a_number_list_with_nan_is_one_line_at_once():
     assert "[12.5, 12.5" in text and "12.5, NaN]" in text and "[64, 0]" in text
     back = json.loads(text)["cells"][0]
     assert back["step_ms"][:3000] == [12.5] * 3000 and len(back["step_ms"]) == 3001
+
+
+def test_cells_of_two_wall_time_kinds_are_not_merged_and_the_text_says_which():
+    """steps_wall_time leaves periodic evaluations and saves out since 2026-12-05: a cell
+    measured so beside one that counted them would have been one table."""
+    old = _cell([0.9, 0.9, 0.9], 0.5)  # measured before: no `wall`
+    new = _cell([0.8, 0.8, 0.8], 0.5)
+    new["quotas"] = [1.0, 0.5]  # another cell, kept beside the old one by --merge
+    for pair in new["pairs"]:
+        pair["controller"]["wall"] = real_hetero.STEPS_ONLY
+    with pytest.raises(ValueError, match="measure the saved cells again"):
+        real_hetero.merged({"cells": [old]}, [new], "cmd")
+    assert "periodic evaluations and checkpoints left out" in real_hetero.document([new], "c")
+    assert "periodic evaluations" not in real_hetero.document([old], "c")

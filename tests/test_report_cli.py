@@ -1,6 +1,7 @@
 """benchmarks.report's command line: a failure keeps the last good result; empty --only."""
 
 import json
+import os
 
 import pytest
 
@@ -10,7 +11,9 @@ from benchmarks import report
 def test_a_failing_benchmark_keeps_the_last_good_result(tmp_path, monkeypatch, capsys):
     """A benchmark that failed (8 workers on 3 devices, in a second) replaced its committed
     JSON with an error record and BENCHMARKS.md's table with 'Failed'."""
-    good = {"benchmark": "controller_cost", "result": {"kept": True}}
+    committed = os.path.join(os.path.dirname(__file__), "..", "docs", "benchmarks")
+    with open(os.path.join(committed, "controller_cost.json")) as f:
+        good = json.load(f)  # a real result, which the document can render
     (tmp_path / "controller_cost.json").write_text(json.dumps(good))
 
     def broken(small):
@@ -25,6 +28,18 @@ def test_a_failing_benchmark_keeps_the_last_good_result(tmp_path, monkeypatch, c
     failed = json.loads((tmp_path / "controller_cost.failed.json").read_text())
     assert failed["error"] == "ValueError: 8 workers on 3 devices"
     assert "the last good result is kept" in capsys.readouterr().out
+    # The document says so; a later good run removes the failure it stood in for.
+    from experiments.paper import bench_doc
+
+    monkeypatch.undo()
+    assert "**The latest run failed** (`ValueError: 8 workers on 3 devices`" in (
+        bench_doc.render(str(tmp_path), {"commit": "", "dirty": False, "generated": "now"})
+    )
+    monkeypatch.setattr(report.jax.config, "update", lambda *a: None)
+    monkeypatch.setitem(report.BENCHMARKS, "controller_cost", lambda small: {"kept": False})
+    monkeypatch.setattr("experiments.paper.bench_doc.render", lambda out, stamped: "doc\n")
+    assert report.main(argv) == 0
+    assert not (tmp_path / "controller_cost.failed.json").exists()
 
 
 @pytest.mark.parametrize(

@@ -300,7 +300,7 @@ def test_studies_refuse_unfinished_runs_and_bad_counts_before_writing(tmp_path, 
     for argv, message in [
         (
             ["--runs", str(tmp_path / "abl"), "--out", str(out)],
-            "complete cells missing: abl (0 of 2)",
+            "abl: no complete cell",
         ),
         (["--runs", str(tmp_path / "none"), "--out", str(out)], "no ablation.json there"),
     ]:
@@ -308,6 +308,21 @@ def test_studies_refuse_unfinished_runs_and_bad_counts_before_writing(tmp_path, 
             predictive_trainer.main(argv)
         assert message in capsys.readouterr().err
     assert not out.exists()
+    cell = tmp_path / "abl" / cells[0]["name"]  # one of two cells complete
+    cell.mkdir()
+    (cell / "summary.json").write_text(
+        json.dumps({"status": "complete", "total_time": 1.0, "final_eval_accuracy": 0.9})
+    )
+    config = {"controller": {"name": "static"}, "seed": 0, "cost": {}, "hetero": {},
+              "train": {"num_steps": 4}}  # fmt: skip
+    (cell / "config.json").write_text(json.dumps(config))
+    argv = ["--runs", str(tmp_path / "abl"), "--out", str(out)]
+    with pytest.raises(SystemExit):
+        predictive_trainer.main(argv)
+    assert "complete cells missing: abl (1 of 2)" in capsys.readouterr().err
+    assert predictive_trainer.main([*argv, "--allow_missing"]) == 0
+    (study,) = json.loads(out.read_text())["studies"]
+    assert (len(study["runs"]), study["cells"]) == (1, 2)
     for argv, message in [
         (["--tune-plants", "0"], "--plants and --tune-plants must be >= 1"),
         (["--seeds", "a"], "--seeds takes integers"),

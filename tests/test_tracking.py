@@ -308,3 +308,23 @@ def test_a_failed_run_is_not_finished_in_wandb(tmp_path):
         offline.wait_until_written(run_dir)
         codes[status] = [v for kind, v in offline._records(run_dir) if kind == "exit"]
     assert codes == {"complete": [0], "failed": [1], "interrupted": [1]}
+
+
+def test_a_run_id_with_dashes_is_read_whole_and_disabled_wandb_checks_no_names():
+    """`WANDB_RUN_ID=exp-1` was read as '1' (the text after the last dash), so the summary's
+    id never matched; a project name W&B would refuse stopped runs that never start W&B."""
+    from omnilearn_jax.config import checks
+
+    assert tracking.run_id_of("/w/wandb/offline-run-20260101_000000-exp-1") == "exp-1"
+    assert tracking.run_id_of("offline-run-20260101_000000-abc123") == "abc123"
+    config = _config("disabled")
+    config.wandb.project = "ablation:hl8"
+    config.wandb.update(tags=(), init_timeout=30.0)
+    section = config.wandb
+    with pytest.raises(ValueError, match="holds ':'"):
+        checks.check_wandb(section)
+    from omnilearn_jax.config.schema import base_config
+
+    full = base_config()
+    full.wandb.project = "ablation:hl8"  # disabled (the default): not checked
+    checks.check_config(full)

@@ -389,6 +389,15 @@ def render(out_dir: str, stamped: dict | None = None) -> str:
         if "error" in record:
             lines += [f"Failed: `{record['error']}`", ""]
             continue
+        failed = os.path.join(out_dir, f"{name}.failed.json")
+        if os.path.exists(failed):  # the last good result stands in for a failed rerun
+            with open(failed) as f:
+                error = json.load(f).get("error", "")
+            lines += [
+                f"**The latest run failed** (`{error}`, `{rel(failed)}`): the numbers below are "
+                f"an earlier run's.",
+                "",
+            ]
         lines += [body(record["result"]), ""]
     lines += ["## Sources", ""]
     lines += [f"- `{rel(os.path.join(out_dir, n + '.json'))}`" for n in records]

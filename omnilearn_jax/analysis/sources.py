@@ -134,22 +134,18 @@ def find_offline_runs(root: str) -> list[RunRef]:
     return refs
 
 
-def _run_id(offline_dir: str) -> str:
-    """The W&B run id of `offline-run-<YYYYmmdd_HHMMSS>-<id>`."""
-    return os.path.basename(offline_dir).rsplit("-", 1)[-1]
-
-
 def _by_run_id(run_dir: str, found: list[str]) -> dict[str, list[str]]:
     """{name: its offline directories} for the offline runs found under `run_dir`."""
     ids: dict[str, list[str]] = {}
     for d in found:  # oldest first, kept so within each id
-        ids.setdefault(_run_id(d), []).append(d)
+        ids.setdefault(tracking.run_id_of(d), []).append(d)
     if len(ids) <= 1:
         return {run_dir: found} if found else {}
     summary = _read_json(os.path.join(run_dir, "summary.json")) or {}
     own = summary.get("wandb_run_id")
     if own in ids or os.path.exists(os.path.join(run_dir, "metrics.jsonl")):
-        return {run_dir: ids[own if own in ids else _run_id(found[-1])]}  # else: the newest
+        newest = tracking.run_id_of(found[-1])
+        return {run_dir: ids[own if own in ids else newest]}
     return {os.path.join(run_dir, run_id): dirs for run_id, dirs in ids.items()}
 
 

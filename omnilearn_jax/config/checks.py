@@ -187,7 +187,8 @@ def check_for_devices(
     _choice("cpu_dispatch", config.get("cpu_dispatch", "auto"), DISPATCH)
     _choice("mode", config.mode, MODES)
     _choice("wandb.mode", config.wandb.mode, WANDB_MODES)
-    check_wandb(config.wandb)
+    if config.wandb.mode != "disabled":  # a run that never starts W&B is not held to it
+        check_wandb(config.wandb)
     orders = step.WAIT_ORDERS
     _choice("hetero.inject_order", config.hetero.get("inject_order", orders[0]), orders)
     inject = config.hetero.get("inject", 0.0)

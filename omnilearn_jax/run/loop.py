@@ -378,6 +378,7 @@ class Runner:
                     done, last = self.done, self.finished()
                     if last:  # the steps' wall time, before the last evaluation and save
                         self.sync()
+                        jax.block_until_ready(t.state)  # the steps dispatched ahead, done
                         self.steps_wall = time.perf_counter() - start - aside
                     if done == first + 1:  # compiles end with the first step: ETA from here
                         self.warm = (time.perf_counter(), done)
@@ -395,6 +396,8 @@ class Runner:
                             break
                         self.progress(log, start)
                         lines.pop(0)
+                    if (evaluate or save) and not last:  # the steps queued ahead are the steps'
+                        jax.block_until_ready(t.state)  # own time, not the evaluation's
                     began = time.perf_counter()
                     if evaluate:
                         self.evaluate(log)

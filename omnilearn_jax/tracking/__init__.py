@@ -11,6 +11,7 @@ from omnilearn_jax.tracking.offline import (
     read_offline_config,
     read_offline_history,
     read_offline_summary,
+    run_id_of,
 )
 from omnilearn_jax.tracking.trackers import (
     MemoryTracker,
@@ -28,6 +29,7 @@ __all__ = [
     "Tracker",
     "WandbTracker",
     "find_offline_runs",
+    "run_id_of",
     "flatten_record",
     "make_tracker",
     "read_offline_config",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -27,6 +28,13 @@ _BLOCK = 32 * 1024
 _HEADER = struct.Struct("<IHB")  # crc32c, payload length, chunk type
 _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
 _FILE_HEADER_LEN = 7
+
+
+def run_id_of(offline_dir: str) -> str:
+    """The W&B run id of an `offline-run-<YYYYmmdd_HHMMSS>-<id>` directory (an id may hold
+    dashes: WANDB_RUN_ID=exp-1)."""
+    match = re.fullmatch(r"offline-run-\d{8}_\d{6}-(.+)", os.path.basename(offline_dir))
+    return match.group(1) if match else os.path.basename(offline_dir)
 
 
 def find_offline_runs(workdir: str) -> list[str]:
