@@ -86,3 +86,29 @@ def test_settle_ties_go_to_the_lower_worker():
         record = lambda j, c, out=measured: out.append(j)  # noqa: E731
         unmeasured.settle(lambda: (10.0, 1), 0.5, record, floor)
         assert measured == ([k] if waits else [])
+
+
+def test_injected_waits_of_async_workers_run_side_by_side(tmp_path, monkeypatch):
+    """A program that sleeps in a host callback (hetero.inject) may run in its launching
+    thread on XLA:CPU: launched from the loop's thread, the workers' waits ran one after
+    another (3.55 s of steps for a 0.65 s clock). Each is now launched from a thread of its
+    own, as BSP's devices are."""
+    import threading
+
+    from omnilearn_jax.asp.eager import EagerServer
+    from omnilearn_jax.run.job import train_and_evaluate
+    from tests.test_async import _async4
+
+    launched = []
+    compute = EagerServer.compute
+
+    def spy(self, k, params, rows, step_index, delay, *rest):
+        if delay is not None:
+            launched.append(threading.current_thread().name)
+        return compute(self, k, params, rows, step_index, delay, *rest)
+
+    monkeypatch.setattr(EagerServer, "compute", spy)
+    config = _async4(clock="wall", train__num_steps=8, train__eval_every=100)
+    config.hetero.inject = 0.001
+    train_and_evaluate(config, str(tmp_path))
+    assert len(launched) >= 8 and all(name.startswith("inject") for name in launched), launched
