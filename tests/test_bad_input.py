@@ -82,7 +82,10 @@ CASES = [
     ({"hetero.inject_order": "during"}, "unknown hetero.inject_order 'during'; valid values: alo"),
     ({"capacity_buckets": 3}, "config key 'capacity_buckets' was removed: use bucket_ratio"),
     ({"micro_batch_size": 8}, "config key 'micro_batch_size' was removed: use memory_rows"),
-    ({"bucket_ratio": 1.0}, "bucket_ratio must be > 1 (each bucket about that many times"),
+    (
+        {"bucket_ratio": 1.0},
+        "bucket_ratio must be a finite number > 1 (each bucket about that many times",
+    ),
     ({"memory_rows": -1}, "memory_rows must be >= 0 (0 = no limit), got -1"),
     ({"train.nan_policy": "ignore"}, "unknown train.nan_policy 'ignore'; valid values: stop"),
     ({"hetero.name": "hl9"}, "unknown hetero.name 'hl9'; valid names:"),
@@ -231,6 +234,9 @@ CASES = [
     ({"train.target_perplexity": -1.0}, "train.target_perplexity must be >= 0 (0 = none)"),
     ({"train.target_accuracy": 1.5}, "train.target_accuracy must be in [0, 1] (0 = none)"),
     ({"cpu_dispatch": "bogus"}, "unknown cpu_dispatch 'bogus'"),  # ran from Python
+    ({"bucket_ratio": float("inf")}, "bucket_ratio must be a finite number > 1"),  # Overflow
+    ({"bucket_ratio": float("nan")}, "bucket_ratio must be a finite number > 1"),
+    ({"capacity": 4}, "capacity=4 rows a device x 8 devices cannot hold global_batch_size=64"),
     # W&B refused these only when the run started: it then trained untracked.
     (
         {"wandb.mode": "offline", "wandb.project": "team/proj"},

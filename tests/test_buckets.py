@@ -40,7 +40,7 @@ def test_bucket_sizes_are_multiples_of_8_about_the_ratio_apart():
         np.testing.assert_array_equal(sizes[1:-1], np.ceil(sizes[:-2] * ratio / 8) * 8)
     # a memory budget: blocks above it are whole numbers of chunks
     assert buckets.bucket_sizes(128, memory_rows=30) == (8, 16, 24, 32, 64, 96, 128)
-    with pytest.raises(ValueError, match="bucket_ratio must be > 1"):
+    with pytest.raises(ValueError, match="bucket_ratio must be a finite number > 1"):
         buckets.bucket_sizes(64, ratio=1.0)
     with pytest.raises(ValueError, match="memory_rows must be >= 0"):
         buckets.bucket_sizes(64, memory_rows=-8)

@@ -535,3 +535,22 @@ def test_ready_times_never_sleep_once_every_result_is_ready(monkeypatch):
     one = _Result(5)
     assert step.launch_ready_times([one], 0.0).shape == (1,) and one.waited
     assert one.polls == 5 and len(sleeps) == 2
+
+
+def test_a_memory_budget_below_the_even_share_runs_over_the_mesh(tmp_path):
+    """memory_rows under the even share's bucket (16 rows a device, chunks of 8): the mesh's
+    shard_map program refused its chunk loop's carry (zeros that were not device-varying),
+    so every such run, and every async run with memory_rows, failed at warm-up."""
+    from omnilearn_jax.run.job import train_and_evaluate
+    from tests.test_train import smoke_config
+
+    finals = []
+    for rows in (0, 8):
+        config = smoke_config()
+        config.num_workers = config.num_devices = 2
+        config.global_batch_size, config.memory_rows, config.bucket_ratio = 32, rows, 8.0
+        config.train.num_steps, config.train.save_params = 2, True
+        train_and_evaluate(config, str(tmp_path / str(rows)))
+        with np.load(tmp_path / str(rows) / "final_params.npz") as f:
+            finals.append({k: f[k] for k in f.files})
+    assert max(float(np.max(np.abs(finals[0][k] - finals[1][k]))) for k in finals[0]) < 1e-6

@@ -230,6 +230,13 @@ def test_workers_sharing_a_device_keep_their_bounds_unless_the_capacity_binds():
     assert worker_bounds(config, per_device=1)[1].tolist() == [40] * 4
     config.capacity, config.controller.b_max = 40, 10  # 4 x 10 cannot overfill it
     assert worker_bounds(config, per_device=4)[1].tolist() == [10] * 4
+    # A remainder goes to a device's first workers (42 rows: 11, 11, 10, 10, not 10 each:
+    # the device could not have held its capacity); under a row a worker, one line.
+    config.capacity, config.controller.b_max = 42, -1
+    assert worker_bounds(config, per_device=4)[1].tolist() == [11, 11, 10, 10]
+    config.capacity = 3
+    with pytest.raises(ValueError, match="capacity=3 is below the 4 workers a device holds"):
+        worker_bounds(config, per_device=4)
 
 
 def test_a_cpu_run_from_python_takes_its_configs_cpu_devices(monkeypatch, capsys):

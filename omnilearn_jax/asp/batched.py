@@ -300,8 +300,12 @@ class BatchedServer:
         # Packed sums as the engine's programs give them (step.pack_sums: one dtype, the
         # parameters' promoted with the float32 loss), zeros on every device.
         zero = np.zeros((1, pulled.shape[1] + 3), jnp.result_type(pulled.dtype, jnp.float32))
-        sums = self._assemble(jax.device_put([zero] * self.w, self.devices))
+        placed = jax.device_put([zero] * self.w, self.devices)
+        sums = self._assemble(placed)
         jax.block_until_ready(self.merge(sums, pulled, *host[:2], self.pushes, host[2]))
+        # A wave reads each device's loss sum off its packed sums (`_wave_per_device`), an
+        # op-by-op slice that compiled at each device's first wave: 8 compiles after warm-up.
+        jax.block_until_ready([z[0, -3] for z in placed])
         jax.block_until_ready(self.unpack_state(self.state))
         if shared:
             e = self.engine

@@ -201,10 +201,16 @@ def check_for_devices(
         )
     if config.mode == "asp":
         _check_asp(config, num_available_devices, num_processes)
-    if config.bucket_ratio <= 1:
+    if not 1 < config.bucket_ratio < math.inf:  # NaN and inf: an OverflowError, later
         raise ValueError(
-            f"bucket_ratio must be > 1 (each bucket about that many times the last), got "
-            f"{config.bucket_ratio}"
+            f"bucket_ratio must be a finite number > 1 (each bucket about that many times the "
+            f"last), got {config.bucket_ratio}"
+        )
+    devices = config.num_devices or num_available_devices
+    if config.capacity and config.capacity * devices < config.global_batch_size:
+        raise ValueError(  # a split could not fit: the framework broke its own rule at step 0
+            f"capacity={config.capacity} rows a device x {devices} devices cannot hold "
+            f"global_batch_size={config.global_batch_size}: raise capacity"
         )
     if config.memory_rows < 0:
         raise ValueError(f"memory_rows must be >= 0 (0 = no limit), got {config.memory_rows}")

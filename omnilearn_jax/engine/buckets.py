@@ -47,8 +47,8 @@ def bucket_sizes(capacity: int, ratio: float = 1.25, memory_rows: int = 0) -> tu
     times `ratio` rounded up to a multiple of ALIGN (or of the chunk, past `memory_rows`)."""
     if capacity < 1:
         raise ValueError(f"device capacity must be positive, got {capacity}")
-    if ratio <= 1:
-        raise ValueError(f"bucket_ratio must be > 1, got {ratio}")
+    if not 1 < ratio < math.inf:  # NaN and inf too (an OverflowError below)
+        raise ValueError(f"bucket_ratio must be a finite number > 1, got {ratio}")
     chunk = _chunk(memory_rows)
 
     def up(rows: float) -> int:

@@ -105,9 +105,13 @@ def block_sums(apply: ApplyFn, chunk: int, params, x, y, mask) -> Sums:
     def body(acc, part):
         return jax.tree.map(jnp.add, acc, masked_sums(apply, params, *part)), None
 
-    zero = jax.eval_shape(lambda: masked_sums(apply, params, x[:chunk], y[:chunk], mask[:chunk]))
-    zero = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), zero)
-    return jax.lax.scan(body, zero, (split(x), split(y), split(mask)))[0]
+    # The first chunk's sums start the carry (0 + c0 = c0, bit for bit): zeros made here are
+    # not device-varying inside the mesh's shard_map program, and scan refused a carry whose
+    # type changed ("carry input and carry output must have equal types": every run whose
+    # memory_rows is below its even share's bucket, and every async run with memory_rows).
+    parts = (split(x), split(y), split(mask))
+    first = masked_sums(apply, params, *(a[0] for a in parts))
+    return jax.lax.scan(body, first, tuple(a[1:] for a in parts))[0]
 
 
 def _sleep_for(seconds) -> np.ndarray:

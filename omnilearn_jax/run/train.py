@@ -131,7 +131,15 @@ def worker_bounds(config: ml_collections.ConfigDict, per_device: int) -> tuple:
     )
     fill = min(b, per_device * int(hi.max()))  # the most rows a device's workers can hold
     capacity = config.capacity or fill
-    share = capacity if fill <= capacity else capacity // per_device
+    if capacity < per_device:  # a worker bound of 0 reads as "no bound" to the bound checks
+        raise ValueError(
+            f"capacity={capacity} is below the {per_device} workers a device holds: each "
+            f"needs a row at least; raise capacity"
+        )
+    # A device's workers split its capacity, the remainder to its first ones (7 rows over
+    # 2 workers: 4 and 3, not 3 and 3), so the device can hold its capacity.
+    spread = capacity // per_device + (np.arange(w) % per_device < capacity % per_device)
+    share = capacity if fill <= capacity else spread
     return lo, np.minimum(hi, share), capacity
 
 
