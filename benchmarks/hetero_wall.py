@@ -68,7 +68,8 @@ def job(level: int, controller: str, clock: str, steps: int, inject: float):
         c.hetero.inject = inject
     else:  # the same cluster as the virtual clock models it, and the same controller: the
         # wall clock's persist (the virtual clock's own default is 0, schema.controller_section)
-        c.controller.persist = tracking.DEFAULT_PERSIST
+        if "persist" in controllers.accepted_kwargs(controller):  # static has none to set
+            c.controller.persist = tracking.DEFAULT_PERSIST
         c.cost.linear = True
         c.cost.per_sample_cost = inject
         c.cost.fixed_cost = 0.0

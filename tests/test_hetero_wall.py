@@ -161,6 +161,10 @@ def test_the_prediction_runs_the_controller_the_wall_clock_runs():
 
     wall, virtual = (hw.job(4, "pi", clock, 10, 0.003) for clock in ("wall", "virtual"))
     assert controller_section(wall)["persist"] == controller_section(virtual)["persist"] == 0.1
+    # static takes no persist: setting it printed a warning the user could not act on
+    from omnilearn_jax.config.schema import unread_controller_keys
+
+    assert unread_controller_keys(hw.job(4, "static", "virtual", 10, 0.003)) == []
 
 
 def test_the_section_names_the_wait_order_and_the_grid_cells_not_run():

@@ -127,6 +127,7 @@ def test_verbose_shows_the_traceback(tmp_path):
         assert proc.returncode != 0
         assert "Traceback (most recent call last)" in proc.stderr
         assert "unknown controller 'proportinal'" in proc.stderr
+        assert "(did you mean 'proportional'?)" in proc.stderr  # lost with the traceback
 
 
 def test_a_workdir_holding_another_run_is_a_user_error(tmp_path):

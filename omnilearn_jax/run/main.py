@@ -157,7 +157,8 @@ def run(argv: list[str]) -> int:
         import_controller_plugin(argv[1:])
         app.run(main, argv=argv, flags_parser=parse_flags)
     except (errors.UserError, *errors.USER_ERRORS) as e:
-        if verbose:
+        if verbose:  # the traceback, after the line with its suggestion ("did you mean")
+            errors.report(e)
             raise
         return errors.report(e)
     except interrupt.Interrupted as e:  # the loop has saved and said where it stopped
