@@ -14,8 +14,8 @@ STAMP := $(VENV)/.installed
 # on our machines) every process would otherwise compile jax and flax from source again
 # (about 200 CPU-s over the test suite's processes).
 $(STAMP): requirements.txt
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
-		echo "make: needs Python >= 3.11 ($(PYTHON) is older); e.g. make run PYTHON=python3.11" >&2; \
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+		echo "make: needs Python >= 3.11 ($(PYTHON) is missing or older); e.g. make run PYTHON=python3.11" >&2; \
 		exit 2; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet uv && $(VENV)/bin/uv pip install --quiet --compile-bytecode \

@@ -316,3 +316,14 @@ def test_paper_lm_takes_a_given_step_count_with_runlocal():
     assert paper_lm.get_config("runlocal,steps=3").train.num_steps == 3
     assert paper_lm.get_config("runlocal").train.num_steps == 8
     assert paper_lm.get_config("").train.num_steps == 300
+
+
+def test_a_capacity_is_checked_against_the_devices_a_run_will_have():
+    """check_config (the ablation's pre-check) assumed one device a worker: capacity 20 for
+    8 workers passed, and the trainer on 4 devices refused the cell at run time. Without a
+    device count the check waits for the trainer's; with one it is made at once."""
+    config = _paper(num_workers=8, capacity=20)
+    check_config(config)  # B = 128 over devices not known yet
+    config.num_devices = 4
+    with pytest.raises(ValueError, match="capacity=20 rows a device x 4 devices cannot hold"):
+        check_config(config)

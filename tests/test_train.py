@@ -237,6 +237,11 @@ def test_workers_sharing_a_device_keep_their_bounds_unless_the_capacity_binds():
     config.capacity = 3
     with pytest.raises(ValueError, match="capacity=3 is below the 4 workers a device holds"):
         worker_bounds(config, per_device=4)
+    # Not split (the default capacity, B under the workers a device holds): each worker keeps
+    # its own bound (8 workers, B = 4 on one device had been refused, naming a key never set).
+    config.num_workers, config.capacity, config.global_batch_size = 8, 0, 4
+    config.controller.b_min = 0
+    assert worker_bounds(config, per_device=8)[1].tolist() == [1] * 8  # 3B/W, the paper's
 
 
 def test_a_cpu_run_from_python_takes_its_configs_cpu_devices(monkeypatch, capsys):

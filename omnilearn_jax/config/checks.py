@@ -126,7 +126,11 @@ def check_config(config: Any) -> None:
     check_choice("controller", config.controller.name, controllers.available())
     check_choice("hetero profile", config.hetero.name, cluster.available_profiles())
     # Devices are checked by the trainer; here assume the requested count (or one a worker).
-    check_for_devices(config, config.num_devices or config.num_workers)
+    # Assumed one a worker unless given; the capacity check waits for the real count (on CPU
+    # main.py makes cpu_devices: against W devices it passed cells the trainer refused).
+    check_for_devices(
+        config, config.num_devices or config.num_workers, known=bool(config.num_devices)
+    )
     w, b = config.num_workers, config.global_batch_size
     controllers.check_bounds(w, b, config.controller.b_min, config.controller.b_max)
     try:
@@ -167,7 +171,10 @@ def _choice(what: str, value: str, valid: tuple[str, ...]) -> None:
 
 
 def check_for_devices(
-    config: ml_collections.ConfigDict, num_available_devices: int, num_processes: int = 1
+    config: ml_collections.ConfigDict,
+    num_available_devices: int,
+    num_processes: int = 1,
+    known: bool = True,
 ) -> None:
     """The checks against the devices and processes at hand (what a trainer calls, and
     `check_config` with the requested device count); raises ValueError for the first
@@ -207,7 +214,7 @@ def check_for_devices(
             f"last), got {config.bucket_ratio}"
         )
     devices = config.num_devices or num_available_devices
-    if config.capacity and config.capacity * devices < config.global_batch_size:
+    if known and config.capacity and config.capacity * devices < config.global_batch_size:
         raise ValueError(  # a split could not fit: the framework broke its own rule at step 0
             f"capacity={config.capacity} rows a device x {devices} devices cannot hold "
             f"global_batch_size={config.global_batch_size}: raise capacity"

@@ -241,11 +241,12 @@ class Engine:
         """`values` (host arrays or numbers) placed on `where` (a device or a sharding),
         once: a split held by a controller repeats its per-device scalars step after step."""
         key = (where, tuple(np.asarray(v).tobytes() for v in values))
-        if key not in self._constants:
+        placed = self._constants.get(key)  # read once: injected launches call from threads
+        if placed is None:
             if len(self._constants) > 64:
                 self._constants.clear()
-            self._constants[key] = jax.device_put(tuple(values), where)
-        return self._constants[key]
+            placed = self._constants[key] = jax.device_put(tuple(values), where)
+        return placed
 
 
 def decision_device(devices) -> Any:

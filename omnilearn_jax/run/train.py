@@ -131,7 +131,7 @@ def worker_bounds(config: ml_collections.ConfigDict, per_device: int) -> tuple:
     )
     fill = min(b, per_device * int(hi.max()))  # the most rows a device's workers can hold
     capacity = config.capacity or fill
-    if capacity < per_device:  # a worker bound of 0 reads as "no bound" to the bound checks
+    if fill > capacity and capacity < per_device:  # split: a bound of 0 reads as "no bound"
         raise ValueError(
             f"capacity={capacity} is below the {per_device} workers a device holds: each "
             f"needs a row at least; raise capacity"
