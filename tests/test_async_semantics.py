@@ -237,3 +237,12 @@ def test_a_schedule_over_the_update_cap_under_a_time_budget_is_warned():
     assert budget_schedule(config) == []
     config.optimizer.schedule, config.asp.time_budget = "cosine", 0.0
     assert budget_schedule(config) == []  # the cap ends the run: the schedule fits it
+
+
+def test_a_budgeted_runs_progress_counts_to_the_budget_not_the_cap():
+    from omnilearn_jax.asp.loop import updates_left
+
+    assert updates_left(55, 0.5, 3.0, 1760) == 275.0  # 55 updates a 0.5 s: 2.5 s left
+    assert updates_left(55, 0.5, 0.0, 1760) == 1705  # no budget: to the cap
+    assert updates_left(1700, 0.5, 3.0, 1760) == 60  # the cap comes first
+    assert updates_left(300, 3.1, 3.0, 1760) == 0.0  # past the budget

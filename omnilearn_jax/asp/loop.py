@@ -62,6 +62,16 @@ class Flight(NamedTuple):
     rows: int
 
 
+def updates_left(done: int, clock: float, budget: float, cap: int) -> float:
+    """Updates still to run: to the cap, or where a time budget will stop the run first, as
+    many as the clock's pace so far fits in what is left of it (a progress line's ETA had
+    counted to the cap: 'ETA 2m25s' for a run the budget ended 2 s later)."""
+    left = cap - done
+    if budget and clock > 0:
+        left = min(left, done * max(budget - clock, 0.0) / clock)
+    return left
+
+
 def update_weights(weighting: str, lr_scaling: str, b_k: int, b: int, w: int):
     """(gradient coefficient on the worker's gradient sum, weight of its decay terms,
     step scale) of an update of b_k samples out of a global batch of b over w workers."""
@@ -362,7 +372,11 @@ class AsyncLoop(Runner):
 
     def progress(self, log: RunLog, start: float, extra: str = "") -> None:
         stale = self.staleness_summary()["staleness_mean"]
-        super().progress(log, start, f" staleness {stale:.2f}")
+        budget = f" of the budget {self.budget:g}s" if self.budget else ""
+        super().progress(log, start, f"{budget} staleness {stale:.2f}")
+
+    def steps_left(self, done: int, clock: float) -> float:
+        return updates_left(done, clock, self.budget, self.num_steps)
 
     def staleness_summary(self) -> dict[str, Any]:
         every = [s for per in self.staleness for s in per]

@@ -527,12 +527,16 @@ class Runner:
         eta = "--"
         if done > warm_done:
             rate = (now - warm_at) / (done - warm_done)
-            eta = format_duration(rate * (self.cfg.train.num_steps - done))
+            eta = format_duration(rate * self.steps_left(done, clock))
         log.say(
             f"{self.unit} {done}/{self.cfg.train.num_steps} loss {loss:.4f} "
             f"sizes {np.asarray(sizes).tolist()} clock {clock:.2f}s{extra} | "
             f"wall {format_duration(now - start)} ETA {eta}"
         )
+
+    def steps_left(self, done: int, clock: float) -> float:
+        """The steps (or updates) still to run, for a progress line's ETA."""
+        return self.cfg.train.num_steps - done
 
     def summary(self, wall_time: float, run_id: str) -> dict[str, Any]:
         target = self.cfg.train.target_accuracy
