@@ -25,7 +25,6 @@ import numpy as np
 from experiments.stats import mean_half
 
 ARMS = ("static", "proportional")
-WEIGHTINGS = ("share", "lr", "mean")  # asp.weighting
 
 
 def run(controller: str, seed: int, args, root: str) -> dict:
@@ -63,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.seeds < 2:  # one seed has no interval ("not significant ... includes 0" of none)
         parser.error(f"--seeds must be >= 2 for an interval over seeds, got {args.seeds}")
+    from omnilearn_jax.config.checks import WEIGHTINGS
+
     if args.weighting not in WEIGHTINGS or not args.budget > 0:
         parser.error(f"--weighting is one of {', '.join(WEIGHTINGS)} and --budget > 0 s")
     import jax

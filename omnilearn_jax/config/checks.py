@@ -140,6 +140,7 @@ def check_config(config: Any) -> None:
 
 
 CLOCKS = ("virtual", "wall")
+WEIGHTINGS = ("share", "lr", "mean")  # asp.weighting
 MODES = ("bsp", "asp")
 WANDB_MODES = ("online", "offline", "disabled")
 
@@ -364,7 +365,7 @@ def _check_asp(config, num_available_devices: int, num_processes: int) -> None:
         raise ValueError(
             f"asp.staleness_bound must be >= 0 or -1 (no bound: plain ASP), got {bound}"
         )
-    _choice("asp.weighting", config.asp.weighting, ("share", "lr", "mean"))
+    _choice("asp.weighting", config.asp.weighting, WEIGHTINGS)
     _choice("asp.lr_scaling", config.asp.lr_scaling, ("none", "linear"))
     if config.asp.lr_scaling == "linear" and config.asp.weighting != "mean":
         raise ValueError(
