@@ -6,12 +6,14 @@
 
 Reads each cell's eval records (metrics.jsonl) and summary.json and writes, per mode and
 heterogeneity level and controller:
-- perplexity at equal time: every run's eval perplexity at the latest eval at or before T,
-  where T is the earliest end time of all runs of that mode and level (BSP: the fastest
-  controller's 300 steps; async: the shared time budget), so every run is compared at a time
-  every run reached;
+- perplexity at equal time: every run's eval perplexity at T, interpolated log-linearly in
+  time between its evals either side of T, where T is the earliest end time of all runs of
+  that mode and level (BSP: the fastest controller's 300 steps; async: the shared time
+  budget, which every run passes by up to one update), so every run is compared at a time
+  every run reached (its latest eval before T had read a run whose last eval came 1 ms after
+  T an eval interval early);
 - time to the target perplexity (the first eval at or below it, lower is better), over the
-  seeds that reached it, and how many did;
+  seeds that reached it, and how many did; against static, over the seeds both reached;
 - the final perplexity and total time.
 Means over seeds with 95% Student-t intervals (mean ± t * std / sqrt(n)).
 `--data` writes every run's eval curve and what the document needs besides (the set-up,
@@ -54,9 +56,13 @@ def read_runs(workdir: str) -> list[dict]:
         if summary.get("status") != "complete":
             continue
         evals = [r for r in records if r.get("eval_perplexity") is not None]
+        if not evals:  # not a text cell
+            continue
         v = cell["values"]
         runs.append(
             {
+                "dir": path,
+                "mode": _config(path).get("mode", "bsp"),
                 "controller": v["controller.name"],
                 "level": int(v["hetero.level"]),
                 "seed": int(v["seed"]),
@@ -67,10 +73,28 @@ def read_runs(workdir: str) -> list[dict]:
     return runs
 
 
+def _config(cell_dir: str) -> dict:
+    try:
+        with open(os.path.join(cell_dir, "config.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
 def at_time(evals: list[dict], t: float) -> float:
-    """Perplexity of the latest eval at or before time t (NaN if none)."""
-    before = [r["eval_perplexity"] for r in evals if r["time"] <= t + 1e-9]
-    return float(before[-1]) if before else math.nan
+    """Perplexity at time t: an eval's own at t, else interpolated log-linearly in time
+    between the evals either side of t (NaN outside the run's evals)."""
+    times = [r["time"] for r in evals]
+    for i, (when, r) in enumerate(zip(times, evals, strict=True)):
+        if abs(when - t) <= 1e-9:
+            return float(r["eval_perplexity"])
+        if when > t:
+            if i == 0:
+                return math.nan
+            t0, p0, p1 = times[i - 1], evals[i - 1]["eval_perplexity"], r["eval_perplexity"]
+            share = (t - t0) / (when - t0)
+            return float(math.exp((1 - share) * math.log(p0) + share * math.log(p1)))
+    return math.nan
 
 
 def interval(values: list[float]) -> tuple[float, float, int]:
@@ -102,6 +126,7 @@ def summarise(runs: list[dict], target: float) -> dict:
                 "final": interval([r["evals"][-1]["eval_perplexity"] for r in mine]),
                 "total_time": interval([r["total_time"] for r in mine]),
                 "final_by_seed": {r["seed"]: r["evals"][-1]["eval_perplexity"] for r in mine},
+                "reach_by_seed": {r["seed"]: t for r, t in zip(mine, reach, strict=True)},
             }
         out[level] = {"T": t_eq, "rows": rows}
     return out
@@ -142,26 +167,37 @@ def findings(mode: str, summary: dict) -> list[str]:
         at = {c: r["at_time"] for c, r in rows.items() if r["at_time"][2]}
         best = min(at, key=lambda c: at[c][0])
         worst = max(at, key=lambda c: at[c][0])
-        overlap = at[best][0] + _half(at[best]) >= at[worst][0] - _half(at[worst])
         # Ties: within 1e-4 (relative), the float rounding of different splits of one update.
         low = [c for c in at if at[c][0] <= at[best][0] * (1 + 1e-4)]
         high = [c for c in at if at[c][0] >= at[worst][0] * (1 - 1e-4)]
-        text = (
-            f"- {mode.upper()} HL{level}: at {s['T']:.2f} s, {_names(low)} "
-            f"{'has' if len(low) == 1 else 'tie for'} the lowest perplexity "
-            f"({at[best][0]:.3f}) and {_names(high)} the highest ({at[worst][0]:.3f})"
-            + ("; their 95% intervals overlap." if overlap else "; their intervals do not overlap.")
-        )
-        static = rows.get("static", {}).get("to_target", (math.nan, math.nan, 0))
+        if set(low) == set(at):
+            text = (
+                f"- {mode.upper()} HL{level}: at {s['T']:.2f} s, every controller has the same "
+                f"perplexity ({at[best][0]:.3f})."
+            )
+        else:
+            if min(at[best][2], at[worst][2]) < 2:
+                spread = "; one seed: no interval."
+            elif at[best][0] + at[best][1] >= at[worst][0] - at[worst][1]:
+                spread = "; their 95% intervals overlap."
+            else:
+                spread = "; their intervals do not overlap."
+            text = (
+                f"- {mode.upper()} HL{level}: at {s['T']:.2f} s, {_names(low)} "
+                f"{'has' if len(low) == 1 else 'tie for'} the lowest perplexity "
+                f"({at[best][0]:.3f}) and {_names(high)} the highest ({at[worst][0]:.3f})" + spread
+            )
         faster = [
-            f"`{c}` {static[0] / r['to_target'][0]:.2f}x"
-            for c, r in rows.items()
-            if c != "static" and r["to_target"][2] and static[2]
+            f"`{c}` {ratio:.2f}x ({k}/{n} seeds)"
+            for c in rows
+            if c != "static"
+            for ratio, k, n in [to_target_ratio(rows, c)]
+            if k
         ]
         if faster:
             text += (
                 " Static's time to target over each one's (> 1: sooner than static; over the "
-                "seeds that reached it): " + ", ".join(faster) + "."
+                "seeds both reached it, of those both ran): " + ", ".join(faster) + "."
             )
         gap = _largest_gap_to_static(rows)
         if gap is not None:
@@ -173,6 +209,19 @@ def findings(mode: str, summary: dict) -> list[str]:
             )
         out.append(text)
     return out
+
+
+def to_target_ratio(rows: dict, controller: str) -> tuple[float, int, int]:
+    """(static's mean time to target / `controller`'s, k, n) over the k seeds both reached
+    the target of the n both ran (NaN and k = 0: none, or no static)."""
+    mine = rows[controller]["reach_by_seed"]
+    ref = rows.get("static", {}).get("reach_by_seed", {})
+    both = [seed for seed in mine if seed in ref]
+    reached = [seed for seed in both if mine[seed] is not None and ref[seed] is not None]
+    if not reached:
+        return math.nan, 0, len(both)
+    ratio = np.mean([ref[seed] for seed in reached]) / np.mean([mine[seed] for seed in reached])
+    return float(ratio), len(reached), len(both)
 
 
 def _largest_gap_to_static(rows: dict) -> float | None:
@@ -194,10 +243,6 @@ def _largest_gap_to_static(rows: dict) -> float | None:
 def _names(names: list[str]) -> str:
     quoted = [f"`{n}`" for n in names]
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
-
-
-def _half(stat: tuple[float, float, int]) -> float:
-    return stat[1] if math.isfinite(stat[1]) else 0.0
 
 
 def document(
@@ -227,10 +272,12 @@ def document(
         "",
         f"Set-up: {setup['text']}",
         "",
-        "Perplexity at T is each run's latest eval at or before T, the earliest end time of "
-        "the runs of that mode and level (so every run is compared at a time all of them "
-        "reached); time to target is the first eval at or below the target perplexity, over "
-        "the seeds that reached it. Means over seeds ± 95% Student-t half-widths. A time "
+        "Perplexity at T is each run's eval perplexity at T, interpolated log-linearly in "
+        "time between its evals either side of T, the earliest end time of the runs of that "
+        "mode and level (so every run is compared at a time all of them reached); time to "
+        "target is the first eval at or below the target perplexity, over the seeds that "
+        "reached it (against static: over the seeds both reached). Means over seeds ± 95% "
+        "Student-t half-widths. A time "
         "± 0 means every seed took the same time: the HL core tables here have no timing "
         "noise, so times follow the split alone, while the seeds change the initialisation "
         "and the data order (and so the perplexity).",
@@ -243,17 +290,17 @@ def document(
     return "\n".join(lines) + "\n"
 
 
-def setup_text(workdir: str) -> dict:
+def setup_text(cell_dir: str) -> dict:
     """A sentence about the model, data and cluster, from a cell's resolved config."""
-    with open(os.path.join(workdir, "ablation.json")) as f:
-        cell = json.load(f)["cells"][0]["name"]
-    with open(os.path.join(workdir, cell, "config.json")) as f:
-        c = json.load(f)
+    c = _config(cell_dir)
     m, d = c["model"], c["dataset"]
+    source = (
+        f"the text file {d['path']}" if d.get("path") else "the Python standard library's source"
+    )
     text = (
         f"a {m['depth']}-block transformer of width {m['width']} ({m['num_heads']} heads, "
         f"{c['resolved']['param_count']:,} parameters, tied embeddings) on byte-level "
-        f"sequences of {d['seq_len']} tokens of the Python standard library's source "
+        f"sequences of {d['seq_len']} tokens of {source} "
         f"({d['num_train']} training and {d['num_test']} test sequences); "
         f"{c['num_workers']} workers, B = {c['global_batch_size']}, {c['optimizer']['name']} "
         f"at {c['optimizer']['learning_rate']:g}; BSP: {c['train']['num_steps']} steps, "
@@ -325,9 +372,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if not args.bsp:
             p.error("--bsp (or --render) is required")
-        runs = {"bsp": [r for d in args.bsp for r in read_runs(d)]}
-        if args.asp:
-            runs["asp"] = [r for d in args.asp for r in read_runs(d)]
+        runs: dict[str, list[dict]] = {}
+        for mode in ("bsp", "asp"):
+            for d in getattr(args, mode):
+                found = read_runs(d)
+                if not found:
+                    p.error(f"--{mode} {d}: no complete text cell (eval_perplexity) in it")
+                if other := sorted({r["mode"] for r in found} - {mode}):
+                    p.error(f"--{mode} {d}: its cells ran with mode={other[0]}")
+                runs.setdefault(mode, []).extend(found)
         argv = sys.argv[1:] if argv is None else argv
         meta = {
             "command": "python -m experiments.lm_results "
@@ -335,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
             "date": datetime.date.today().isoformat(),
             "target": args.target,
             "note": args.note,
-            "setup": setup_text(args.bsp[0]),
+            "setup": setup_text(runs["bsp"][0]["dir"]),
             "stamps": stamps([*args.bsp, *args.asp]),
         }
     parts = {mode: summarise(rs, meta["target"]) for mode, rs in runs.items()}

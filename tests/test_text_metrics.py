@@ -80,9 +80,27 @@ def test_conclusions_name_the_lowest_perplexity():
     assert "lowest for `proportional` (12) and highest for `static` (20)" in text
 
 
+def _lm_ablation(path, curves, mode="bsp"):
+    """An ablation workdir of complete text cells: {(controller, seed): [(time, ppl)]}."""
+    cells = []
+    for (controller, seed), curve in curves.items():
+        name = f"{controller}-{seed}"
+        values = {"controller.name": controller, "hetero.level": 8, "seed": seed}
+        cells.append({"name": name, "values": values})
+        (path / name).mkdir()
+        summary = {"status": "complete", "total_time": curve[-1][0]}
+        (path / name / "summary.json").write_text(json.dumps(summary))
+        (path / name / "config.json").write_text(json.dumps({"mode": mode}))
+        lines = [json.dumps({"time": t, "eval_perplexity": p}) for t, p in curve]
+        (path / name / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    (path / "ablation.json").write_text(json.dumps({"grid": {}, "cells": cells}))
+    return str(path)
+
+
 def test_lm_results_compare_at_the_earliest_end_time(tmp_path):
     """experiments/lm_results.py: perplexity at T (the earliest end of a level's runs) is
-    each run's latest eval at or before T; intervals are 95% Student-t over seeds."""
+    each run's eval perplexity at T, log-linear in time between its evals either side;
+    intervals are 95% Student-t over seeds."""
     from experiments import lm_results
 
     curves = {  # (controller, seed) -> [(time, perplexity)]
@@ -91,24 +109,86 @@ def test_lm_results_compare_at_the_earliest_end_time(tmp_path):
         ("proportional", 0): [(1.0, 20.0), (2.0, 16.0), (3.0, 14.0)],
         ("proportional", 1): [(1.0, 21.0), (2.0, 15.0), (3.0, 13.0)],
     }
-    cells = []
-    for (controller, seed), curve in curves.items():
-        name = f"{controller}-{seed}"
-        values = {"controller.name": controller, "hetero.level": 8, "seed": seed}
-        cells.append({"name": name, "values": values})
-        (tmp_path / name).mkdir()
-        summary = {"status": "complete", "total_time": curve[-1][0]}
-        (tmp_path / name / "summary.json").write_text(json.dumps(summary))
-        lines = [json.dumps({"time": t, "eval_perplexity": p}) for t, p in curve]
-        (tmp_path / name / "metrics.jsonl").write_text("\n".join(lines) + "\n")
-    (tmp_path / "ablation.json").write_text(json.dumps({"grid": {}, "cells": cells}))
-    result = lm_results.summarise(lm_results.read_runs(str(tmp_path)), target=15.0)[8]
+    runs = lm_results.read_runs(_lm_ablation(tmp_path, curves))
+    result = lm_results.summarise(runs, target=15.0)[8]
     assert result["T"] == 3.0
     static, prop = result["rows"]["static"], result["rows"]["proportional"]
-    assert static["at_time"][:1] == (21.0,)  # 20 and 22, its evals at 2 s
+    # Half-way between 2 s and 4 s: the geometric means sqrt(20 * 16) and sqrt(22 * 18).
+    assert static["at_time"][0] == pytest.approx((math.sqrt(320) + math.sqrt(396)) / 2)
     assert prop["at_time"][:1] == (13.5,)  # 14 and 13, at 3 s
-    # t(0.975, 1 dof) = 12.706 times std / sqrt(2): 0.5 for (14, 13), 1 for (20, 22).
+    # t(0.975, 1 dof) = 12.706 times std / sqrt(2): 0.5 for (14, 13).
     assert prop["at_time"][1] == pytest.approx(12.706 * 0.5, rel=1e-4)
-    assert static["at_time"][1] == pytest.approx(12.706, rel=1e-4)
     assert static["to_target"][:1] == (6.0,) and static["reached"] == "2/2"
     assert prop["to_target"][:1] == (2.5,)  # 3.0 and 2.0
+
+
+def test_lm_results_read_a_budget_run_at_the_budget_not_an_eval_interval_early(tmp_path):
+    """Two async runs stopped by an 8 s budget, the last evals 1 ms and 4 ms past it: both
+    are read at their final perplexity (14), not one of them 100 updates earlier (40)."""
+    from experiments import lm_results
+
+    curves = {
+        ("static", 0): [(4.0, 40.0), (8.001, 14.0)],
+        ("proportional", 0): [(4.0, 40.0), (8.004, 14.0)],
+    }
+    runs = lm_results.read_runs(_lm_ablation(tmp_path, curves, mode="asp"))
+    rows = lm_results.summarise(runs, target=15.0)[8]["rows"]
+    assert rows["static"]["at_time"][0] == 14.0
+    assert rows["proportional"]["at_time"][0] == pytest.approx(14.0, rel=1e-3)  # 40 before
+
+
+def test_lm_results_sentences_say_what_the_seeds_allow(tmp_path):
+    """One seed has no interval (it was said 'their intervals do not overlap'); equal
+    perplexities are one value, not a lowest and a highest; a time-to-target ratio is over
+    the seeds both controllers reached (static's mean over 3 seeds against proportional's
+    over the 1 that reached it had said 0.51x of a mean over other seeds)."""
+    from experiments import lm_results
+
+    one = {
+        ("static", 0): [(1.0, 20.0), (4.0, 14.0)],
+        ("proportional", 0): [(1.0, 20.0), (4.0, 16.0)],
+    }
+    (tmp_path / "one").mkdir()
+    runs = lm_results.read_runs(_lm_ablation(tmp_path / "one", one))
+    text = lm_results.findings("bsp", lm_results.summarise(runs, 15.0))[0]
+    assert "one seed: no interval" in text and "do not overlap" not in text
+
+    same = {("static", 0): [(1.0, 20.0)], ("proportional", 0): [(1.0, 20.0)]}
+    (tmp_path / "same").mkdir()
+    runs = lm_results.read_runs(_lm_ablation(tmp_path / "same", same))
+    text = lm_results.findings("bsp", lm_results.summarise(runs, 15.0))[0]
+    assert "every controller has the same perplexity (20.000)" in text
+    assert "the highest" not in text
+
+    reach = {("static", s): [(1.0, 20.0), (4.0, 14.0)] for s in range(3)}
+    reach[("proportional", 0)] = [(1.0, 20.0), (7.87, 14.0)]
+    for s in (1, 2):
+        reach[("proportional", s)] = [(1.0, 20.0), (8.0, 16.0)]
+    (tmp_path / "reach").mkdir()
+    runs = lm_results.read_runs(_lm_ablation(tmp_path / "reach", reach))
+    rows = lm_results.summarise(runs, 15.0)[8]["rows"]
+    ratio, k, n = lm_results.to_target_ratio(rows, "proportional")
+    assert (k, n) == (1, 3) and ratio == pytest.approx(4.0 / 7.87)
+    assert (
+        "`proportional` 0.51x (1/3 seeds)"
+        in lm_results.findings("bsp", {8: {"T": 4.0, "rows": rows}})[0]
+    )
+
+
+def test_lm_results_refuse_cells_of_another_mode_or_no_text(tmp_path, capsys):
+    from experiments import lm_results
+
+    asp = tmp_path / "asp"
+    asp.mkdir()
+    _lm_ablation(asp, {("static", 0): [(1.0, 20.0)]}, mode="asp")
+    with pytest.raises(SystemExit) as e:
+        lm_results.main(["--bsp", str(asp), "--out", str(tmp_path / "x.md")])
+    assert e.value.code == 2 and "its cells ran with mode=asp" in capsys.readouterr().err
+
+    digits = tmp_path / "digits"
+    digits.mkdir()
+    _lm_ablation(digits, {("static", 0): [(1.0, 20.0)]})
+    (digits / "static-0" / "metrics.jsonl").write_text(json.dumps({"time": 1.0}) + "\n")
+    with pytest.raises(SystemExit) as e:
+        lm_results.main(["--bsp", str(digits), "--out", str(tmp_path / "x.md")])
+    assert e.value.code == 2 and "no complete text cell" in capsys.readouterr().err
