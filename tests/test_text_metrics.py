@@ -57,6 +57,39 @@ def test_ablation_table_shows_perplexity_and_names_the_lowest(tmp_path):
     )
 
 
+def test_equal_perplexities_are_one_value_not_a_range(tmp_path):
+    """BSP text runs end at the same perplexity under every split: the table and the
+    notebook's conclusions say so ('ranges from 29.130 (static) to 29.130 (proportional)' and
+    'lowest for `proportional` and `static` (29.13) and highest for ... (29.13)' before)."""
+    rows = _ablation(tmp_path, {"static": 29.13, "proportional": 29.13 * (1 + 1e-6)})
+    text = table.to_markdown(rows)
+    assert "final perplexity is the same for every controller (29.630)" in text
+    assert "ranges from" not in text
+    frame = pd.DataFrame(
+        {
+            "controller": ["static", "proportional"],
+            "seeds": [2, 2],
+            "total_time_mean": [10.0, 5.0],
+            "speedup_vs_static": [1.0, 2.0],
+            "speedup_vs_static_min": [1.0, 2.0],
+            "speedup_vs_static_max": [1.0, 2.0],
+            "mean_idle_fraction_mean": [0.5, 0.1],
+            "final_eval_accuracy_mean": [0.387, 0.387],
+            "final_eval_perplexity_mean": [29.13, 29.13],
+        }
+    )
+    text = report.conclusions(frame)
+    assert "Final perplexity is the same for every controller (29.13): the split" in text
+    assert "lowest for" not in text
+
+
+def test_async_text_runs_are_compared_by_perplexity_at_equal_time(tmp_path):
+    for row in (rows := _ablation(tmp_path, {"static": 20.0, "proportional": 12.0})):
+        row["budgeted"] = True  # stopped by asp.time_budget
+    text = table.to_markdown(rows)
+    assert "compared by perplexity at equal time" in text and "by accuracy" not in text
+
+
 def test_classifier_tables_have_no_perplexity_column(tmp_path):
     text = table.to_markdown(_ablation(tmp_path, None))
     assert "perplexity" not in text

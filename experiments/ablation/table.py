@@ -220,9 +220,10 @@ def _group_sentence(group: list[dict], others: list[str]) -> str:
     )
     budgeted = bool(by_name) and all(r["budgeted"] for r in by_name.values())
     if budgeted:
+        text_runs = any(not math.isnan(r["final_eval_perplexity_mean"]) for r in by_name.values())
         parts.append(
-            "asynchronous runs stop at a time budget, so they are compared by accuracy at "
-            "equal time, not by speed"
+            "asynchronous runs stop at a time budget, so they are compared by "
+            f"{'perplexity' if text_runs else 'accuracy'} at equal time, not by speed"
         )
         static = None  # no speed-up, no share of the oracle's speed
         moving = []
@@ -264,10 +265,17 @@ def _group_sentence(group: list[dict], others: list[str]) -> str:
     perplexity = {n: p for n, p in perplexity.items() if not math.isnan(p)}
     if perplexity:  # lower is better
         best, worst = min(perplexity, key=perplexity.get), max(perplexity, key=perplexity.get)
-        parts.append(
-            f"final perplexity (lower is better) ranges from {perplexity[best]:.3f} "
-            f"({best}) to {perplexity[worst]:.3f} ({worst})"
-        )
+        if perplexity[worst] <= perplexity[best] * (1 + 1e-4):  # the rounding of a split
+            every = "every controller with results" if missing else "every controller"
+            reason = "" if budgeted else ", since a split changes how long a step takes"
+            parts.append(
+                f"final perplexity is the same for {every} ({perplexity[best]:.3f}){reason}"
+            )
+        else:
+            parts.append(
+                f"final perplexity (lower is better) ranges from {perplexity[best]:.3f} "
+                f"({best}) to {perplexity[worst]:.3f} ({worst})"
+            )
     if missing:  # a controller whose every cell failed is named, not counted as agreeing
         parts.append(f"no complete cell for {_and(missing)}")
     text = "; ".join(parts) + "." if parts else ""

@@ -118,16 +118,23 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
         bsp = runs is None or "asp" not in set(_facet(runs, where_values)["mode"].dropna())
         lines += _accuracy(rows, prefix, reason=SAME_UPDATE if bsp else "")
         perplexity = rows.set_index("controller").get("final_eval_perplexity_mean")
-        if perplexity is not None and perplexity.notna().any():  # text runs: lower is better
+        if perplexity is not None and perplexity.notna().sum() > 1:  # text: lower is better
             perplexity = perplexity.dropna()
             low, high = perplexity.min(), perplexity.max()
             lowest = list(perplexity[perplexity <= low * (1 + 1e-4)].index)  # ties named
             highest = list(perplexity[perplexity >= high * (1 - 1e-4)].index)
-            lines.append(
-                f"- {prefix}Final perplexity (lower is better) is lowest for "
-                f"{_names(lowest)} ({_fmt(low, 4)}) and highest for {_names(highest)} "
-                f"({_fmt(high, 4)})."
-            )
+            if len(lowest) == len(perplexity):  # every one within the rounding of a split
+                reason = SAME_UPDATE if bsp else ""
+                lines.append(
+                    f"- {prefix}Final perplexity is the same for every controller "
+                    f"({_fmt(high, 4)}){reason}."
+                )
+            else:
+                lines.append(
+                    f"- {prefix}Final perplexity (lower is better) is lowest for "
+                    f"{_names(lowest)} ({_fmt(low, 4)}) and highest for {_names(highest)} "
+                    f"({_fmt(high, 4)})."
+                )
     if runs is not None and "staleness_mean" in runs.summaries:
         stale = runs.summaries.dropna(subset=["staleness_mean"])
         for controller, rows in stale.groupby("controller", sort=True):
