@@ -41,7 +41,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     if a.seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {a.seeds}")
     c = ml_collections.ConfigDict()
-    c.base = f"configs/paper_lm.py:mode={mode},budget={a.budget},target={a.target}"
+    budget = f",budget={a.budget}" if mode == "asp" else ""  # BSP runs its steps
+    c.base = f"configs/paper_lm.py:mode={mode}{budget},target={a.target}"
     c.group = f"lm_{mode}" + ("_curve" if a.curve else "")
     c.grid = ml_collections.ConfigDict(
         {

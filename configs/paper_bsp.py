@@ -65,10 +65,11 @@ def build(a: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
 
     data = a.data or ("digits" if a.runlocal else "synthetic")
     c.dataset.name = check_choice("data", data, DATA)
-    c.dataset.input_shape = (16, 16, 3) if a.runlocal else (32, 32, 3)
-    c.dataset.num_classes = 10
-    c.dataset.num_train = 1024 if a.runlocal else 10240
-    c.dataset.num_test = 256 if a.runlocal else 2048
+    if data == "synthetic":  # keys only the synthetic set reads (schema.unread_dataset_keys)
+        c.dataset.input_shape = (16, 16, 3) if a.runlocal else (32, 32, 3)
+        c.dataset.num_classes = 10
+        c.dataset.num_train = 1024 if a.runlocal else 10240
+        c.dataset.num_test = 256 if a.runlocal else 2048
     c.model.name = check_choice("model", a.model, MODELS)
     if a.runlocal:
         c.model.width, c.model.features, c.model.hidden = 8, (8, 16), 32

@@ -38,6 +38,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     )
     # The paper's workers, bounds (B/(2W) and 3B/W) and core tables, from the image set-ups.
     mode = check_choice("mode", a.mode, ("bsp", "asp"))
+    if a.budget and mode == "bsp":  # it was ignored: BSP runs its steps
+        raise ValueError(f"budget={a.budget:g} is for mode=asp; a BSP run trains steps=N steps")
     paper = paper_asp if mode == "asp" else paper_bsp
     c = paper.get_config(f"hetero={a.hetero},controller={a.controller},model=mlp")
     c.global_batch_size = 64  # bounds 8..48

@@ -318,6 +318,46 @@ def test_paper_lm_takes_a_given_step_count_with_runlocal():
     assert paper_lm.get_config("").train.num_steps == 300
 
 
+def _paper_lm():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "paper_lm", os.path.join(ROOT, "configs/paper_lm.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_paper_lm_refuses_a_budget_for_bsp():
+    """`budget=0.1` in BSP mode was ignored: the run went its 300 steps without a word."""
+    paper_lm = _paper_lm()
+    with pytest.raises(ValueError, match="budget=0.1 is for mode=asp"):
+        paper_lm.get_config("runlocal,budget=0.1")
+    assert paper_lm.get_config("runlocal,mode=asp,budget=0.1").asp.time_budget == 0.1
+
+
+def test_a_dataset_key_the_data_set_does_not_read_is_warned():
+    """`dataset.num_classes=100` on text (its vocabulary is its 256 bytes) ran silently; the
+    shipped configs set no key their data set ignores (paper_bsp's runlocal set the synthetic
+    set's input_shape, num_train and num_test for digits)."""
+    from omnilearn_jax.config.schema import unread_dataset_keys
+
+    config = _paper_lm().get_config("runlocal")
+    assert unread_dataset_keys(config) == []
+    config.dataset.num_classes = 100
+    assert unread_dataset_keys(config) == [
+        "dataset.num_classes is set but dataset.name='text' does not read it (it reads "
+        "path, seq_len, num_train, num_test)"
+    ]
+    for make in (default.get_config, smoke.get_config, paper_bsp.get_config):
+        for arg in ("", "runlocal") if make is paper_bsp.get_config else ("",):
+            assert unread_dataset_keys(make(arg) if arg else make()) == [], (make, arg)
+    from configs import quickstart
+
+    assert unread_dataset_keys(quickstart.get_config()) == []
+
+
 def test_a_capacity_is_checked_against_the_devices_a_run_will_have():
     """check_config (the ablation's pre-check) assumed one device a worker: capacity 20 for
     8 workers passed, and the trainer on 4 devices refused the cell at run time. Without a

@@ -101,7 +101,7 @@ def test_any_split_gives_the_single_device_token_mean(corpus, backend):
     assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(ref_grad)) > 1e-3
 
 
-def test_a_run_reports_perplexity_of_its_final_params(tmp_path):
+def test_a_run_reports_perplexity_of_its_final_params(tmp_path, capsys):
     """Through the trainer on the per-device layout: the eval loss is the token mean over the
     test set (recomputed here from the saved parameters) and perplexity is its exp."""
     from configs import paper_lm
@@ -123,6 +123,11 @@ def test_a_run_reports_perplexity_of_its_final_params(tmp_path):
     assert summary["time_to_target"] == pytest.approx(last["time"])
     sizes = [r["batch_sizes"] for r in records if "batch_sizes" in r]
     assert all(sum(s) == config.global_batch_size for s in sizes) and sizes[-1] != [16] * 4
+    with open(tmp_path / "config.json") as f:  # what the model got, not the synthetic keys
+        resolved = json.load(f)["resolved"]
+    assert (resolved["num_classes"], resolved["input_shape"]) == (256, [16])
+    said = capsys.readouterr()  # the closing line names perplexity (it gave accuracy only)
+    assert f"done: final eval perplexity {last['eval_perplexity']:.3f}, " in said.out + said.err
 
     ds = datasets.load(config.dataset)
     apply, params = models.create(config.model, ds.input_shape, 256, config.seed)

@@ -88,6 +88,24 @@ def unread_controller_keys(config: ml_collections.ConfigDict) -> list[str]:
     return out
 
 
+def unread_dataset_keys(config: ml_collections.ConfigDict) -> list[str]:
+    """Sentences naming each dataset key set (away from `base_config`'s value) that the data
+    set `dataset.name` does not read (`dataset.num_classes=100` for text, whose vocabulary is
+    its 256 bytes, ran without a word)."""
+    from omnilearn_jax.data import datasets
+
+    name = config.dataset.name
+    if name not in datasets.available():
+        return []  # refused by name where the data are loaded
+    defaults, own = base_config().dataset, datasets.reads(name)
+    return [
+        f"dataset.{key} is set but dataset.name={name!r} does not read it (it reads "
+        f"{', '.join(k for k in own if k != 'name') or 'no other key'})"
+        for key, value in config.dataset.items()
+        if key not in own and set_away(value, defaults.get(key))
+    ]
+
+
 def controller_section(config: ml_collections.ConfigDict) -> dict:
     """`config.controller` as a dict, with `persist` picked by the run's clock when the config
     leaves it at PERSIST_BY_CLOCK (the default): 0 on the virtual clock, 0.1 s on the wall.

@@ -28,14 +28,21 @@ class Dataset(NamedTuple):
 
 
 _LOADERS: dict[str, Callable[[Mapping[str, Any]], Dataset]] = {}
+_READS: dict[str, tuple[str, ...]] = {}  # the `dataset` keys each loader reads
 
 
-def _loader(name: str):
+def _loader(name: str, reads: tuple[str, ...] = ()):
     def wrap(fn):
-        _LOADERS[name] = fn
+        _LOADERS[name], _READS[name] = fn, ("name", *reads)
         return fn
 
     return wrap
+
+
+def reads(name: str) -> tuple[str, ...]:
+    """The keys of the config's `dataset` section that data set `name` reads."""
+    check_name(name)
+    return _READS[name]
 
 
 def available() -> tuple[str, ...]:
@@ -86,7 +93,7 @@ def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     return bunch.images, bunch.target
 
 
-@_loader("digits")
+@_loader("digits", reads=("test_fraction",))
 def _digits(section: Mapping[str, Any]) -> Dataset:
     """scikit-learn's shipped 8x8 digits (1,797 images), as [N, 8, 8, 1] in [0, 1]."""
     images, y = digits_arrays()
@@ -101,7 +108,7 @@ def _digits(section: Mapping[str, Any]) -> Dataset:
     return _finish(x[train], y[train], x[test], y[test], 10)
 
 
-@_loader("mnist1d")
+@_loader("mnist1d", reads=("data_dir",))
 def _mnist1d(section: Mapping[str, Any]) -> Dataset:
     """MNIST-1D generated locally (never downloaded), cached as an npz under `data_dir`."""
     data_dir = section.get("data_dir", "data_cache")
@@ -129,7 +136,7 @@ def _mnist1d(section: Mapping[str, Any]) -> Dataset:
     return _finish(*arrays, 10)
 
 
-@_loader("synthetic")
+@_loader("synthetic", reads=("input_shape", "num_classes", "num_train", "num_test", "data_seed"))
 def _synthetic(section: Mapping[str, Any]) -> Dataset:
     """Random inputs of any shape, labelled by a fixed random linear teacher (learnable)."""
     shape = tuple(int(s) for s in section.get("input_shape", (32, 32, 3)))
@@ -149,7 +156,7 @@ def _synthetic(section: Mapping[str, Any]) -> Dataset:
     return _finish(x[:n_train], y[:n_train], x[n_train:], y[n_train:], num_classes)
 
 
-@_loader("text")
+@_loader("text", reads=("path", "seq_len", "num_train", "num_test"))
 def _text(section: Mapping[str, Any]) -> Dataset:
     """Byte-level sequences of the Python standard library's source (omnilearn_jax/data/text.py):
     inputs [N, seq_len] int32 tokens, targets the next token at every position."""
@@ -164,7 +171,7 @@ _NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
 _X = ("x_train", "x_test")
 
 
-@_loader("npz")
+@_loader("npz", reads=("path",))
 def _npz(section: Mapping[str, Any]) -> Dataset:
     """A user's local file holding x_train, y_train, x_test, y_test (e.g. CIFAR-10)."""
     path = section.get("path", "")

@@ -435,8 +435,14 @@ class Runner:
             self.ckpt.close()
             if self.message:
                 log.say(self.message)
+        perplexity = summary.get("final_eval_perplexity")  # text: the measure that matters
+        scored = (
+            f"final eval perplexity {perplexity:.3f}"
+            if perplexity is not None
+            else f"final eval accuracy {summary['final_eval_accuracy']:.4f}"
+        )
         log.say(
-            f"done: final eval accuracy {summary['final_eval_accuracy']:.4f}, "
+            f"done: {scored}, "
             f"{summary['total_time']:.2f}s on the {cfg.clock} clock; results in "
             f"{t.workdir} (config.json, metrics.jsonl, summary.json)"
         )

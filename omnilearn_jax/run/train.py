@@ -210,7 +210,8 @@ class Trainer:
         # Persist by the clock; the bounds a device's capacity tightens reach the policy.
         self.controller = schema.make_controller(config, self.bounds)
         if jax.process_index() == 0:
-            for sentence in [*schema.unread_controller_keys(config), *budget_schedule(config)]:
+            unread = [*schema.unread_controller_keys(config), *schema.unread_dataset_keys(config)]
+            for sentence in [*unread, *budget_schedule(config)]:
                 print(f"warning: {sentence}", file=sys.stderr, flush=True)
 
         self.dataset = datasets.load(config.dataset)
@@ -497,6 +498,10 @@ class Trainer:
             ],
             "steps_per_epoch": self.sampler.steps_per_epoch,
             "param_count": self.param_count,
+            # What the data set gave the model (dataset.input_shape and num_classes are the
+            # synthetic set's keys; text's vocabulary is its 256 bytes).
+            "input_shape": list(self.dataset.input_shape),
+            "num_classes": self.dataset.num_classes,
             "platform": jax.devices()[0].platform,
             "per_sample_cost": self.timer.cost.per_sample_cost,
             "per_sample_cost_calibrated": self.calibrated_cost is not None,
