@@ -389,6 +389,42 @@ def test_ctrl_c_to_the_launcher_interrupts_the_run_it_does_not_fail_it(tmp_path)
     assert steps == list(range(1, summary["steps"] + 1))
 
 
+def test_a_process_given_another_config_stops_every_process_before_anything_is_built(
+    monkeypatch,
+):
+    """Each process compares its config with process 0's (a learning rate given to process 1
+    alone finished 'complete' with another result; other differences hung in a collective).
+    Here as process 1 of 2, then as process 0 whose peer differs."""
+    import jax
+    from jax.experimental import multihost_utils
+
+    from configs import smoke
+    from omnilearn_jax.run import distributed, loop
+
+    config = smoke.get_config()
+    main = loop.as_stored(config)
+    config.optimizer.learning_rate = 0.5
+    config.distributed.process_id = 1  # a key each process sets for itself: not compared
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    monkeypatch.setattr(jax, "process_index", lambda: 1)
+    monkeypatch.setattr(distributed, "from_main", lambda compute: main)
+    monkeypatch.setattr(multihost_utils, "process_allgather", lambda x: np.asarray([0, 1]))
+    with pytest.raises(ValueError) as err:
+        loop.same_config_everywhere(config)
+    assert str(err.value) == (
+        f"process 1's config differs from process 0's (optimizer.learning_rate: "
+        f"{main['optimizer']['learning_rate']!r} -> 0.5); give every process of a run the same "
+        f"config"
+    )
+    config = smoke.get_config()  # process 0: the same config as its own, its peer's differs
+    monkeypatch.setattr(jax, "process_index", lambda: 0)
+    monkeypatch.setattr(distributed, "from_main", lambda compute: compute())
+    with pytest.raises(ValueError, match=r"process\(es\) \[1\] were given another config"):
+        loop.same_config_everywhere(config)
+    monkeypatch.setattr(multihost_utils, "process_allgather", lambda x: np.asarray([0, 0]))
+    assert loop.same_config_everywhere(config) is None  # all agree
+
+
 def test_launcher_rejects_counts_below_their_least():
     for bad in ("--num_processes=0", "--num_processes=-1"):
         with pytest.raises(SystemExit) as err:

@@ -382,6 +382,24 @@ def test_a_fresh_start_removes_the_final_parameters_an_earlier_run_left(tmp_path
     assert not (tmp_path / "final_params.npz").exists()
 
 
+def test_a_resumed_run_says_running_over_the_summary_of_the_session_before(
+    tmp_path, finished_run, monkeypatch
+):
+    """A resumed run left the summary of the session before in place while it ran, so a
+    launcher recording its later death kept that session's failed process, exit code and
+    error (launch.mark_failed keeps the keys it finds)."""
+    from omnilearn_jax.run.runlog import RunLog
+
+    shutil.copytree(finished_run, tmp_path, dirs_exist_ok=True)
+    old = {"status": "failed", "steps": 2, "failed_process": 1, "error": "the session before"}
+    (tmp_path / "summary.json").write_text(json.dumps(old))
+    written = []
+    real = RunLog.summary
+    monkeypatch.setattr(RunLog, "summary", lambda self, s: (written.append(s), real(self, s)))
+    assert train_and_evaluate(_four_steps(), str(tmp_path))["status"] == "complete"
+    assert written[0] == {"status": "running", "steps": 4, "resumed_from": 4}
+
+
 def test_a_key_the_stored_config_lacks_is_unchanged_at_its_default(tmp_path, finished_run):
     """A checkpoint written before a config key existed resumes while the key keeps its
     default; giving it another value is a change like any other."""

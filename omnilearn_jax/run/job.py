@@ -29,11 +29,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     async run across processes, process k > 0 is worker k: it serves the server's gradient
     requests (asp/remote.py) and writes nothing (its summary says how many it served)."""
     from omnilearn_jax.run.distributed import async_across, async_worker
-    from omnilearn_jax.run.loop import completed_run, say_complete
+    from omnilearn_jax.run.loop import completed_run, same_config_everywhere, say_complete
 
-    # A workdir of another config is refused, and a complete run returns, before anything
-    # is loaded, compiled or written there. (An async run across processes lets its server
-    # return later, when its workers are connected and can be told to stop.)
+    # Every process of a joined run has process 0's config; a workdir of another config is
+    # refused, and a complete run returns, before anything is loaded, compiled or written
+    # there. (An async run across processes lets its server return later, when its workers
+    # are connected and can be told to stop.)
+    if not async_across(config):
+        same_config_everywhere(config)
     previous = completed_run(workdir, config)
     if previous is not None and not async_across(config):
         say_complete(workdir, previous)

@@ -109,6 +109,25 @@ RESUMABLE_CHANGES = (
 )
 
 
+def as_stored(config) -> dict:
+    """The config as config.json holds it (lists for tuples, inf as null)."""
+    return json.loads(json.dumps(plain(config.to_dict())))
+
+
+def config_changes(old: dict, new: dict, ignore: tuple[str, ...] = ()) -> str:
+    """The keys (dotted) whose values differ between two stored configs, with both values,
+    at most five ('' when none). A key one config lacks (added to the code later, or a
+    plug-in's argument) is unchanged when the other keeps its default."""
+    old, new = _flat(old), _flat(new)
+    default = _flat(json.loads(json.dumps(plain(base_config().to_dict()))))
+    changed = sorted(
+        k
+        for k in set(old) | set(new)
+        if old.get(k, default.get(k)) != new.get(k) and k not in ignore
+    )
+    return ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:5])
+
+
 def _flat(tree: dict, prefix: str = "") -> dict:
     out = {}
     for key, value in tree.items():
@@ -135,22 +154,41 @@ def check_same_config(workdir: str, config, *, checkpointed: bool = True) -> Non
     with open(path) as f:
         stored = json.load(f)
     stored.pop("resolved", None)
-    now = json.loads(json.dumps(plain(config.to_dict())))  # as stored: lists, inf -> null
-    old, new = _flat(stored), _flat(now)
-    # A key the stored config lacks (added to the code later, or a plug-in's argument) is
-    # unchanged when the new config keeps its default.
-    default = _flat(json.loads(json.dumps(plain(base_config().to_dict()))))
-    changed = sorted(
-        k
-        for k in set(old) | set(new)
-        if old.get(k, default.get(k)) != new.get(k) and k not in RESUMABLE_CHANGES
-    )
-    if changed:
-        detail = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:5])
+    if detail := config_changes(stored, as_stored(config), RESUMABLE_CHANGES):
         what = "a checkpoint of a run" if checkpointed else "a finished run"
         raise ValueError(
             f"{workdir} holds {what} with a different config ({detail}); use a new workdir, "
             f"or --config.train.resume=False to start this one afresh there"
+        )
+
+
+# Keys each process of one run may set for itself.
+PER_PROCESS = ("distributed.process_id", "distributed.local_device_ids")
+
+
+def same_config_everywhere(config) -> None:
+    """Every process of a run joined over several processes runs the config process 0 runs
+    (one broadcast and one all-gather, before anything is built): one given another config
+    (a stale copy of the repository on one host, an override given to one process) had hung
+    in a collective, or finished 'complete' with a wrong result (another learning rate on one
+    process), and a user error on one process aborted all after 30 s."""
+    if jax.process_count() == 1:
+        return
+    from jax.experimental import multihost_utils
+
+    mine = as_stored(config)
+    detail = config_changes(distributed.from_main(lambda: mine), mine, PER_PROCESS)
+    differs = np.asarray(multihost_utils.process_allgather(np.int32(bool(detail)))).ravel()
+    if detail:
+        raise ValueError(
+            f"process {jax.process_index()}'s config differs from process 0's ({detail}); "
+            f"give every process of a run the same config"
+        )
+    if differs.any():
+        others = [int(i) for i in np.flatnonzero(differs)]
+        raise ValueError(
+            f"process(es) {others} were given another config than process 0 (each names the "
+            f"keys); give every process of a run the same config"
         )
 
 
@@ -344,8 +382,11 @@ class Runner:
             t.workdir, is_main=jax.process_index() == 0, tracker=tracker, append=latest is not None
         )
         log.config(resolved)
-        if latest is None:  # a run that dies without Python noticing still reads "running"
-            log.summary({"status": "running", "steps": 0})
+        # A run that dies without Python noticing still reads "running"; a resumed one too,
+        # so that what the launcher records of its failure is not kept under the failed
+        # process, exit code and error of the session before (launch.mark_failed).
+        resumed = {"resumed_from": latest} if latest is not None else {}
+        log.summary({"status": "running", "steps": latest or 0, **resumed})
         first = self.done
         try:
             log.say(f"compiling the {cfg.model.name} train and eval steps ({cfg.backend})...")
