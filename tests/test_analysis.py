@@ -418,3 +418,21 @@ def test_a_missing_runs_path_is_one_line_before_the_notebook_starts(tmp_path, ca
     assert err.value.code == 2
     assert f"--runs {tmp_path / 'nonexist'}: no such file or directory" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()  # no half-run notebook left behind
+
+
+def test_figures_show_complete_runs_only(ablation, tmp_path):
+    """A failed run's partial curve was averaged into its controller's line (the mean jumped
+    where it stopped) and picked as the run to show, though the tables leave it out."""
+    from omnilearn_jax.analysis import plots
+
+    root = tmp_path / "abl"
+    shutil.copytree(ablation, root)
+    failed = root / "controller-proportional__seed-0"
+    summary = json.loads((failed / "summary.json").read_text())
+    (failed / "summary.json").write_text(json.dumps({**summary, "status": "failed"}))
+    runs = analysis.load_runs(str(root), use_cache=False)
+    assert plots.pick_run(runs) == "controller-proportional__seed-1"
+    fig = plots.plot_metric_vs_time(runs, "eval_accuracy")
+    (line,) = [ln for ln in fig.axes[0].lines if ln.get_label().startswith("proportional")]
+    evals = run_files(str(root))["controller-proportional__seed-1"][1]
+    assert list(line.get_ydata()) == [r["eval_accuracy"] for r in evals]  # seed 1's alone

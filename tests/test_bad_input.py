@@ -121,6 +121,10 @@ CASES = [
     ),
     ({"cost.bandwidth": 0.0}, "bad cost config: need ['bandwidth > 0']; got CostModel("),
     ({"faults.bad_times": (1, 2)}, "faults.bad_times must hold (step, worker, seconds) triples"),
+    (  # an IndexError mid-run, after compiling
+        {"faults.bad_times": (3, 99, 1.0)},
+        "faults.bad_times plants a time for worker 99 at step 3: a worker must be in 0..",
+    ),
     ({"train.outlier_factor": 0.5}, "train.outlier_factor must be > 1"),
     (
         dict([TRACE, ("hetero.path", lambda p: _trace(p, "step,worker\n0,0\n"))]),

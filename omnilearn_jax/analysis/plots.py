@@ -133,6 +133,7 @@ def plot_metric_vs_time(
             f"these runs record no {metric!r} (async runs have no step balance)"
         )
     data = runs.steps.dropna(subset=[metric])
+    data = data[data["run"].isin(_shown(runs))]  # a failed run's partial curve left out
     facets = _facets(data, keys)
     fig = _figure(len(facets), sharey=True)
     for ax, (title, rows) in zip(fig.axes, facets, strict=True):
@@ -181,6 +182,17 @@ def plot_balance(runs: Runs, **kwargs) -> Figure:
     return fig
 
 
+def _shown(runs: Runs) -> set:
+    """The runs a figure shows: the complete ones, as the tables count (a failed or
+    interrupted run's partial curve had been averaged into its controller's line, and picked
+    as the run to show); every run where none is complete."""
+    s = runs.summaries
+    if "status" not in s:
+        return set(s["run"])
+    done = s[s["status"] == "complete"]
+    return set((done if len(done) else s)["run"])
+
+
 def pick_run(runs: Runs) -> str:
     """A run worth showing: one whose worker speeds differ, run by an adaptive controller
     (the oracle only when nothing else adapts: it shows the target, not a policy)."""
@@ -190,7 +202,7 @@ def pick_run(runs: Runs) -> str:
 def pick_run_and_reason(runs: Runs) -> tuple[str, str]:
     """(`pick_run`'s run, why it was picked, in words for a figure title)."""
     spread = runs.workers.groupby("run")["speed"].agg(lambda s: s.max() - s.min())
-    s = runs.summaries
+    s = runs.summaries[runs.summaries["run"].isin(_shown(runs))]
     hetero = s[s["run"].map(lambda n: spread.get(n, 0) > 0)]
     pools = (
         (

@@ -133,6 +133,10 @@ def check_config(config: Any) -> None:
     )
     w, b = config.num_workers, config.global_batch_size
     controllers.check_bounds(w, b, config.controller.b_min, config.controller.b_max)
+    if "faults" in config:
+        from omnilearn_jax.engine.faults import PlantedFaults
+
+        PlantedFaults(config.faults).check(w)
     try:
         schema.make_controller(config)
     except TypeError as e:  # unknown keyword argument of the policy

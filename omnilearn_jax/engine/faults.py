@@ -46,6 +46,18 @@ class PlantedFaults:
             for i in range(0, len(triples), 3)
         }
 
+    def check(self, num_workers: int) -> None:
+        """Each planted time names a worker of the run and a step it reaches (an index past
+        the workers raised an IndexError mid-run, after compiling; a negative step never
+        fired)."""
+        for step, worker in self.bad_times:
+            if not 0 <= worker < num_workers or step < 0:
+                raise ValueError(
+                    f"faults.bad_times plants a time for worker {worker} at step {step}: a "
+                    f"worker must be in 0..{num_workers - 1} (num_workers={num_workers}) and a "
+                    f"step >= 0"
+                )
+
     def crash(self, step: int) -> None:
         if step == self.crash_step:
             raise RuntimeError(f"planted crash after step {step} (faults.crash_step={step})")

@@ -220,6 +220,7 @@ class Trainer:
         # section must fail before the model is created or anything compiles.
         check_cluster(config, steps_per_epoch=self.sampler.steps_per_epoch)
         self.faults = PlantedFaults(config.faults)
+        self.faults.check(w)
         layout = buckets.make_layout(
             num_workers=w,
             num_devices=len(devices),
