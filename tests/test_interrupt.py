@@ -126,6 +126,38 @@ def test_an_async_run_stops_at_an_update_and_resumes_there(tmp_path, monkeypatch
     assert train_and_evaluate(config, str(tmp_path))["steps"] == 12
 
 
+def test_a_joined_process_that_stops_leaves_without_the_interpreters_shutdown(
+    tmp_path, monkeypatch, capsys
+):
+    """A process of a run joined over several that is interrupted or fails exits at once
+    (os._exit): the interpreter's shutdown ran JAX's distributed shutdown, which waited in a
+    barrier for peers stopping or gone (a Ctrl-C to the launcher took its whole --grace; a
+    SIGINT to one process ended in a SIGABRT 30 s later). A one-process run returns."""
+    from omnilearn_jax.run import interrupt, main
+
+    exits = []
+
+    def stopped(*args, **kwargs):
+        raise interrupt.Interrupted(signal.SIGINT)
+
+    def failed(*args, **kwargs):
+        raise RuntimeError("Gloo AllGather failed: the peer is gone")
+
+    monkeypatch.setattr(interrupt, "raise_on_signals", lambda: None)  # keep pytest's handlers
+    monkeypatch.setattr(main.os, "_exit", exits.append)
+    argv = ["main", "--config=configs/smoke.py", f"--workdir={tmp_path}"]
+    monkeypatch.setattr(main.app, "run", stopped)
+    assert main.run(argv) == 130 and exits == []  # one process: no early exit
+    monkeypatch.setattr(main.jax.distributed, "is_initialized", lambda: True)
+    main.run(argv)
+    monkeypatch.setattr(main.app, "run", failed)
+    main.run(argv)
+    assert exits == [130, 1]
+    assert "RuntimeError: Gloo AllGather failed" in capsys.readouterr().err
+    monkeypatch.setattr(main.app, "run", lambda *a, **k: sys.exit(None))  # as app.run ends
+    assert main.run(argv) == 0 and exits == [130, 1]  # success: the usual exit
+
+
 def test_an_interrupt_before_the_first_step_says_so(tmp_path, monkeypatch, capsys):
     """Ctrl-C while loading or compiling exited 130 without a word."""
     from omnilearn_jax.run import interrupt, main

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 
 import jax
 from absl import app, flags, logging
@@ -149,7 +150,40 @@ def main(argv):
 
 
 def run(argv: list[str]) -> int:
-    """The command line; returns the exit status (see the module docstring)."""
+    """The command line; returns the exit status (see the module docstring).
+
+    A process of a run joined over several that stops on anything but success (interrupted,
+    failed, its peer dead) leaves at once, without the interpreter's shutdown: there JAX's
+    distributed shutdown waits in a barrier for peers that are stopping or gone, so a Ctrl-C
+    took the launcher's whole --grace, a SIGINT to one process ended in a SIGABRT 30 s later,
+    and the survivors of a dead peer waited out --grace (run store and tracker are closed by
+    then: the loop closes them before the error leaves it)."""
+    try:
+        code = _run(argv)
+    except SystemExit as e:  # app.run ends with sys.exit(main()): None is success
+        if not _joined():
+            raise
+        if e.code is not None and not isinstance(e.code, int):
+            print(e.code, file=sys.stderr)  # as the interpreter says a sys.exit(message)
+        code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
+    except BaseException:
+        if not _joined():
+            raise
+        traceback.print_exc()
+        code = 1
+    if code and _joined():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _joined() -> bool:
+    """Whether this process joined a run of several (jax.distributed)."""
+    return bool(jax.distributed.is_initialized())
+
+
+def _run(argv: list[str]) -> int:
     verbose = errors.verbose_requested(argv)
     interrupt.raise_on_signals()  # SIGTERM too stops with a line, not silently
     try:
