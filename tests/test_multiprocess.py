@@ -339,20 +339,26 @@ def test_waiting_collects_the_deaths_that_follow_a_failure_within_the_window():
     assert launch.root_cause(launch._wait_for_failure(ok, 3)) is None
 
 
-@pytest.mark.slow
-def test_launcher_stops_the_run_when_a_process_dies(tmp_path):
-    workdir = tmp_path / "run"
+def signal_process_1(workdir, signum):
+    """A launched long run (--grace=60) whose process 1 gets `signum` mid-run: (the
+    launcher's exit status, seconds from the signal to it, its output, the pids)."""
     proc, out = launched_long_run(workdir, grace=60)
     try:
         pids = training_pids(out)
-        os.kill(pids[1], signal.SIGKILL)
-        killed = time.monotonic()
+        os.kill(pids[1], signum)
+        sent = time.monotonic()
         code = proc.wait(timeout=90)
-        elapsed = time.monotonic() - killed
+        elapsed = time.monotonic() - sent
     finally:
         if proc.poll() is None:
             proc.kill()
-    text = out.text()
+    return code, elapsed, out.text(), pids
+
+
+@pytest.mark.slow
+def test_launcher_stops_the_run_when_a_process_dies(tmp_path):
+    workdir = tmp_path / "run"
+    code, elapsed, text, pids = signal_process_1(workdir, signal.SIGKILL)
     assert code == 128 + signal.SIGKILL, text[-3000:]
     # The survivor leaves by itself (main.run's early exit): it waited in JAX's distributed
     # shutdown before (17 s with --grace=40, measured; 0.07 s now).
@@ -439,17 +445,7 @@ def test_ctrl_c_to_one_process_interrupts_the_run_at_once(tmp_path):
     later (SIGABRT, the run marked failed). Now process 1 exits 130 at once, process 0
     sees its peer gone, and the run is interrupted."""
     workdir = tmp_path / "run"
-    proc, out = launched_long_run(workdir, grace=60)
-    try:
-        pids = training_pids(out)
-        os.kill(pids[1], signal.SIGINT)
-        sent = time.monotonic()
-        code = proc.wait(timeout=90)
-        elapsed = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    text = out.text()
+    code, elapsed, text, _ = signal_process_1(workdir, signal.SIGINT)
     assert code == 130 and "FAILED" not in text, text[-3000:]
     assert elapsed < 25, elapsed
     assert json.loads((workdir / "summary.json").read_text())["status"] == "interrupted"
