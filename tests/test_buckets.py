@@ -60,6 +60,23 @@ def test_each_device_gets_the_smallest_bucket_holding_its_rows():
     assert rows.tolist() == list(range(int(sizes.sum())))
 
 
+def test_evaluation_blocks_hold_every_row_once():
+    """uniform_blocks spreads the remainder of rows over devices: 359 test rows on 8
+    devices are 45 x 7 + 44, each once (dropping the remainder had evaluated 352)."""
+    index, mask = buckets.uniform_blocks(359, 8, 48)
+    assert int(mask.sum()) == 359
+    assert sorted(index[mask].tolist()) == list(range(359))
+    assert mask.sum(axis=1).tolist() == [45] * 7 + [44]
+
+
+def test_a_split_over_a_devices_capacity_is_refused():
+    layout = buckets.make_layout(num_workers=8, num_devices=4, capacity=100)
+    ok = np.array([50, 50, 10, 10, 10, 10, 10, 10])  # 100 rows on device 0: its capacity
+    assert buckets.check_sizes(ok, 160, layout).tolist() == ok.tolist()
+    with pytest.raises(ValueError, match="put 101 rows on one device, over its capacity of 100"):
+        buckets.check_sizes(np.array([51, 50, 10, 10, 10, 9, 10, 10]), 160, layout)
+
+
 @pytest.mark.parametrize(
     "sizes, computed",
     [

@@ -79,6 +79,11 @@ def _run_cases(digits, dtype, tol, memory_rows=0, backends=BACKENDS):
     y_all = digits.y_train[:B]
     tx = optax.sgd(0.1, momentum=0.9)
     ref_grad, ref_params = _reference(apply, params, x_all, y_all, tx)
+    # The step's loss and accuracy over the valid rows alone: a padded row (zeros in, label
+    # 0 out) is argmax 0 for an untrained MLP, so counting it raised accuracy (0.08 -> 0.58).
+    logits = np.asarray(jax.jit(apply)(params, x_all))
+    ref_acc = float(np.mean(logits.argmax(-1) == y_all))
+    ref_loss = float(optax.softmax_cross_entropy_with_integer_labels(logits, y_all).mean())
     rng = np.random.default_rng(0)
     d = len(jax.devices())
     worst = 0.0
@@ -95,9 +100,11 @@ def _run_cases(digits, dtype, tol, memory_rows=0, backends=BACKENDS):
             for sizes in _splits(num_workers, rng):
                 blocks = placement.split(layout, sizes, x_all, y_all)
                 grad, _ = steps.grad(placement.replicate(params), blocks)
-                new_state, _ = steps.train(_fresh_state(placement, params, tx), blocks)
+                new_state, metrics = steps.train(_fresh_state(placement, params, tx), blocks)
                 diff = max(_max_diff(grad, ref_grad), _max_diff(new_state.params, ref_params))
                 assert diff <= tol, (backend, num_workers, sizes.tolist(), diff)
+                assert float(metrics["accuracy"]) == pytest.approx(ref_acc, abs=1e-6)
+                assert float(metrics["loss"]) == pytest.approx(ref_loss, rel=1e-5)
                 worst = max(worst, diff)
     return worst
 
