@@ -460,6 +460,21 @@ def test_launcher_rejects_counts_below_their_least():
         launch.parse(["--num_processes=2", "--grace=-1", "--", "--config=c.py"])
 
 
+def test_launcher_refuses_a_port_in_use(capsys):
+    """A --port another program holds killed process 0 with a SIGSEGV, no word why."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(SystemExit) as err:
+            launch.parse(["--num_processes=2", f"--port={port}", "--", "--config=c.py"])
+    assert err.value.code == 2
+    assert f"--port {port} is in use on this machine" in capsys.readouterr().err
+    assert launch.parse(["--num_processes=2", f"--port={port}", "--", "--config=c.py"])[0].port
+
+
 def test_launcher_refuses_a_gpu_platform(monkeypatch, capsys):
     monkeypatch.setenv("JAX_PLATFORMS", "cuda")
     with pytest.raises(SystemExit) as err:

@@ -72,6 +72,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def port_free(port: int) -> bool:
+    """Whether the coordinator could bind `port` on this machine now (a port an earlier
+    run's connections left in TIME_WAIT counts as free, as it does for the coordinator)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of one process: the caller's, minus the XLA flag that fixes the CPU
     device count (main.py sets the count from `cpu_devices`, and the two would disagree),
@@ -443,6 +455,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         least = 1 if name == "num_processes" else 0
         if getattr(args, name) < least:
             parser.error(f"--{name} must be at least {least}, got {getattr(args, name)}")
+    if args.port and not port_free(args.port):  # the coordinator died of it (SIGSEGV)
+        parser.error(f"--port {args.port} is in use on this machine; leave --port out (a free one)")
     try:  # an empty --cpu_quota= (an unset $Q) is an error, not "no quota"
         args.cpu_quota, args.cpus = cgroups.confine(args.cpu_quota, args.cpus, args.num_processes)
     except ValueError as e:
