@@ -11,7 +11,8 @@ good then pins the worker. Here
 - while the median so far says "slower", the policy holds its decisions (`alarm`), so a real
   cliff is not walked away from before it is confirmed;
 - a cap expires after `hold` steps and the worker may grow again; a cliff found again at the
-  same place doubles the hold (up to 2^MAX_STRIKES), one found clean above it resets it.
+  same place doubles the hold (up to 2^(MAX_STRIKES - 1) holds), one found clean above it
+  resets it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-# Holds double at most this many times (hold 100: re-tested after 100, 200, ... 1,600 steps).
+# Strikes counted at most (hold 100: re-tested after 100, 200, 400, then every 800 steps).
 MAX_STRIKES = 4
 # Samples a window needs before its median may raise an alarm (so one spike never does).
 ALARM_SAMPLES = 3

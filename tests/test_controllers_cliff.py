@@ -71,6 +71,37 @@ def test_a_cap_expires_after_the_hold_and_doubles_when_found_again():
     assert int(watch.hi[1]) == LIMIT
 
 
+def _hold(watch, cap=32):
+    """Steps until worker 1's cap at `cap` (its size meanwhile) is lifted."""
+    assert int(watch.hi[1]) == cap
+    steps = 0
+    while int(watch.hi[1]) == cap:
+        watch = _observe(watch, jnp.array([1.0, 1.0]), jnp.array([10, cap])).watch
+        steps += 1
+    return watch, steps
+
+
+def test_holds_double_up_to_their_limit_and_a_clean_growth_resets_them():
+    """A cliff found again at the same place: holds 100, 200, 400, then 800 for good
+    (cliff.MAX_STRIKES); a growth with a clean verdict above the cap resets the count, so
+    the next cliff there is held 100 steps again."""
+    watch, holds = cliff.init_watch(HI, WINDOW), []
+    for _ in range(6):
+        watch = _grow(watch, 32, 80)
+        watch, found, _ = _feed(watch, [1.5] * 10, 80)
+        assert found[-1]
+        watch, steps = _hold(watch)
+        holds.append(steps)
+    assert holds == [100, 200, 400, 800, 800, 800]
+    watch = _grow(watch, 32, 80)
+    watch, found, _ = _feed(watch, [1.0] * 10, 80)  # clean: no cliff at 80 now
+    assert not any(found) and int(watch.strikes[1]) == 0
+    watch = _grow(watch, 80, 96)
+    watch, found, _ = _feed(watch, [1.5] * 10, 96)
+    assert found[-1] and int(watch.strikes[1]) == 1
+    assert _hold(watch, cap=80)[1] == 100
+
+
 def test_lower_median_of_the_first_entries():
     values = jnp.array([[5.0, 1.0, 3.0, 9.0], [2.0, 8.0, 0.0, 0.0]])
     # Odd count: the middle one; even: the lower of the two middle ones.

@@ -307,3 +307,58 @@ def test_the_oracle_solves_under_the_bounds_a_devices_capacity_sets(monkeypatch)
     with pytest.raises(StopIteration):
         Trainer(config, "unused")
     np.testing.assert_array_equal(built[0][1], [64, 64, 64, 64])
+
+
+def _moves(sizes: np.ndarray) -> list[int]:
+    return (np.flatnonzero(np.any(sizes[1:] != sizes[:-1], -1)) + 1).tolist()
+
+
+def test_pi_takes_kp_of_the_proportional_move():
+    """kp=0.5 takes half of OmniLearn's move at each decision (HL8, no noise): from uniform
+    [32]*4 half-way to [16, 16, 11, 85], then on at the next decisions (every third step:
+    the move's trial, then the response). A kp that did nothing passed every test."""
+    c = controllers.make("pi", b_min=0, b_max=0, kp=0.5, ki=0.0)
+    trace = sim.simulate(c, sim.paper_plant(8), global_batch=B, num_steps=40, key=jax.random.key(0))
+    sizes = np.asarray(trace.batch_sizes)
+    moves = _moves(sizes)
+    assert moves[:4] == [2, 5, 8, 11]
+    assert sizes[moves[0]].tolist() == [24, 24, 21, 59]
+
+
+def test_pi_integral_never_asks_beyond_the_bounds():
+    """Anti-windup: with the fastest worker at b_max (48) and a fixed cost, anchor + ki *
+    integral stays within the bounds at every step (without the clamp, 33.75 rows beyond)."""
+    speeds = np.array([6.0, 6.0, 4.0, 32.0])
+    c = controllers.make("pi", b_min=8, b_max=48, ki=0.5)
+    update, state = jax.jit(c.update), c.init(4, B)
+    sizes, beyond = np.asarray(state.sizes), []
+    for step in range(120):
+        times = np.where(sizes > 0, 0.3 + sizes / speeds, 0.0)
+        new, state = update(state, controllers.Observation.make(step, sizes, times, global_batch=B))
+        sizes = np.asarray(new)
+        beyond.append(float(np.max(np.asarray(state.anchor + 0.5 * state.integral) - 48)))
+    assert max(beyond) <= 1e-4 and sizes.tolist() == [29, 29, 22, 48]
+
+
+def test_a_worker_never_measured_is_given_the_average_share():
+    """A worker whose time never comes (inf) is assumed average, so it is probed, not
+    starved: 32 of 128 rows beside speeds 6, 6, 4 ([38, 38, 26, 26] if counted as zero)."""
+    speeds = np.array([6.0, 6.0, 4.0, 1.0])
+    c = controllers.make("proportional", b_min=0, b_max=0)
+    update, state = jax.jit(c.update), c.init(4, B)
+    sizes = np.asarray(state.sizes)
+    for step in range(6):
+        times = sizes / speeds
+        times[3] = np.inf
+        new, state = update(state, controllers.Observation.make(step, sizes, times, global_batch=B))
+        sizes = np.asarray(new)
+    assert sizes.tolist() == [36, 36, 24, 32]
+
+
+def test_every_decides_on_every_nth_step_only():
+    """`every=4`: the split moves only on steps that are multiples of 4, also after a speed
+    change (step 40); a cadence counted from 1 after each decision moved at 43."""
+    plant = sim.paper_plant(8, changes=((40, (6.0, 6.0, 4.0, 8.0)),))
+    c = controllers.make("proportional", b_min=0, b_max=0, every=4)
+    trace = sim.simulate(c, plant, global_batch=B, num_steps=80, key=jax.random.key(0))
+    assert _moves(np.asarray(trace.batch_sizes)) == [4, 44]
