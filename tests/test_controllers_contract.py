@@ -116,3 +116,28 @@ def test_an_observation_of_host_values_is_built_on_the_host_to_the_same_floats()
     )
     inside = jax.jit(lambda t: controllers.Observation.make(4, sizes, t, speeds).worker_times)
     np.testing.assert_array_equal(inside(sizes / speeds), (sizes / speeds).astype(np.float32))
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "static"])
+def test_bounds_hold_where_they_bind(name):
+    """One step from a fresh state left most policies at the observed sizes (already within
+    the bounds), so the checks above could not fail for them. Here a worker 20x faster than
+    the others drives each adaptive policy to b_max, and one 50x slower to b_min, within the
+    bounds at every one of 60 steps."""
+    for speeds, worker, bound in (
+        ([1.0, 1.0, 1.0, 1.0, 20.0], 4, B_MAX),
+        ([0.02] + [1.0] * 4, 0, B_MIN),
+    ):
+        controller, state = _build(name)
+        update = jax.jit(controller.update)
+        speeds, sizes, seen = np.array(speeds), np.asarray(state.sizes), []
+        for step in range(60):
+            times = np.where(sizes > 0, sizes / speeds, 0.0)
+            obs = controllers.Observation.make(
+                step, sizes, times, speeds=speeds, global_batch=GLOBAL_BATCH
+            )
+            new, state = update(state, obs)
+            sizes = np.asarray(new)
+            assert sizes.sum() == GLOBAL_BATCH and sizes.min() >= B_MIN and sizes.max() <= B_MAX
+            seen.append(sizes[worker])
+        assert bound in seen, (speeds.tolist(), sizes.tolist())
