@@ -36,6 +36,7 @@ import numpy as np
 
 from experiments.paper.fmt import curve_name, rel
 from experiments.stats import mean_half
+from omnilearn_jax.analysis.table import ties
 from omnilearn_jax.run import metrics
 
 
@@ -167,9 +168,8 @@ def findings(mode: str, summary: dict) -> list[str]:
         at = {c: r["at_time"] for c, r in rows.items() if r["at_time"][2]}
         best = min(at, key=lambda c: at[c][0])
         worst = max(at, key=lambda c: at[c][0])
-        # Ties: within 1e-4 (relative), the float rounding of different splits of one update.
-        low = [c for c in at if at[c][0] <= at[best][0] * (1 + 1e-4)]
-        high = [c for c in at if at[c][0] >= at[worst][0] * (1 - 1e-4)]
+        low = [c for c in at if ties(at[c][0], at[best][0])]  # the rounding of a split
+        high = [c for c in at if ties(at[worst][0], at[c][0])]
         if set(low) == set(at):
             text = (
                 f"- {mode.upper()} HL{level}: at {s['T']:.2f} s, every controller has the same "

@@ -436,3 +436,9 @@ def test_figures_show_complete_runs_only(ablation, tmp_path):
     (line,) = [ln for ln in fig.axes[0].lines if ln.get_label().startswith("proportional")]
     evals = run_files(str(root))["controller-proportional__seed-1"][1]
     assert list(line.get_ydata()) == [r["eval_accuracy"] for r in evals]  # seed 1's alone
+    # The per-worker bars leave it out too (a failed run's 100 s steps had raised them).
+    workers = runs.workers
+    workers.loc[workers["run"] == "controller-proportional__seed-0", "worker_time"] = 100.0
+    fig = plots.plot_worker_times(runs)
+    heights = [p.get_height() for ax in fig.axes for p in ax.patches]
+    assert heights and max(heights) < 10.0

@@ -117,6 +117,11 @@ def test_async_conclusions_compare_accuracy_not_speed():
     assert "- Asynchronous runs stop at a time budget: they are compared by accuracy" in text
     assert "Final accuracy is the same for every controller (0.9)." in text
     assert "fastest" not in text and "as fast" not in text and "barrier" not in text
+    # Text runs: by perplexity (it said "by accuracy", with the accuracy sentence alone).
+    runs.summaries["final_eval_perplexity"] = [13.8, 13.8, 15.1, 15.1]
+    text = analysis.conclusions(analysis.speedup_table(runs.summaries), runs)
+    assert "they are compared by perplexity at equal time" in text
+    assert "Final perplexity (lower is better) is lowest for `static` (13.8)" in text
     bsp = _runs({"static": 1.0, "proportional": 1.02})
     bsp.summaries["mode"] = "bsp"
     assert "`static` is the fastest" in analysis.conclusions(

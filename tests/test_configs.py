@@ -335,6 +335,10 @@ def test_paper_lm_refuses_a_budget_for_bsp():
     with pytest.raises(ValueError, match="budget=0.1 is for mode=asp"):
         paper_lm.get_config("runlocal,budget=0.1")
     assert paper_lm.get_config("runlocal,mode=asp,budget=0.1").asp.time_budget == 0.1
+    from configs import ablation_lm  # its BSP cells dropped a budget= without a word
+
+    with pytest.raises(ValueError, match="budget=3 is for mode=asp"):
+        ablation_lm.get_config("mode=bsp,budget=3")
 
 
 def test_a_dataset_key_the_data_set_does_not_read_is_warned():

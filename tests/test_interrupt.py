@@ -149,6 +149,8 @@ def test_a_joined_process_that_stops_leaves_without_the_interpreters_shutdown(
     monkeypatch.setattr(main.app, "run", stopped)
     assert main.run(argv) == 130 and exits == []  # one process: no early exit
     monkeypatch.setattr(main.jax.distributed, "is_initialized", lambda: True)
+    assert main.run(argv) == 130 and exits == []  # initialised, but a run of one process
+    monkeypatch.setattr(main.jax, "process_count", lambda: 2)
     main.run(argv)
     monkeypatch.setattr(main.app, "run", failed)
     main.run(argv)

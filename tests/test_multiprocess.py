@@ -473,6 +473,9 @@ def test_launcher_refuses_a_port_in_use(capsys):
     assert err.value.code == 2
     assert f"--port {port} is in use on this machine" in capsys.readouterr().err
     assert launch.parse(["--num_processes=2", f"--port={port}", "--", "--config=c.py"])[0].port
+    with pytest.raises(SystemExit) as err:  # an OverflowError traceback before
+        launch.parse(["--num_processes=2", "--port=70000", "--", "--config=c.py"])
+    assert err.value.code == 2 and "--port must be at most 65535" in capsys.readouterr().err
 
 
 def test_launcher_refuses_a_gpu_platform(monkeypatch, capsys):

@@ -400,6 +400,21 @@ def test_a_resumed_run_says_running_over_the_summary_of_the_session_before(
     assert written[0] == {"status": "running", "steps": 4, "resumed_from": 4}
 
 
+def test_a_dataset_key_the_data_set_does_not_read_changes_no_run(tmp_path, finished_run):
+    """Runs on digits stored the synthetic set's num_train and input_shape (paper_bsp set
+    them for every data set until it set them for the synthetic one alone); such a finished
+    run is still complete under today's config, while a key digits reads still counts."""
+    shutil.copytree(finished_run, tmp_path, dirs_exist_ok=True)
+    stored = json.loads((tmp_path / "config.json").read_text())
+    stored["dataset"].update(num_train=1024, input_shape=[16, 16, 3])
+    (tmp_path / "config.json").write_text(json.dumps(stored))
+    assert train_and_evaluate(_four_steps(), str(tmp_path))["status"] == "complete"
+    config = _four_steps()
+    config.dataset.test_fraction = 0.3
+    with pytest.raises(ValueError, match=r"dataset.test_fraction: 0.2 -> 0.3"):
+        train_and_evaluate(config, str(tmp_path))
+
+
 def test_a_key_the_stored_config_lacks_is_unchanged_at_its_default(tmp_path, finished_run):
     """A checkpoint written before a config key existed resumes while the key keeps its
     default; giving it another value is a change like any other."""

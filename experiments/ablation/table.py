@@ -28,7 +28,7 @@ import math
 import os
 from typing import Any
 
-from omnilearn_jax.analysis.table import stopped_by_budget
+from omnilearn_jax.analysis.table import stopped_by_budget, ties
 
 SEED = "seed"
 CONTROLLER = "controller.name"
@@ -265,9 +265,11 @@ def _group_sentence(group: list[dict], others: list[str]) -> str:
     perplexity = {n: p for n, p in perplexity.items() if not math.isnan(p)}
     if perplexity:  # lower is better
         best, worst = min(perplexity, key=perplexity.get), max(perplexity, key=perplexity.get)
-        if perplexity[worst] <= perplexity[best] * (1 + 1e-4):  # the rounding of a split
+        if ties(perplexity[worst], perplexity[best]):  # the rounding of a split
             every = "every controller with results" if missing else "every controller"
-            reason = "" if budgeted else ", since a split changes how long a step takes"
+            reason = (
+                "" if budgeted else ", since a split changes how long a step takes, not the update"
+            )
             parts.append(
                 f"final perplexity is the same for {every} ({perplexity[best]:.3f}){reason}"
             )

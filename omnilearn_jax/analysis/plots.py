@@ -257,7 +257,8 @@ def plot_worker_times(runs: Runs, *, by: Sequence[str] | None = None) -> Figure:
     runs it is NaN and only compute is drawn.
     """
     keys = _keys(runs, by)
-    groups = list(runs.workers.groupby(keys, sort=True, dropna=False))
+    workers = runs.workers[runs.workers["run"].isin(_shown(runs))]
+    groups = list(workers.groupby(keys, sort=True, dropna=False))
     fig = _figure(len(groups), width=3.6, sharey=True)  # panels compare controllers
     for ax, (values, rows) in zip(fig.axes, groups, strict=True):
         means = rows.groupby("worker")[["worker_time", "idle_time"]].mean()
@@ -276,6 +277,7 @@ def plot_staleness(runs: Runs, *, by: Sequence[str] | None = None) -> Figure | N
         return None
     keys = _keys(runs, by)
     data = runs.steps.dropna(subset=["staleness"])
+    data = data[data["run"].isin(_shown(runs))]
     groups = list(data.groupby(keys, sort=True, dropna=False))
     fig = _figure(len(groups), width=3.6, sharey=True)
     for ax, (values, rows) in zip(fig.axes, groups, strict=True):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from omnilearn_jax.analysis.load import Runs
-from omnilearn_jax.analysis.table import equal_to, stopped_by_budget, to_markdown
+from omnilearn_jax.analysis.table import equal_to, stopped_by_budget, ties, to_markdown
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -66,11 +66,14 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
         if _budgeted(runs, where_values):
             # Every async run stops at the same time budget: its total time is the budget plus
             # the last update's overshoot, and there is no barrier to wait at.
+            text_runs = "final_eval_perplexity_mean" in rows and bool(
+                rows["final_eval_perplexity_mean"].notna().any()
+            )
             lines.append(
                 f"- {prefix}Asynchronous runs stop at a time budget: they are compared by "
-                f"accuracy at equal time, not by speed."
+                f"{'perplexity' if text_runs else 'accuracy'} at equal time, not by speed."
             )
-            lines += _accuracy(rows, prefix, reason="")
+            lines += _perplexity(rows, prefix, "") if text_runs else _accuracy(rows, prefix, "")
             continue
         # A controller with no complete run (failed, interrupted) has no time to compare.
         empty = rows[rows["seeds"] == 0]
@@ -117,24 +120,7 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
         # In BSP a split changes how long a step takes, not the update; in async it does.
         bsp = runs is None or "asp" not in set(_facet(runs, where_values)["mode"].dropna())
         lines += _accuracy(rows, prefix, reason=SAME_UPDATE if bsp else "")
-        perplexity = rows.set_index("controller").get("final_eval_perplexity_mean")
-        if perplexity is not None and perplexity.notna().sum() > 1:  # text: lower is better
-            perplexity = perplexity.dropna()
-            low, high = perplexity.min(), perplexity.max()
-            lowest = list(perplexity[perplexity <= low * (1 + 1e-4)].index)  # ties named
-            highest = list(perplexity[perplexity >= high * (1 - 1e-4)].index)
-            if len(lowest) == len(perplexity):  # every one within the rounding of a split
-                reason = SAME_UPDATE if bsp else ""
-                lines.append(
-                    f"- {prefix}Final perplexity is the same for every controller "
-                    f"({_fmt(high, 4)}){reason}."
-                )
-            else:
-                lines.append(
-                    f"- {prefix}Final perplexity (lower is better) is lowest for "
-                    f"{_names(lowest)} ({_fmt(low, 4)}) and highest for {_names(highest)} "
-                    f"({_fmt(high, 4)})."
-                )
+        lines += _perplexity(rows, prefix, SAME_UPDATE if bsp else "")
     if runs is not None and "staleness_mean" in runs.summaries:
         stale = runs.summaries.dropna(subset=["staleness_mean"])
         for controller, rows in stale.groupby("controller", sort=True):
@@ -164,6 +150,25 @@ def _budgeted(runs: Runs | None, where: dict) -> bool:
         return False
     s = _facet(runs, where)
     return not s.empty and all(stopped_by_budget(row) for _, row in s.iterrows())
+
+
+def _perplexity(rows: pd.DataFrame, prefix: str, reason: str) -> list[str]:
+    """The final-perplexity sentence of a facet of text runs (lower is better; `reason`
+    follows a tie)."""
+    perplexity = rows.set_index("controller").get("final_eval_perplexity_mean")
+    if perplexity is None or perplexity.notna().sum() < 2:  # nothing to compare
+        return []
+    perplexity = perplexity.dropna()
+    low, high = perplexity.min(), perplexity.max()
+    if ties(high, low):  # every one within the rounding of a split
+        same = f"the same for every controller ({_fmt(high, 4)})"
+        return [f"- {prefix}Final perplexity is {same}{reason}."]
+    lowest = list(perplexity[[ties(v, low) for v in perplexity]].index)  # ties named
+    highest = list(perplexity[[ties(high, v) for v in perplexity]].index)
+    return [
+        f"- {prefix}Final perplexity (lower is better) is lowest for {_names(lowest)} "
+        f"({_fmt(low, 4)}) and highest for {_names(highest)} ({_fmt(high, 4)})."
+    ]
 
 
 def _accuracy(rows: pd.DataFrame, prefix: str, reason: str) -> list[str]:

@@ -107,6 +107,13 @@ def stopped_by_budget(summary) -> bool:
     return summary.get("mode") == "asp" and budget is not None and budget == budget and budget > 0
 
 
+def ties(high: float, low: float) -> bool:
+    """Two perplexities within 1e-4 (relative) of each other: the float rounding of different
+    splits of one update, not a difference (shared by experiments/lm_results.py and the
+    ablation table)."""
+    return high <= low * (1 + 1e-4)
+
+
 def equal_to(column: pd.Series, value: object) -> pd.Series:
     """Where `column` equals `value`, a missing value equal to a missing one (as groupby's
     dropna=False groups them; `==` says False, and such a group found no reference)."""

@@ -98,6 +98,9 @@ def unread_dataset_keys(config: ml_collections.ConfigDict) -> list[str]:
     if name not in datasets.available():
         return []  # refused by name where the data are loaded
     defaults, own = base_config().dataset, datasets.reads(name)
+    # Sizes are left out: configs derive step counts from num_train whatever the data set
+    # (paper_bsp's documented npz command keeps its synthetic num_train for eval_every).
+    own = (*own, "num_train", "num_test")
     return [
         f"dataset.{key} is set but dataset.name={name!r} does not read it (it reads "
         f"{', '.join(k for k in own if k != 'name') or 'no other key'})"

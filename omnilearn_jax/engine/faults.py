@@ -47,9 +47,9 @@ class PlantedFaults:
         }
 
     def check(self, num_workers: int) -> None:
-        """Each planted time names a worker of the run and a step it reaches (an index past
-        the workers raised an IndexError mid-run, after compiling; a negative step never
-        fired)."""
+        """Each planted time names a worker of the run and a step >= 0 (an index past the
+        workers raised an IndexError mid-run, after compiling; a negative step never fired;
+        a step past the run's end is not checked: it never fires either)."""
         for step, worker in self.bad_times:
             if not 0 <= worker < num_workers or step < 0:
                 raise ValueError(

@@ -455,6 +455,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         least = 1 if name == "num_processes" else 0
         if getattr(args, name) < least:
             parser.error(f"--{name} must be at least {least}, got {getattr(args, name)}")
+    if args.port > 65535:
+        parser.error(f"--port must be at most 65535, got {args.port}")
     if args.port and not port_free(args.port):  # the coordinator died of it (SIGSEGV)
         parser.error(f"--port {args.port} is in use on this machine; leave --port out (a free one)")
     try:  # an empty --cpu_quota= (an unset $Q) is an error, not "no quota"

@@ -179,8 +179,8 @@ def run(argv: list[str]) -> int:
 
 
 def _joined() -> bool:
-    """Whether this process joined a run of several (jax.distributed)."""
-    return bool(jax.distributed.is_initialized())
+    """Whether this process joined a run of several (jax.distributed with peers)."""
+    return bool(jax.distributed.is_initialized()) and jax.process_count() > 1
 
 
 def _run(argv: list[str]) -> int:
