@@ -100,12 +100,12 @@ def unread_dataset_keys(config: ml_collections.ConfigDict) -> list[str]:
     defaults, own = base_config().dataset, datasets.reads(name)
     # Sizes are left out: configs derive step counts from num_train whatever the data set
     # (paper_bsp's documented npz command keeps its synthetic num_train for eval_every).
-    own = (*own, "num_train", "num_test")
+    sizes = ("num_train", "num_test")
     return [
         f"dataset.{key} is set but dataset.name={name!r} does not read it (it reads "
         f"{', '.join(k for k in own if k != 'name') or 'no other key'})"
         for key, value in config.dataset.items()
-        if key not in own and set_away(value, defaults.get(key))
+        if key not in (*own, *sizes) and set_away(value, defaults.get(key))
     ]
 
 
