@@ -17,9 +17,10 @@ def allocate(
     """Integer sizes int32 [W] with sum == global_batch and b_min <= size <= b_max.
 
     `shares` are nonnegative weights (any scale; non-finite or negative entries count as 0; all
-    zero means uniform). They are scaled to sum to B, projected onto the bounded simplex
-    {lo <= z <= hi, sum z = B} in the Euclidean sense (excess from a clipped worker is spread
-    evenly over the free ones), then rounded by largest remainder with ties to the lower index.
+    zero means uniform). They are scaled to sum to B and clipped to {lo <= z <= hi}, with the
+    one scale that makes them sum to B (`_project`: a clipped worker's excess or deficit goes
+    to the free ones in proportion to their shares, so a throughput share keeps equalising
+    their times), then rounded by largest remainder with ties to the lower index.
     Valid integer sizes come back unchanged. `b_min`/`b_max` are scalars or per-worker arrays;
     b_max = 0 means B and -1 means the paper rule (see controllers.base.PAPER_BOUND).
     `global_batch` must be a Python int (it fixes shapes). Infeasible bounds give an undefined
@@ -45,6 +46,36 @@ def allocate(
 
 
 def _project(y: jax.Array, lo: jax.Array, hi: jax.Array, b: int) -> jax.Array:
+    """clip(c * y, lo, hi) with the scale c solving sum == b, found exactly.
+
+    f(c) = sum clip(c * y, lo, hi) is nondecreasing and piecewise linear in c, with
+    breakpoints at lo / y and hi / y; as in `_shift`, f's values there bracket the root and
+    interpolation finds it. A shift (`_shift`, lam added to every share) had spread a clipped
+    worker's excess evenly: beside a worker 20x faster held at b_max, the slowest one (50x
+    slower than the rest) got 4 rows for the 2 its share asked, and its time doubled the
+    step's. Where no scale reaches b (every worker with a share at its bound), the shift
+    does: it moves the workers without one.
+    """
+    pos = y > 0
+    safe = jnp.where(pos, y, 1.0)
+    breaks = jnp.concatenate([jnp.where(pos, lo / safe, 0.0), jnp.where(pos, hi / safe, 0.0)])
+    f = jnp.clip(breaks[:, None] * y[None, :], lo, hi).sum(axis=1)
+    below = f <= b
+    left = jnp.max(jnp.where(below, breaks, -jnp.inf))
+    right = jnp.min(jnp.where(below, jnp.inf, breaks))
+    f_left = jnp.max(jnp.where(below, f, -jnp.inf))
+    f_right = jnp.min(jnp.where(below, jnp.inf, f))
+    inside = jnp.isfinite(left) & jnp.isfinite(right)
+    fraction = (b - f_left) / jnp.where(inside, f_right - f_left, 1.0)
+    c = jnp.where(inside, left + fraction * (right - left), 1.0)
+    c = jnp.where(jnp.isfinite(right), c, breaks.max())
+    # Already feasible (the common case for controller outputs): no scale, so no float error.
+    c = jnp.where(jnp.clip(y, lo, hi).sum() == b, 1.0, c)
+    z = jnp.clip(c * y, lo, hi)
+    return jnp.where(jnp.abs(z.sum() - b) < 1e-3 * max(b, 1), z, _shift(y, lo, hi, b))
+
+
+def _shift(y: jax.Array, lo: jax.Array, hi: jax.Array, b: int) -> jax.Array:
     """clip(y + lam, lo, hi) with lam solving sum == b, found exactly.
 
     f(lam) = sum clip(y + lam, lo, hi) is nondecreasing and piecewise linear with breakpoints

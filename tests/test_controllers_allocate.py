@@ -40,7 +40,20 @@ def test_largest_remainder_rounding():
     np.testing.assert_array_equal(_allocate(jnp.array([6.0, 6, 4, 32]), 128), [16, 16, 11, 85])
 
 
-def test_projection_spreads_excess_evenly_over_free_workers():
+def test_a_clipped_workers_excess_goes_to_the_others_in_proportion_to_their_shares():
+    """Throughput shares of a worker 20x faster than three others and one 50x slower: the
+    fast one held at b_max 40, its 15.6 rows go to the others by their shares, so the slow
+    one stays at its b_min of 2 ([4, 7, 7, 6, 40] when the excess was spread evenly: 4 rows
+    at 50x slower doubled the step)."""
+    sizes = _allocate(jnp.array([0.06, 2.78, 2.78, 2.78, 55.6]), 64, 2, 40)
+    np.testing.assert_array_equal(sizes, [2, 8, 7, 7, 40])
+    # Only workers without a share (at their bounds otherwise) left to take the rest: as a
+    # shift, they share it evenly.
+    sizes = _allocate(jnp.array([5.0, 5.0, 0.0, 0.0]), 64, 0, jnp.array([20, 20, 64, 64]))
+    np.testing.assert_array_equal(sizes, [20, 20, 12, 12])
+
+
+def test_projection_moves_excess_to_free_workers():
     # 10.67 is lifted to b_min 16; the 5.33 it takes comes out of the only free worker.
     sizes = _allocate(jnp.array([6.0, 6, 4, 32]), 128, 16, 96)
     np.testing.assert_array_equal(sizes, [16, 16, 16, 80])
