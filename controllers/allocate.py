@@ -49,28 +49,18 @@ def _project(y: jax.Array, lo: jax.Array, hi: jax.Array, b: int) -> jax.Array:
     """clip(c * y, lo, hi) with the scale c solving sum == b, found exactly.
 
     f(c) = sum clip(c * y, lo, hi) is nondecreasing and piecewise linear in c, with
-    breakpoints at lo / y and hi / y; as in `_shift`, f's values there bracket the root and
-    interpolation finds it. A shift (`_shift`, lam added to every share) had spread a clipped
-    worker's excess evenly: beside a worker 20x faster held at b_max, the slowest one (50x
-    slower than the rest) got 4 rows for the 2 its share asked, and its time doubled the
-    step's. Where no scale reaches b (every worker with a share at its bound), the shift
-    does: it moves the workers without one.
+    breakpoints at lo / y and hi / y; f's values there bracket the root (`_root`). A shift
+    (`_shift`, lam added to every share) had spread a clipped worker's excess evenly: beside
+    a worker 20x faster held at b_max, the slowest one (50x slower than the rest) got 4 rows
+    for the 2 its share asked, and its time doubled the step's. Where no scale reaches b
+    (every worker with a share at its bound), the shift does: it moves the workers without
+    one.
     """
     pos = y > 0
     safe = jnp.where(pos, y, 1.0)
     breaks = jnp.concatenate([jnp.where(pos, lo / safe, 0.0), jnp.where(pos, hi / safe, 0.0)])
     f = jnp.clip(breaks[:, None] * y[None, :], lo, hi).sum(axis=1)
-    below = f <= b
-    left = jnp.max(jnp.where(below, breaks, -jnp.inf))
-    right = jnp.min(jnp.where(below, jnp.inf, breaks))
-    f_left = jnp.max(jnp.where(below, f, -jnp.inf))
-    f_right = jnp.min(jnp.where(below, jnp.inf, f))
-    inside = jnp.isfinite(left) & jnp.isfinite(right)
-    fraction = (b - f_left) / jnp.where(inside, f_right - f_left, 1.0)
-    c = jnp.where(inside, left + fraction * (right - left), 1.0)
-    c = jnp.where(jnp.isfinite(right), c, breaks.max())
-    # Already feasible (the common case for controller outputs): no scale, so no float error.
-    c = jnp.where(jnp.clip(y, lo, hi).sum() == b, 1.0, c)
+    c = _root(breaks, f, b, jnp.clip(y, lo, hi).sum() == b, 1.0)
     z = jnp.clip(c * y, lo, hi)
     return jnp.where(jnp.abs(z.sum() - b) < 1e-3 * max(b, 1), z, _shift(y, lo, hi, b))
 
@@ -86,6 +76,15 @@ def _shift(y: jax.Array, lo: jax.Array, hi: jax.Array, b: int) -> jax.Array:
     """
     breaks = jnp.concatenate([lo - y, hi - y])
     f = jnp.clip(y[None, :] + breaks[:, None], lo, hi).sum(axis=1)
+    lam = _root(breaks, f, b, jnp.clip(y, lo, hi).sum() == b, 0.0)
+    return jnp.clip(y + lam, lo, hi)
+
+
+def _root(breaks: jax.Array, f: jax.Array, b: int, feasible: jax.Array, identity: float):
+    """Where a nondecreasing piecewise-linear f, given at its breakpoints, reaches b: between
+    the last breakpoint with f <= b and the first with f > b, by interpolation (the smallest
+    or largest breakpoint when b lies outside: infeasible bounds). `identity` where the input
+    is already feasible (the common case for controller outputs: no float error added)."""
     below = f <= b
     left = jnp.max(jnp.where(below, breaks, -jnp.inf))
     right = jnp.min(jnp.where(below, jnp.inf, breaks))
@@ -93,12 +92,10 @@ def _shift(y: jax.Array, lo: jax.Array, hi: jax.Array, b: int) -> jax.Array:
     f_right = jnp.min(jnp.where(below, jnp.inf, f))
     inside = jnp.isfinite(left) & jnp.isfinite(right)
     fraction = (b - f_left) / jnp.where(inside, f_right - f_left, 1.0)
-    lam = jnp.where(inside, left + fraction * (right - left), 0.0)
-    lam = jnp.where(jnp.isfinite(left), lam, breaks.min())  # only when sum(lo) > b
-    lam = jnp.where(jnp.isfinite(right), lam, breaks.max())  # only when sum(hi) <= b
-    # Already feasible (the common case for controller outputs): no shift, so no float error.
-    lam = jnp.where(jnp.clip(y, lo, hi).sum() == b, 0.0, lam)
-    return jnp.clip(y + lam, lo, hi)
+    root = jnp.where(inside, left + fraction * (right - left), identity)
+    root = jnp.where(jnp.isfinite(left), root, breaks.min())  # only when sum(lo) > b
+    root = jnp.where(jnp.isfinite(right), root, breaks.max())  # only when sum(hi) <= b
+    return jnp.where(feasible, identity, root)
 
 
 def _round_largest_remainder(z: jax.Array, lo: jax.Array, hi: jax.Array, b: int) -> jax.Array:
