@@ -209,3 +209,22 @@ def test_the_connection_key_is_the_runs_secret_and_a_bare_remote_address_is_warn
     )
     config.distributed.coordinator_address = "127.0.0.1:4000"  # this machine: no warning
     assert address(config, {})[1] == b"127.0.0.1:4000" and capsys.readouterr().err == ""
+
+
+def test_a_worker_process_given_another_config_is_refused_by_the_server():
+    """Worker processes build their own data and optimiser and are sent row indices only: one
+    given another weight decay or data seed sent wrong gradients without a word. Its hello
+    carries its config, which the server compares with its own (a process's own keys
+    aside)."""
+    from configs import smoke
+    from omnilearn_jax.asp import remote
+    from omnilearn_jax.run.loop import as_stored
+
+    server = smoke.get_config()
+    worker = smoke.get_config()
+    worker.distributed.process_id = 2  # its own: not compared
+    remote.check_same_config(server, 1, as_stored(worker))
+    remote.check_same_config(server, 1, None)  # a hello without one (an older worker)
+    worker.optimizer.weight_decay = 0.5
+    with pytest.raises(ValueError, match=r"worker 1's process was given another config"):
+        remote.check_same_config(server, 1, as_stored(worker))

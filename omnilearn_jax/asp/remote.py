@@ -111,9 +111,10 @@ class RemoteServer(EagerServer):
         self.listener = Listener(self.where, authkey=self.key)
         while len(self.links) < w - self.first:
             link = self.listener.accept()
-            kind, k = link.recv()
+            kind, k, *theirs = link.recv()
             if kind != "ready" or not self.first <= k < w or k in self.links:
                 raise RuntimeError(f"unexpected hello {kind!r} from worker {k}")
+            check_same_config(self.t.config, k, theirs[0] if theirs else None)
             self.links[k] = link
             self.outboxes[k] = queue.SimpleQueue()
             self.readers.append(threading.Thread(target=self._read, args=(k, link), daemon=True))
@@ -218,6 +219,19 @@ def worker_config(config):
     return mine
 
 
+def check_same_config(config, k: int, theirs: dict | None) -> None:
+    """Worker k's process runs the server's config (it builds its own data and optimiser
+    from it and is sent only row indices: a worker given another data seed, path or weight
+    decay sent wrong gradients without a word)."""
+    from omnilearn_jax.run.loop import PER_PROCESS, as_stored, config_changes
+
+    if theirs is not None and (detail := config_changes(as_stored(config), theirs, PER_PROCESS)):
+        raise ValueError(
+            f"worker {k}'s process was given another config than the server's ({detail}); "
+            f"give every process of a run the same config"
+        )
+
+
 def serve(make_trainer, config, say=print) -> int:
     """A worker process (k > 0) of an async run across processes: builds the run's trainer,
     compiles its worker's programs (worker k, or k - 1 with `asp.server_process`), joins its
@@ -235,7 +249,9 @@ def serve(make_trainer, config, say=print) -> int:
         if (group := cgroups.enter_deferred()) is not None:
             say(f"worker {k}: CPU quota applies from the first gradient (group {group.name})")
         link = connect(*address(config))
-        link.send(("ready", k))
+        from omnilearn_jax.run.loop import as_stored
+
+        link.send(("ready", k, as_stored(config)))  # the server checks it is its own
         say(f"worker {k}: compiled, serving the server at {config.distributed.coordinator_address}")
         served = 0
         try:
