@@ -34,6 +34,14 @@ def test_cell_command_uses_the_launcher_only_for_several_processes(tmp_path):
     ]
     one = cell_command(dataclasses.replace(two, num_processes=1), cell, str(tmp_path))
     assert one[1:3] == ["-m", "omnilearn_jax.main"] and cmd[6:] == one[3:]
+    # A cell's cpu_devices reaches the launcher as --devices_per_process alone (the launcher
+    # refuses a count of its own after --, which each process's count overrode silently).
+    eight = dataclasses.replace(two, overrides={**two.overrides, "cpu_devices": 8})
+    cmd = cell_command(eight, cell, str(tmp_path))
+    assert "--devices_per_process=4" in cmd and not any("cpu_devices" in a for a in cmd)
+    from omnilearn_jax.run import launch
+
+    assert launch.parse(cmd[3:])[0].devices_per_process == 4
 
 
 @pytest.mark.parametrize("bad", [0, -2, True, 1.5, "2"])

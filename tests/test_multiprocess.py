@@ -478,6 +478,13 @@ def test_launcher_refuses_a_port_in_use(capsys):
     assert err.value.code == 2 and "--port must be at most 65535" in capsys.readouterr().err
 
 
+def test_launcher_refuses_a_device_count_of_its_own_after_the_separator(capsys):
+    """--config.cpu_devices after -- was overridden by each process's own count, silently."""
+    with pytest.raises(SystemExit) as err:
+        launch.parse(["--num_processes=2", "--", "--config=c.py", "--config.cpu_devices=2"])
+    assert err.value.code == 2 and "use --devices_per_process" in capsys.readouterr().err
+
+
 def test_launcher_refuses_a_gpu_platform(monkeypatch, capsys):
     monkeypatch.setenv("JAX_PLATFORMS", "cuda")
     with pytest.raises(SystemExit) as err:

@@ -89,6 +89,7 @@ def cell_command(ablation: Ablation, cell: Cell, workdir: str) -> list[str]:
     k = devices_per_process(ablation, cell)
     launcher = ["-m", "omnilearn_jax.launch", f"--num_processes={n}", f"--devices_per_process={k}"]
     launcher += launcher_options(ablation)  # CPU quotas and cores, when the ablation sets them
+    args = [a for a in args if not a.startswith("--config.cpu_devices=")]  # in k, per process
     return [sys.executable, *launcher, "--", *args]
 
 

@@ -468,6 +468,11 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     main_args = argv[cut + 1 :]
     if not main_args:
         parser.error("give main.py's arguments after --, e.g. -- --config=... --workdir=...")
+    if given := [a for a in main_args if a.startswith("--config.cpu_devices")]:
+        parser.error(  # each process's own count wins over it: it was dropped silently
+            f"{given[0]} after --: the launcher gives each process its devices; use "
+            f"--devices_per_process instead"
+        )
     return args, main_args
 
 
