@@ -246,3 +246,27 @@ def test_a_budgeted_runs_progress_counts_to_the_budget_not_the_cap():
     assert updates_left(55, 0.5, 0.0, 1760) == 1705  # no budget: to the cap
     assert updates_left(1700, 0.5, 3.0, 1760) == 60  # the cap comes first
     assert updates_left(300, 3.1, 3.0, 1760) == 0.0  # past the budget
+
+
+def test_update_weights_of_each_weighting():
+    """(gradient coefficient, decay weight, step scale) of an update of b_k of B samples over
+    W workers; no test had read them (linear scaling without its x W made every update of a
+    `weighting=mean, lr_scaling=linear` run 4x too small unseen)."""
+    from omnilearn_jax.asp.loop import update_weights
+
+    assert update_weights("mean", "linear", 48, 128, 4) == pytest.approx((1 / 48, 1.0, 1.5))
+    assert update_weights("mean", "none", 48, 128, 4) == pytest.approx((1 / 48, 1.0, 1.0))
+    assert update_weights("lr", "none", 32, 128, 4) == pytest.approx((1 / 32, 1.0, 0.25))
+    assert update_weights("share", "none", 32, 128, 4) == pytest.approx((1 / 128, 0.25, 1.0))
+
+
+def test_staleness_is_averaged_over_updates_not_workers():
+    """A fast worker's 10 fresh updates and a slow one's update 6 stale: 6/11, not 3 (the
+    mean of the workers' means passed every test)."""
+    from types import SimpleNamespace
+
+    loop = SimpleNamespace(staleness=[[0] * 10, [6]], applied=np.array([10, 1]))
+    summary = AsyncLoop.staleness_summary(loop)
+    assert summary["staleness_mean"] == pytest.approx(6 / 11)
+    assert (summary["staleness_max"], summary["staleness_mean_per_worker"]) == (6, [0.0, 6.0])
+    assert summary["staleness_histogram"] == [10, 0, 0, 0, 0, 0, 1]

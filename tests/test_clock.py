@@ -339,3 +339,15 @@ def test_devices_sharing_the_cores_of_a_process_are_timed_together(tmp_path):
         times = np.array(r["worker_times"])
         assert times[0] == 0.0 and times[1] > 0, times
         assert (times[1:] == times[1]).all(), times
+
+
+def test_the_modelled_all_reduce_is_priced_for_every_worker():
+    """Ring all-reduce of 1 MB over W = 4 at 5e-5 s a hop and 1.25e9 B/s: 2 (W - 1) hops and
+    2 (W - 1) / W of the bytes, 1.5 ms a step (priced for W - 1 workers it was 1.27 ms, and
+    every BSP total time low, unseen)."""
+    from omnilearn_jax.engine.timing import make_timer
+
+    config = smoke_config()
+    config.num_workers, config.cost.latency, config.cost.bandwidth = 4, 5e-5, 1.25e9
+    timer = make_timer(config, steps_per_epoch=1, param_bytes=1_000_000)
+    assert timer.comm_time == pytest.approx(1.5e-3)

@@ -13,7 +13,6 @@ from omnilearn_jax.cluster import (
     hetero_defaults,
     make_profile,
     ring_allreduce_time,
-    time_to_target,
     unavailable_workers,
     uniform_vs_balanced_reduction,
 )
@@ -172,6 +171,8 @@ def test_balanced_split_has_no_idle_time():
 
 
 def test_time_to_target():
+    from omnilearn_jax.run.metrics import time_to_target  # the one the loop uses
+
     records = [
         {"step": 10, "time": 5.0, "eval_accuracy": 0.4},
         {"step": 20, "time": 9.0, "eval_accuracy": 0.71},
@@ -182,6 +183,9 @@ def test_time_to_target():
     assert time_to_target(records, 0.8) == 20.0
     assert time_to_target(records, 0.9) is None
     assert time_to_target([], 0.5) is None
+    # Unsorted (merged) records: the earliest hit, not the first listed.
+    assert time_to_target(records[::-1], 0.7) == 9.0
+    assert time_to_target([*records[1:], {"time": 2.0, "eval_accuracy": float("nan")}], 0.7) == 9.0
 
 
 def test_uniform_vs_balanced_reduction():

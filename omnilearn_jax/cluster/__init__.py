@@ -5,7 +5,7 @@ See docs/cluster.md for every profile, config key and formula.
 """
 
 from omnilearn_jax.cluster.analytic import uniform_vs_balanced_reduction
-from omnilearn_jax.cluster.clock import VirtualClock, time_to_target
+from omnilearn_jax.cluster.clock import VirtualClock
 from omnilearn_jax.cluster.cost import CostModel, ring_allreduce_time, unavailable_workers
 from omnilearn_jax.cluster.curve import CostCurve, load_curve, measure_curve
 from omnilearn_jax.cluster.defaults import cost_defaults, hetero_defaults
@@ -26,7 +26,6 @@ __all__ = [
     "make_profile",
     "measure_curve",
     "ring_allreduce_time",
-    "time_to_target",
     "unavailable_workers",
     "uniform_vs_balanced_reduction",
 ]

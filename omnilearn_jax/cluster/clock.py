@@ -6,8 +6,7 @@ communication counts as neither compute nor idle time. Asynchronous (ASP) orderi
 event simulation that belongs to the trainer; it can still use `CostModel` times.
 """
 
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -114,17 +113,3 @@ class VirtualClock:
             "mean_idle_fraction": self._idle_fraction_sum / self.steps if self.steps else 0.0,
             "idle_fraction": float(self.idle.sum() / denom) if denom else 0.0,
         }
-
-
-def time_to_target(eval_records: Iterable[Mapping[str, Any]], target: float) -> float | None:
-    """Earliest `time` of an eval record with eval_accuracy >= target, else None.
-
-    None (JSON null) rather than NaN, so run summaries stay valid JSON. Records need not
-    be sorted; records with a NaN accuracy never count.
-    """
-    hits = [
-        float(r["time"])
-        for r in eval_records
-        if not math.isnan(float(r["eval_accuracy"])) and float(r["eval_accuracy"]) >= target
-    ]
-    return min(hits) if hits else None

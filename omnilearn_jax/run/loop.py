@@ -22,13 +22,13 @@ import ml_collections
 import numpy as np
 
 import controllers
-from omnilearn_jax.cluster import time_to_target
 from omnilearn_jax.config.schema import base_config
 from omnilearn_jax.engine import state as held
 from omnilearn_jax.engine.step import SplitDisagreement
 from omnilearn_jax.run import cgroups, distributed
 from omnilearn_jax.run.checkpoint import Checkpointer, has_checkpoint, host_tree, keys_restored
 from omnilearn_jax.run.interrupt import deferred, stop_message
+from omnilearn_jax.run.metrics import time_to_target
 from omnilearn_jax.run.runlog import RunLog
 from omnilearn_jax.run.runstore import FINAL_PARAMS, complete_summary, plain, truncate_metrics
 from omnilearn_jax.tracking import make_tracker
