@@ -351,3 +351,44 @@ def test_the_modelled_all_reduce_is_priced_for_every_worker():
     config.num_workers, config.cost.latency, config.cost.bandwidth = 4, 5e-5, 1.25e9
     timer = make_timer(config, steps_per_epoch=1, param_bytes=1_000_000)
     assert timer.comm_time == pytest.approx(1.5e-3)
+
+
+def test_an_async_schedule_is_checked_against_the_rounds_begun():
+    """Async speeds change by rounds of W updates: 10 updates of 4 workers begin 3 rounds, so
+    a 3-segment schedule fits (rounded down, 2 rounds, it was refused unseen), and 8 updates
+    (2 rounds) do not hold it."""
+    from omnilearn_jax.engine.timing import run_profile
+
+    config = smoke_config()
+    config.mode, config.num_workers, config.num_devices = "asp", 4, 4
+    config.hetero.name, config.hetero.levels = "schedule", (8, 2, 4)
+    config.hetero.unit, config.hetero.segment = "steps", 1
+    config.train.num_steps = 10
+    assert run_profile(config, steps_per_epoch=5) is not None
+    config.train.num_steps = 8
+    with pytest.raises(ValueError, match="train.num_steps=8 updates is 2 rounds"):
+        run_profile(config, steps_per_epoch=5)
+
+
+def test_workers_sharing_a_device_are_charged_its_time_by_their_rows():
+    """Two workers a device, 30 and 10 rows on a device that took 0.4 s: 0.3 and 0.1 s each
+    (each charged the whole 0.4 s passed every test). Stubbed device step."""
+    from types import SimpleNamespace
+
+    import jax.numpy as jnp
+
+    from omnilearn_jax.engine.timing import make_timer
+
+    config = smoke_config()
+    config.num_workers, config.clock, config.hetero.inject = 4, "wall", 0.003
+    timer = make_timer(config, steps_per_epoch=5, param_bytes=1000)
+    timer.workers_per_device = 2
+    state = SimpleNamespace(params={}, step=jnp.zeros((), jnp.int32))
+
+    def run_local(params, batch, timed, then=None):
+        return (state, {}), np.array([0.4, 0.2])
+
+    steps = SimpleNamespace(run_local=run_local, devices=[])
+    sizes = np.array([30, 10, 20, 0])
+    _, _, record = timer.train_step(steps, state, [], 0, sizes, np.ones(4))
+    assert np.asarray(record["worker_times"]) == pytest.approx([0.3, 0.1, 0.2, 0.0])
