@@ -451,6 +451,20 @@ def test_ctrl_c_to_one_process_interrupts_the_run_at_once(tmp_path):
     assert json.loads((workdir / "summary.json").read_text())["status"] == "interrupted"
 
 
+@pytest.mark.slow
+def test_sigterm_to_one_process_saves_and_interrupts_every_process_at_one_step(tmp_path):
+    """JAX's preemption notifier takes SIGTERM in a multi-process run: the run had gone on to
+    its end (24 s here, `complete`). Now every process stops at the step the preemption
+    service agreed on, with a checkpoint there, and the run is interrupted."""
+    workdir = tmp_path / "run"
+    code, elapsed, text, _ = signal_process_1(workdir, signal.SIGTERM)
+    assert code == 130 and "FAILED" not in text, text[-3000:]
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["status"] == "interrupted", summary
+    assert summary["last_checkpoint"] == summary["resume_step"] == summary["steps"], summary
+    assert elapsed < 25, elapsed
+
+
 def test_launcher_rejects_counts_below_their_least():
     for bad in ("--num_processes=0", "--num_processes=-1"):
         with pytest.raises(SystemExit) as err:

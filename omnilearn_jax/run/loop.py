@@ -14,6 +14,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import time
 from typing import Any
 
@@ -27,7 +28,7 @@ from omnilearn_jax.engine import state as held
 from omnilearn_jax.engine.step import SplitDisagreement
 from omnilearn_jax.run import cgroups, distributed
 from omnilearn_jax.run.checkpoint import Checkpointer, has_checkpoint, host_tree, keys_restored
-from omnilearn_jax.run.interrupt import deferred, stop_message
+from omnilearn_jax.run.interrupt import Interrupted, deferred, stop_message
 from omnilearn_jax.run.metrics import time_to_target
 from omnilearn_jax.run.runlog import RunLog
 from omnilearn_jax.run.runstore import FINAL_PARAMS, complete_summary, plain, truncate_metrics
@@ -174,6 +175,18 @@ def check_same_config(workdir: str, config, *, checkpointed: bool = True) -> Non
             f"{workdir} holds {what} with a different config ({detail}); use a new workdir, "
             f"or --config.train.resume=False to start this one afresh there"
         )
+
+
+def preempted(step: int) -> bool:
+    """In a multi-process run, whether every process has reached the step JAX's preemption
+    service agreed on after a SIGTERM reached any of them (its notifier takes SIGTERM there,
+    and the run had gone on to its end as if nothing came). One process: never (its own
+    handler stops it, `interrupt.deferred`)."""
+    if jax.process_count() == 1 or not jax.config.jax_enable_preemption_service:
+        return False
+    from jax.experimental import multihost_utils
+
+    return bool(multihost_utils.reached_preemption_sync_point(step))
 
 
 # Keys each process of one run may set for itself.
@@ -462,6 +475,8 @@ class Runner:
                     aside += time.perf_counter() - began if not last else 0.0
                     if not last:
                         stop.check()
+                        if preempted(done):  # SIGTERM in a multi-process run
+                            raise Interrupted(signal.SIGTERM, at_boundary=True)
             self.sync()
             summary = self.summary(time.perf_counter() - start, tracker.run_id)
             log.summary(summary)
