@@ -395,7 +395,10 @@ def launch(
         mark_failed(workdir_of(main_args), details, status="interrupted")
         _say(lock, "[launch] interrupted; run the same command again to resume from the last "
                    "checkpoint")  # fmt: skip
-        return received[0] if received else 130
+        if received:
+            return received[0]
+        code = procs[failed].returncode if failed is not None else 130
+        return 128 - code if code < 0 else code  # a process's own: 143 for SIGTERM, not 130
     if failed is None:
         _say(lock, f"[launch] all {num_processes} processes finished")
         return 0
