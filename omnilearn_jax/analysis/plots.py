@@ -133,7 +133,7 @@ def plot_metric_vs_time(
             f"these runs record no {metric!r} (async runs have no step balance)"
         )
     data = runs.steps.dropna(subset=[metric])
-    data = data[data["run"].isin(_shown(runs))]  # a failed run's partial curve left out
+    data = _shown(data, runs)  # a failed run's partial curve left out
     facets = _facets(data, keys)
     fig = _figure(len(facets), sharey=True)
     for ax, (title, rows) in zip(fig.axes, facets, strict=True):
@@ -182,15 +182,14 @@ def plot_balance(runs: Runs, **kwargs) -> Figure:
     return fig
 
 
-def _shown(runs: Runs) -> set:
-    """The runs a figure shows: the complete ones, as the tables count (a failed or
-    interrupted run's partial curve had been averaged into its controller's line, and picked
-    as the run to show); every run where none is complete."""
+def _shown(frame: pd.DataFrame, runs: Runs) -> pd.DataFrame:
+    """`frame`'s rows of the runs a figure shows: the complete ones, as the tables count (a
+    failed or interrupted run's partial curve had been averaged into its controller's line,
+    and picked as the run to show); every run where none is complete."""
     s = runs.summaries
-    if "status" not in s:
-        return set(s["run"])
-    done = s[s["status"] == "complete"]
-    return set((done if len(done) else s)["run"])
+    if "status" in s and (s["status"] == "complete").any():
+        s = s[s["status"] == "complete"]
+    return frame[frame["run"].isin(set(s["run"]))]
 
 
 def pick_run(runs: Runs) -> str:
@@ -202,7 +201,7 @@ def pick_run(runs: Runs) -> str:
 def pick_run_and_reason(runs: Runs) -> tuple[str, str]:
     """(`pick_run`'s run, why it was picked, in words for a figure title)."""
     spread = runs.workers.groupby("run")["speed"].agg(lambda s: s.max() - s.min())
-    s = runs.summaries[runs.summaries["run"].isin(_shown(runs))]
+    s = _shown(runs.summaries, runs)
     hetero = s[s["run"].map(lambda n: spread.get(n, 0) > 0)]
     pools = (
         (
@@ -257,7 +256,7 @@ def plot_worker_times(runs: Runs, *, by: Sequence[str] | None = None) -> Figure:
     runs it is NaN and only compute is drawn.
     """
     keys = _keys(runs, by)
-    workers = runs.workers[runs.workers["run"].isin(_shown(runs))]
+    workers = _shown(runs.workers, runs)
     groups = list(workers.groupby(keys, sort=True, dropna=False))
     fig = _figure(len(groups), width=3.6, sharey=True)  # panels compare controllers
     for ax, (values, rows) in zip(fig.axes, groups, strict=True):
@@ -277,7 +276,7 @@ def plot_staleness(runs: Runs, *, by: Sequence[str] | None = None) -> Figure | N
         return None
     keys = _keys(runs, by)
     data = runs.steps.dropna(subset=["staleness"])
-    data = data[data["run"].isin(_shown(runs))]
+    data = _shown(data, runs)
     groups = list(data.groupby(keys, sort=True, dropna=False))
     fig = _figure(len(groups), width=3.6, sharey=True)
     for ax, (values, rows) in zip(fig.axes, groups, strict=True):

@@ -94,18 +94,15 @@ def unread_dataset_keys(config: ml_collections.ConfigDict) -> list[str]:
     its 256 bytes, ran without a word)."""
     from omnilearn_jax.data import datasets
 
-    name = config.dataset.name
-    if name not in datasets.available():
-        return []  # refused by name where the data are loaded
-    defaults, own = base_config().dataset, datasets.reads(name)
+    name, defaults = config.dataset.name, base_config().dataset
     # Sizes are left out: configs derive step counts from num_train whatever the data set
     # (paper_bsp's documented npz command keeps its synthetic num_train for eval_every).
-    sizes = ("num_train", "num_test")
+    unread = datasets.unread(name, config.dataset.keys()) - {"num_train", "num_test"}
     return [
         f"dataset.{key} is set but dataset.name={name!r} does not read it (it reads "
-        f"{', '.join(k for k in own if k != 'name') or 'no other key'})"
+        f"{', '.join(k for k in datasets.reads(name) if k != 'name') or 'no other key'})"
         for key, value in config.dataset.items()
-        if key not in (*own, *sizes) and set_away(value, defaults.get(key))
+        if key in unread and set_away(value, defaults.get(key))
     ]
 
 

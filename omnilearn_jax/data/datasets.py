@@ -45,6 +45,12 @@ def reads(name: str) -> tuple[str, ...]:
     return _READS[name]
 
 
+def unread(name: str, keys) -> set[str]:
+    """Those of `keys` (of the `dataset` section) that data set `name` does not read; none
+    for a name no data set has (it is refused where the data are loaded)."""
+    return set(keys) - set(reads(name)) if name in _READS else set()
+
+
 def available() -> tuple[str, ...]:
     return tuple(sorted(_LOADERS))
 

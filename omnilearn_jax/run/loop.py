@@ -137,10 +137,10 @@ def _unread_dataset_keys(old: dict, new: dict) -> set[str]:
     from omnilearn_jax.data import datasets
 
     name = new.get("dataset.name")
-    if name != old.get("dataset.name") or name not in datasets.available():
+    if name != old.get("dataset.name"):
         return set()
-    read = set(datasets.reads(name))
-    return {k for k in set(old) | set(new) if k.startswith("dataset.") and k[8:] not in read}
+    keys = {k[8:] for k in set(old) | set(new) if k.startswith("dataset.")}
+    return {f"dataset.{k}" for k in datasets.unread(name, keys)}
 
 
 def _flat(tree: dict, prefix: str = "") -> dict:
