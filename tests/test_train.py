@@ -234,6 +234,12 @@ def test_workers_sharing_a_device_keep_their_bounds_unless_the_capacity_binds():
     # the device could not have held its capacity); under a row a worker, one line.
     config.capacity, config.controller.b_max = 42, -1
     assert worker_bounds(config, per_device=4)[1].tolist() == [11, 11, 10, 10]
+    # A capacity above what a device's workers can hold is that amount: a larger one only
+    # added buckets (4096 for B = 64: 25 buckets, each compiled on every device, against 7).
+    config.capacity, config.controller.b_max = 4096, -1
+    assert worker_bounds(config, per_device=4)[2] == 64
+    assert worker_bounds(config, per_device=1)[2] == 48
+    assert worker_bounds(config, per_device=4)[1].tolist() == [48] * 4
     config.capacity = 3
     with pytest.raises(ValueError, match="capacity=3 is below the 4 workers a device holds"):
         worker_bounds(config, per_device=4)

@@ -130,7 +130,9 @@ def worker_bounds(config: ml_collections.ConfigDict, per_device: int) -> tuple:
         )
     )
     fill = min(b, per_device * int(hi.max()))  # the most rows a device's workers can hold
-    capacity = config.capacity or fill
+    # A capacity above that can never be used: it would only add buckets, each compiled and
+    # warmed up on every device (capacity=4096 for B=128: 25 buckets instead of 10).
+    capacity = min(config.capacity, fill) if config.capacity else fill
     if fill > capacity and capacity < per_device:  # split: a bound of 0 reads as "no bound"
         raise ValueError(
             f"capacity={capacity} is below the {per_device} workers a device holds: each "
