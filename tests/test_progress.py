@@ -103,3 +103,30 @@ def test_a_resumed_run_says_each_line_once_when_a_record_is_late(tmp_path, monke
     assert held == [5]
     said = [int(line.split()[1].split("/")[0]) for line in out if re.match(r"step \d+/12 ", line)]
     assert said == list(range(5, 13))
+
+
+def test_records_are_written_when_progress_lines_are_far_apart(tmp_path, monkeypatch):
+    """With log_every, eval_every and checkpoint_every beyond the run, every record waited for
+    the end in memory (200 MB a 10,000 steps of the smoke config; metrics.jsonl empty until
+    then). At PENDING_LIMIT unwritten records the loop flushes (here 4, each record taken as
+    computed so that the flush writes them all)."""
+    from omnilearn_jax.run import loop
+    from omnilearn_jax.run.loop import Runner
+
+    monkeypatch.setattr(loop, "PENDING_LIMIT", 4)
+    due, held = Runner.due, []
+    monkeypatch.setattr(
+        Runner, "due", lambda self, wait, value, upto=0: due(self, True, value, upto)
+    )
+    step = Loop.step
+
+    def counted(self, index, cstate, sizes):
+        held.append(len(self.pending))
+        return step(self, index, cstate, sizes)
+
+    monkeypatch.setattr(Loop, "step", counted)
+    config = smoke_config()
+    config.train.num_steps = 30
+    config.train.log_every = config.train.eval_every = config.train.checkpoint_every = 1000
+    train_and_evaluate(config, str(tmp_path))
+    assert len(held) == 30 and max(held) == 3, held

@@ -253,6 +253,12 @@ def resume_point(ckpt: Checkpointer, workdir: str, cfg) -> tuple[int | None, dic
     return latest, None
 
 
+# Train records a run holds unwritten at most (each keeps its step's metrics on the device):
+# with log_every, eval_every and checkpoint_every all 20,000, a run's memory grew 200 MB in
+# 10,000 steps and metrics.jsonl stayed empty until the end.
+PENDING_LIMIT = 256
+
+
 class NonFiniteLoss(FloatingPointError):
     """A non-finite training loss that stops the run (`train.nan_policy=stop`, or past
     `train.max_skipped` in a row under `skip`); the command line says it in one line."""
@@ -464,6 +470,10 @@ class Runner:
                             break
                         self.progress(log, start)
                         lines.pop(0)
+                    # log_every far apart: records of device arrays would pile up unwritten
+                    # (not past a progress line still waiting: it reads the last record)
+                    if len(self.pending) >= PENDING_LIMIT and not lines:
+                        self.flush(log, wait=wait)
                     if (evaluate or save) and not last:  # the steps queued ahead are the steps'
                         jax.block_until_ready(t.state)  # own time, not the evaluation's
                     began = time.perf_counter()
