@@ -265,7 +265,12 @@ def test_staleness_is_averaged_over_updates_not_workers():
     mean of the workers' means passed every test)."""
     from types import SimpleNamespace
 
-    loop = SimpleNamespace(staleness=[[0] * 10, [6]], applied=np.array([10, 1]))
+    from omnilearn_jax.asp.staleness import StalenessCounts
+
+    counts = StalenessCounts(2)
+    for k, s in [(0, 0)] * 10 + [(1, 6)]:
+        counts.add(k, s)
+    loop = SimpleNamespace(staleness=counts, applied=np.array([10, 1]))
     summary = AsyncLoop.staleness_summary(loop)
     assert summary["staleness_mean"] == pytest.approx(6 / 11)
     assert (summary["staleness_max"], summary["staleness_mean_per_worker"]) == (6, [0.0, 6.0])

@@ -46,6 +46,7 @@ import numpy as np
 from omnilearn_jax.asp.batched import BatchedServer
 from omnilearn_jax.asp.eager import EagerServer
 from omnilearn_jax.asp.remote import RemoteServer
+from omnilearn_jax.asp.staleness import StalenessCounts
 from omnilearn_jax.asp.wall import Unmeasured, charge_floor
 from omnilearn_jax.engine import buckets, optim
 from omnilearn_jax.engine.flat import flattenable
@@ -125,7 +126,7 @@ class AsyncLoop(Runner):
         self.parked = np.zeros(self.w, bool)
         self.last_time = np.zeros(self.w)
         self.applied = np.zeros(self.w, np.int64)
-        self.staleness: list[list[int]] = [[] for _ in range(self.w)]
+        self.staleness = StalenessCounts(self.w)
         self.events: list = []  # heap of (finish time, worker, start version, rows)
         self.flights: dict[int, Flight] = {}  # worker -> its gradient in flight
         self._round_of: dict[int, int] = {}  # worker -> the round it started in
@@ -176,7 +177,7 @@ class AsyncLoop(Runner):
             "stream_pos": self.stream_pos,
             "events": [list(e) for e in self.events],
             "flights": {str(k): [f.version, f.rows] for k, f in self.flights.items()},
-            "staleness": self.staleness,
+            "staleness_counts": self.staleness.state(),
         }
 
     def restore_like(self, meta: dict) -> dict:
@@ -194,7 +195,7 @@ class AsyncLoop(Runner):
         self.now, self.stream_pos = meta["now"], meta["stream_pos"]
         self.events = [tuple(e) for e in meta["events"]]
         heapq.heapify(self.events)
-        self.staleness = meta["staleness"]
+        self.staleness.load(meta)
         got = arrays["flights"]
         self.exec.load({int(k): (got[k]["push"], got[k]["loss"]) for k in got})
         self.flights = {int(k): Flight(*f) for k, f in meta["flights"].items()}
@@ -329,7 +330,7 @@ class AsyncLoop(Runner):
         self.busy[k] = False
         self.iterations[k] += 1
         self.applied[k] += 1
-        self.staleness[k].append(staleness)
+        self.staleness.add(k, staleness)
         return record
 
     def advance(self, cstate, sizes):
@@ -379,15 +380,7 @@ class AsyncLoop(Runner):
         return updates_left(done, clock, self.budget, self.num_steps)
 
     def staleness_summary(self) -> dict[str, Any]:
-        every = [s for per in self.staleness for s in per]
-        return {
-            "staleness_mean": float(np.mean(every)) if every else 0.0,
-            "staleness_max": int(max(every, default=0)),
-            # None for a worker that applied no update (0.0 read as perfectly fresh).
-            "staleness_mean_per_worker": [float(np.mean(p)) if p else None for p in self.staleness],
-            "staleness_histogram": np.bincount(every, minlength=1).tolist() if every else [],
-            "updates_per_worker": self.applied.tolist(),
-        }
+        return {**self.staleness.summary(), "updates_per_worker": self.applied.tolist()}
 
     def summary_extra(self) -> dict[str, Any]:
         short = bool(self.budget) and self.now < self.budget  # the update cap came first
