@@ -126,6 +126,9 @@ def test_resuming_twice_equals_an_unbroken_run_calibrated_and_across_rejected_ti
     summary = json.loads((tmp_path / "parts" / "summary.json").read_text())
     assert summary["final_eval_accuracy"] == ref["final_eval_accuracy"]
     assert summary["total_time"] == ref["total_time"]
+    # The planted times, one rejection each, counted across the resumes (checkpoint metadata;
+    # async's 12 updates are 3 rounds, which reach 2 of them)
+    assert summary["rejected_times"] == ref["rejected_times"] == (4 if mode == "bsp" else 2)
     # Resuming the finished run again changes nothing.
     parts = tmp_path / "parts"
     before = (parts / "metrics.jsonl").read_bytes(), (parts / "summary.json").read_bytes()

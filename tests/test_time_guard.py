@@ -113,3 +113,24 @@ def test_the_virtual_clock_charges_a_preempted_worker_its_modelled_time(tmp_path
     assert abs(times[2][3] / times[2][0] - 100) < 1e-6
     assert abs(times[3][3] / times[3][0] - 1) < 1e-6  # back at full speed
     assert abs(times[4][1] / times[4][0] - 1) < 1e-6  # the planted 1e6 s replaced
+
+
+def test_rejections_are_said_one_line_a_step_for_the_first_steps_then_counted(capsys):
+    """On the wall clock every CPU device shares the host's cores, so one hiccup rejects all
+    their times (2,136 lines in a 20,000-step run, one a worker). Workers 0 and 1 spike on
+    even steps, 2 and 3 on odd ones, each spike between normal readings (so each is
+    rejected): one line a step naming both, WARNINGS lines in all, every rejection counted."""
+    from omnilearn_jax.engine.faults import WARNINGS
+
+    guard = TimeGuard(4, outlier_factor=10.0)
+    guard(0, [0.1] * 4, [10] * 4)
+    for step in range(1, 31):
+        spiked = (0, 1) if step % 2 == 0 else (2, 3)
+        times = [100.0 if k in spiked else 0.1 for k in range(4)]
+        np.testing.assert_allclose(guard(step, times, [10] * 4), [0.1] * 4)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == WARNINGS == 10 and guard.rejected == 60
+    assert lines[0].startswith("warning: step 2: rejected measured time 100.0s of worker 2 ")
+    assert "; rejected measured time 100.0s of worker 3 (batch 10)" in lines[0]
+    assert "counted in summary.json's rejected_times" in lines[-1]
+    assert "counted" not in lines[-2]

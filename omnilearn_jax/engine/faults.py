@@ -81,6 +81,7 @@ class PlantedFaults:
 
 
 MEMORY = 5  # accepted per-sample times a worker's reference is the median of
+WARNINGS = 10  # steps whose rejected times are said (each in one line); later ones counted
 
 
 def row_medians(a: np.ndarray) -> np.ndarray:
@@ -108,6 +109,21 @@ class TimeGuard:
         self.per_sample = np.full(num_workers, np.nan)  # the reference, per worker
         self.recent = np.full((num_workers, MEMORY), np.nan)  # accepted, newest last
         self.suspect = np.zeros(num_workers, bool)  # last reading was an outlier
+        self.rejected = 0  # readings replaced (summary.json: rejected_times; kept by checkpoints)
+        self.warnings = 0  # lines said of them (WARNINGS at most)
+
+    def warn(self, text: str) -> None:
+        """One line a step of what was rejected, the first WARNINGS steps only: on the wall
+        clock every device of a CPU host shares its cores, so one hiccup rejects all of them,
+        and a 20,000-step run said 2,136 lines."""
+        self.warnings += 1
+        if self.warnings <= WARNINGS:
+            more = (
+                " (further rejections are counted in summary.json's rejected_times, not said)"
+                if self.warnings == WARNINGS
+                else ""
+            )
+            print(f"warning: {text}{more}", file=sys.stderr, flush=True)
 
     def state(self) -> dict[str, np.ndarray]:
         return {
@@ -148,16 +164,17 @@ class TimeGuard:
         # worker a call, and a flag cleared by the others' calls would never confirm.
         self.suspect = np.where(busy, outlier & ~confirmed, self.suspect)
         bad |= outlier & ~confirmed
+        said = []
         for k in np.flatnonzero(bad):
             fallback = self.per_sample[k] * sizes[k]
-            print(
-                f"warning: {self.unit} {step + 1}: rejected measured time {float(times[k])!r}s of "
-                f"worker {k} (batch {int(sizes[k])}); using {fallback:.6g}s from its recent good "
-                f"readings",
-                file=sys.stderr,
-                flush=True,
+            said.append(
+                f"rejected measured time {float(times[k])!r}s of worker {k} (batch "
+                f"{int(sizes[k])}); using {fallback:.6g}s from its recent good readings"
             )
             times[k] = fallback if math.isfinite(fallback) else 0.0
+        if said:
+            self.rejected += len(said)
+            self.warn(f"{self.unit} {step + 1}: " + "; ".join(said))
         good = busy & ~bad
         if good.all() and not confirmed.any():  # the usual step: every row moves in place
             self.recent[:, :-1] = self.recent[:, 1:]

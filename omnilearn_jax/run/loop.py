@@ -373,6 +373,7 @@ class Runner:
         # `skipped`: a run resumed inside a streak of skipped updates counts on from it, as
         # the optimiser's own count (optax.apply_if_finite, in the state) does.
         meta = {"evals": self.evals, "wandb_run_id": run_id, "skipped": self.skipped}
+        meta["rejected_times"] = self.t.timer.guard.rejected
         meta.update(self.extra_meta())
         self.ckpt.save(self.done, self.arrays(cstate, sizes), meta)
         self.last_saved = self.done
@@ -383,6 +384,7 @@ class Runner:
         self.t.state = self.t.engine.hold(arrays["train"])
         self.evals = list(meta["evals"])
         self.skipped = int(meta.get("skipped", 0))  # absent from checkpoints before it
+        self.t.timer.guard.rejected = int(meta.get("rejected_times", 0))  # and this
         self.done = self.last_saved = step
         self.t.timer.load_state(arrays["timer"])
         self.load(arrays, meta)
@@ -639,6 +641,7 @@ class Runner:
             # checkpoint (what a run's steps cost, start-up excluded; with checkpoint_every=2
             # the saves had made it 10x the steps' 0.2 s).
             "steps_wall_time": getattr(self, "steps_wall", wall_time),
+            "rejected_times": self.t.timer.guard.rejected,  # measured times the guard replaced
             "wandb_run_id": run_id,
             "status": "complete",
             **self.summary_extra(),
