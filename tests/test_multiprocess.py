@@ -258,7 +258,7 @@ def test_launcher_arguments_and_environment(tmp_path):
 
 @pytest.mark.slow
 def test_two_processes_match_one_process_while_the_split_moves(tmp_path):
-    """Also: process 1 writes nothing in the run directory but its part of the checkpoints
+    """Also: process 1 writes nothing in the run directory, checkpoints included
     (an audit hook in each process logs what it writes there), and the cost it calibrates is
     process 0's (else the processes' worker times differ, which the decision digest compared
     at each checkpoint reports as an error: checked by calibrating per process, 2026-12-01)."""
@@ -280,9 +280,11 @@ def test_two_processes_match_one_process_while_the_split_moves(tmp_path):
     ]
     mine = {path for who, _, path in writes if who == "0"}
     assert {"metrics.jsonl", "summary.json", "measured.json", "config.json"} <= mine
-    # Orbax has each process write its own array metadata in a checkpoint, nothing else.
+    # A checkpoint holds host arrays (the same on every process), which orbax has process 0
+    # write alone; with the train state as device arrays, each process wrote its own array
+    # metadata there.
     others = {path for who, _, path in writes if who != "0"}
-    assert others and all(p.endswith("array_metadatas/process_1") for p in others), others
+    assert others == set(), others
 
 
 @pytest.mark.parametrize(

@@ -359,7 +359,10 @@ class Runner:
     def arrays(self, cstate, sizes, extra: dict | None = None) -> dict:
         self.sync()
         return {
-            "train": held.plain(self.t.state),  # checkpoints hold trees, however the steps hold it
+            # Trees, however the steps hold them; as host numpy, which orbax writes in a
+            # quarter of the time it takes for replicated device arrays (60 against 210 ms a
+            # save of the smoke config).
+            "train": host_tree(held.plain(self.t.state)),
             # Computed identically on every process; saved as host numpy, since a
             # single-device jax.Array cannot be serialised in a multi-process run.
             "controller": host_tree(cstate),  # typed PRNG keys as their data
@@ -381,7 +384,9 @@ class Runner:
     def restore(self, step: int, cstate, sizes) -> tuple[Any, np.ndarray, str]:
         like = self.arrays(cstate, sizes, self.restore_like(self.ckpt.restore_meta(step)))
         arrays, meta = self.ckpt.restore(step, like)
-        self.t.state = self.t.engine.hold(arrays["train"])
+        # Read back as host arrays: placed where the steps hold the state now.
+        where = jax.tree.map(lambda a: getattr(a, "sharding", None), held.plain(self.t.state))
+        self.t.state = self.t.engine.hold(jax.device_put(arrays["train"], where))
         self.evals = list(meta["evals"])
         self.skipped = int(meta.get("skipped", 0))  # absent from checkpoints before it
         self.t.timer.guard.rejected = int(meta.get("rejected_times", 0))  # and this
