@@ -550,3 +550,24 @@ def test_steps_wall_time_leaves_out_periodic_checkpoints_and_evaluations(tmp_pat
     # save and at the end (4 s), is in: a flush inside the save had waited for it and that
     # time was subtracted with the save's (0.13 s left of 1.6 s of steps, measured).
     assert summary["steps_wall_time"] == 4.0 and summary["wall_time"] >= 404.0
+
+
+def test_a_failed_run_names_its_last_checkpoint_keeps_as_asked_and_resumes_on_new_log_every(
+    tmp_path,
+):
+    """Checkpoints every 2 steps, 3 kept, a crash after step 9: the summary says to resume
+    from 8 (not 9, the steps done), the folders 4, 6 and 8 remain, and a rerun that changes
+    only train.log_every (a resumable change) resumes there and ends with 8, 10 and 12 kept."""
+    config = smoke_config(few_buckets=True)
+    config.train.num_steps, config.train.checkpoint_every = 12, 2
+    config.train.keep_checkpoints, config.faults.crash_step = 3, 9
+    with pytest.raises(RuntimeError, match="planted crash after step 9"):
+        train_and_evaluate(config, str(tmp_path))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    said = {k: summary[k] for k in ("status", "steps", "last_checkpoint", "resume_step")}
+    assert said == {"status": "failed", "steps": 9, "last_checkpoint": 8, "resume_step": 8}
+    kept = lambda: sorted(int(p) for p in os.listdir(tmp_path / "checkpoints") if p.isdigit())  # noqa: E731
+    assert kept() == [4, 6, 8]
+    config.faults.crash_step, config.train.log_every = -1, 5
+    assert train_and_evaluate(config, str(tmp_path))["steps"] == 12
+    assert kept() == [8, 10, 12]
