@@ -557,7 +557,9 @@ def test_a_failed_run_names_its_last_checkpoint_keeps_as_asked_and_resumes_on_ne
 ):
     """Checkpoints every 2 steps, 3 kept, a crash after step 9: the summary says to resume
     from 8 (not 9, the steps done), the folders 4, 6 and 8 remain, and a rerun that changes
-    only train.log_every (a resumable change) resumes there and ends with 8, 10 and 12 kept."""
+    only log_every, checkpoint_every and keep_checkpoints (resumable changes: a workdir of
+    the old default checkpoint_every of 50 was refused) resumes there, ends with the two
+    newest kept, and writes an unbroken run's metrics."""
     config = smoke_config(few_buckets=True)
     config.train.num_steps, config.train.checkpoint_every = 12, 2
     config.train.keep_checkpoints, config.faults.crash_step = 3, 9
@@ -568,6 +570,41 @@ def test_a_failed_run_names_its_last_checkpoint_keeps_as_asked_and_resumes_on_ne
     assert said == {"status": "failed", "steps": 9, "last_checkpoint": 8, "resume_step": 8}
     kept = lambda: sorted(int(p) for p in os.listdir(tmp_path / "checkpoints") if p.isdigit())  # noqa: E731
     assert kept() == [4, 6, 8]
+    # log_every, checkpoint_every and keep_checkpoints change nothing a run computes
     config.faults.crash_step, config.train.log_every = -1, 5
+    config.train.checkpoint_every, config.train.keep_checkpoints = 3, 2
     assert train_and_evaluate(config, str(tmp_path))["steps"] == 12
-    assert kept() == [8, 10, 12]
+    assert kept() == [9, 12]
+    unbroken = smoke_config(few_buckets=True)
+    unbroken.train.num_steps = 12
+    train_and_evaluate(unbroken, str(tmp_path / "unbroken"))
+    assert read_metrics(tmp_path) == read_metrics(tmp_path / "unbroken")
+
+
+def test_a_checkpoints_rejection_count_includes_what_saving_settles():
+    """Async on the wall clock settles the times in flight as it saves (extra_meta), and the
+    guard may reject one of them: the count was read before, so a resume lost it."""
+    from types import SimpleNamespace
+
+    from omnilearn_jax.run.loop import Runner
+
+    guard, saved = SimpleNamespace(rejected=3), {}
+
+    def settle():
+        guard.rejected += 1
+        return {"events": []}
+
+    fake = SimpleNamespace(
+        t=SimpleNamespace(
+            agreement=SimpleNamespace(check=lambda at: None), timer=SimpleNamespace(guard=guard)
+        ),
+        unit="update",
+        done=8,
+        evals=[],
+        skipped=0,
+        extra_meta=settle,
+        arrays=lambda cstate, sizes: {},
+        ckpt=SimpleNamespace(save=lambda step, arrays, meta: saved.update(meta)),
+    )
+    Runner.save(fake, None, None, "id")
+    assert saved["rejected_times"] == guard.rejected == 4 and fake.last_saved == 8

@@ -101,6 +101,8 @@ def save_params(params, path: str) -> None:
 # (the launcher picks a free port for each launch, so a launched run's address changes).
 RESUMABLE_CHANGES = (
     "train.log_every",
+    "train.checkpoint_every",  # (its default went from 50 to 500 on 2026-12-05)
+    "train.keep_checkpoints",
     "train.resume",
     "wandb.mode",
     "faults.crash_step",
@@ -376,8 +378,9 @@ class Runner:
         # `skipped`: a run resumed inside a streak of skipped updates counts on from it, as
         # the optimiser's own count (optax.apply_if_finite, in the state) does.
         meta = {"evals": self.evals, "wandb_run_id": run_id, "skipped": self.skipped}
+        meta.update(self.extra_meta())  # async: settles the times in flight, which the guard
+        # may reject: counted after it, as the guard's memory in `arrays` is read after it
         meta["rejected_times"] = self.t.timer.guard.rejected
-        meta.update(self.extra_meta())
         self.ckpt.save(self.done, self.arrays(cstate, sizes), meta)
         self.last_saved = self.done
 
