@@ -202,7 +202,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.train.save_params = False  # write WORKDIR/final_params.npz at the end
     # Steps between checkpoints (and one at the end; 0 = end only). Each save costs orbax tens
     # of ms whatever the model: at 50, a 30,000-step smoke run spent two thirds of its 188 s
-    # saving. A signal (SIGINT, SIGTERM) still saves at the step it stops.
+    # saving. A run stopped by a signal saves where it stops (docs/robustness.md: which).
     c.train.checkpoint_every = 500
     c.train.keep_checkpoints = 2  # newest checkpoints kept (>= 1: a run resumes from one)
     c.train.resume = True  # continue from WORKDIR/checkpoints when a checkpoint is there
