@@ -217,8 +217,15 @@ def _npz(section: Mapping[str, Any]) -> Dataset:
     if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:]:
         raise ValueError(f"dataset file {path!r}: train and test inputs differ in shape")
     # Images stored as bytes are scaled to [0, 1], each split by its own dtype (a float test
-    # split beside byte training images had been divided by 255 a second time).
-    scaled = {k: arrays[k] / 255.0 if arrays[k].dtype == np.uint8 else arrays[k] for k in _X}
+    # split beside byte training images had been divided by 255 a second time). In float32
+    # at once, the bits of the float64 division's: through float64, a CIFAR-sized file
+    # (50,000 images) peaked at 3.25x the memory its data takes, 2.3 GiB.
+    scaled = {
+        k: np.divide(arrays[k], np.float32(255), dtype=np.float32)
+        if arrays[k].dtype == np.uint8
+        else arrays[k]
+        for k in _X
+    }
     x_train, x_test = scaled["x_train"], scaled["x_test"]
     return _finish(x_train, arrays["y_train"], x_test, arrays["y_test"])
 
