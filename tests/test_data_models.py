@@ -241,3 +241,16 @@ def test_npz_bytes_are_scaled_in_float32_with_the_float64_bits(tmp_path):
     assert np.array_equal(
         ds.x_train[:, 0, 0, 0], ((np.arange(2000) % 256) / 255.0).astype(np.float32)
     )
+
+
+@pytest.mark.parametrize("stray,warned", [(9, False), (255, True)])
+def test_npz_labels_far_past_the_classes_that_appear_are_warned_of(tmp_path, capsys, stray, warned):
+    """num_classes is the largest label + 1: one stray 255 among ten classes gave the model
+    256 outputs without a word."""
+    y = np.arange(100) % 9
+    y[5] = stray
+    path = tmp_path / "d.npz"
+    np.savez(path, x_train=np.ones((100, 4)), y_train=y, x_test=np.ones((9, 4)), y_test=y[:9])
+    assert datasets.load({"name": "npz", "path": str(path)}).num_classes == stray + 1
+    said = capsys.readouterr().err
+    assert ("labels run to 255 but only 10 distinct values appear" in said) is warned, said

@@ -8,6 +8,7 @@ depends on how a controller splits the batch across workers.
 from __future__ import annotations
 
 import os
+import sys
 import zipfile
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -227,7 +228,23 @@ def _npz(section: Mapping[str, Any]) -> Dataset:
         for k in _X
     }
     x_train, x_test = scaled["x_train"], scaled["x_test"]
+    _warn_sparse_labels(path, arrays["y_train"], arrays["y_test"])
     return _finish(x_train, arrays["y_train"], x_test, arrays["y_test"])
+
+
+def _warn_sparse_labels(path: str, *labels: np.ndarray) -> None:
+    """The model gets the largest label + 1 outputs: a stray label (255 among ten classes)
+    widened it without a word. Said when fewer than half of those classes appear."""
+    present = np.unique(np.concatenate([np.unique(y) for y in labels]))
+    classes = int(present[-1]) + 1
+    if classes > 2 and 2 * len(present) < classes:
+        print(
+            f"warning: dataset file {path!r}: labels run to {classes - 1} but only "
+            f"{len(present)} distinct values appear; the model gets {classes} outputs (the "
+            f"largest label + 1)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 class GlobalBatchSampler:
