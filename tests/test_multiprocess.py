@@ -394,7 +394,11 @@ def test_ctrl_c_to_the_launcher_interrupts_the_run_it_does_not_fail_it(tmp_path)
     # The processes leave by themselves (main.run's early exit): the launcher took its whole
     # --grace before, process 1 waiting in JAX's distributed shutdown until signalled again.
     assert elapsed < 30, elapsed
-    assert "[launch] interrupted; run the same command again" in text and "FAILED" not in text
+    # The launcher's own verdict: a process whose peer left first may log JAX's
+    # coordination-service errors on its way out (FAILED_PRECONDITION ... PREEMPTION_SYNC_
+    # BARRIER, in one CI run of two), which are not the launcher saying the run failed.
+    assert "[launch] interrupted; run the same command again" in text
+    assert "[launch] FAILED" not in text
     assert "Traceback" not in text, text[-3000:]
     assert "[p0] starting mlp" in text and "[p1] starting" not in text  # process 0 speaks
     assert not any(alive(pid) for pid in pids)
