@@ -452,7 +452,7 @@ def test_ctrl_c_to_one_process_interrupts_the_run_at_once(tmp_path):
     sees its peer gone, and the run is interrupted."""
     workdir = tmp_path / "run"
     code, elapsed, text, _ = signal_process_1(workdir, signal.SIGINT)
-    assert code == 130 and "FAILED" not in text, text[-3000:]
+    assert code == 130 and "[launch] FAILED" not in text, text[-3000:]
     assert elapsed < 25, elapsed
     assert json.loads((workdir / "summary.json").read_text())["status"] == "interrupted"
 
@@ -464,7 +464,7 @@ def test_sigterm_to_one_process_saves_and_interrupts_every_process_at_one_step(t
     service agreed on, with a checkpoint there, and the run is interrupted."""
     workdir = tmp_path / "run"
     code, elapsed, text, _ = signal_process_1(workdir, signal.SIGTERM)
-    assert code == 143 and "FAILED" not in text, text[-3000:]  # the processes' own status
+    assert code == 143 and "[launch] FAILED" not in text, text[-3000:]  # the processes' own status
     summary = json.loads((workdir / "summary.json").read_text())
     assert summary["status"] == "interrupted", summary
     assert summary["last_checkpoint"] == summary["resume_step"] == summary["steps"], summary
