@@ -11,7 +11,6 @@ import os
 import numpy as np
 import pytest
 
-from configs import paper_bsp
 from omnilearn_jax.config import errors
 from omnilearn_jax.config.args import literal, parse_arg
 from omnilearn_jax.config.checks import check_config, check_static_sizes
@@ -19,13 +18,11 @@ from omnilearn_jax.config.schema import unread_dataset_keys
 from omnilearn_jax.data import datasets
 from omnilearn_jax.run.loop import format_duration
 from omnilearn_jax.run.runstore import plain
+from tests.test_configs import _paper as paper
 
 
 def _paper(**changes):
-    c = paper_bsp.get_config("runlocal,model=mlp")
-    for key, value in changes.items():
-        section, _, leaf = key.rpartition(".")
-        (c[section] if section else c)[leaf] = value
+    c = paper(**changes)
     c.num_devices = c.num_workers
     return c
 
