@@ -13,6 +13,7 @@ CASES = [
     ("benchmarks.step_overhead", ["--reps", "0"], "--reps must be >= 1, got 0"),
     ("benchmarks.step_bench", ["--repeats", "0"], "--repeats must be >= 1, got 0"),
     ("benchmarks.placement_cost", ["--rounds", "0"], "--rounds must be >= 1, got 0"),
+    ("benchmarks.checkpoint_cadence", ["--reps", "0"], "--reps must be >= 1, got 0"),
     ("benchmarks.unplaced_step", ["--rounds", "0"], "--rounds must be >= 1, got 0"),
     ("benchmarks.async_bench", ["--rounds", "0"], "--rounds must be >= 1, got 0"),
     ("benchmarks.controller_noise_bound", ["--draws", "0"], "--draws must be >= 1, got 0"),
