@@ -361,9 +361,8 @@ class Runner:
     def arrays(self, cstate, sizes, extra: dict | None = None) -> dict:
         self.sync()
         return {
-            # Trees, however the steps hold them; as host numpy, which orbax writes faster
-            # than replicated device arrays (19-21 against 44-161 ms a save of 12 small
-            # leaves on 8 fake devices, load 5) and process 0 alone writes.
+            # Trees, however the steps hold them; as host numpy (the same on every process),
+            # which process 0 alone writes (benchmarks/checkpoint_cadence.py times saves).
             "train": host_tree(held.plain(self.t.state)),
             # Computed identically on every process; saved as host numpy, since a
             # single-device jax.Array cannot be serialised in a multi-process run.
