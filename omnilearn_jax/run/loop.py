@@ -122,7 +122,7 @@ def config_changes(old: dict, new: dict, ignore: tuple[str, ...] = ()) -> str:
     at most five ('' when none). A key one config lacks (added to the code later, or a
     plug-in's argument) is unchanged when the other keeps its default."""
     old, new = _flat(old), _flat(new)
-    default = _flat(json.loads(json.dumps(plain(base_config().to_dict()))))
+    default = _flat(as_stored(base_config()))
     unread = _unread_dataset_keys(old, new)
     changed = sorted(
         k
