@@ -18,12 +18,13 @@ size already seen that lies beyond `jump` (or 3 noise standard deviations) of it
 value, or at a new size of the time predicted for it (a first execution), is held back (an
 outlier); a CUSUM of the log-ratios tells a speed change (after `confirm` samples when it
 is large, later when it is small), which rescales that worker's whole curve by the run's
-mean ratio (the curve's shape stays), or records a new size's own time; a new split is taken
-only when its predicted step time is at least `min_gain` below the current split's; and a
-decision waits until every busy worker has `settle` measurements at its current size. The
-noise is each worker's own, measured as `proportional` measures it (controllers/noise.py):
-times are divided by a common factor first (the table's unit), the outlier band widens with
-a worker's noise, and nothing is decided before every busy worker's noise is known.
+mean ratio (the curve's shape stays), or records a new (or little measured) size's own
+time; a new split is taken only when its predicted step time is at least `min_gain` below
+the current split's; and a decision waits until every busy worker has `settle`
+measurements at its current size. The noise is each worker's own, measured as
+`proportional` measures it (controllers/noise.py): times are divided by a common factor
+first (the table's unit), the outlier band widens with a worker's noise, and nothing is
+decided before every busy worker's noise is known.
 Like `proportional` and `pi`, every new split is a response trial (controllers/response.py):
 no further split until the times answered it, and one they did not answer (times that ignore
 the rows, as on identical devices in two processes whose times differ by a lasting bias) is
@@ -79,6 +80,17 @@ CUSUM_NOISE = 1.0
 MATURE = 0.3
 # Weight a size's measurements decay to when it is not run (half of one measurement).
 STALE = 0.5
+# An alarm at a size measured fewer times than this (the weight of its mean) records that
+# size's own time instead of rescaling the whole curve: its mean rests on a few samples, and
+# the first ones high by chance make the later ones look like a speed change. Rescaled by
+# 0.77 on such an alarm, a worker's cliff points looked cheap and it went from 34 rows over
+# its cliff to 46 (1.40x the optimum; tuning plant 28 of seed 0, 14 % noise, seen with a
+# change to the cliff's bracket tried beside this one and not kept). A table that contradicts
+# the size's time (a smaller size slower) still makes it a speed change. Tried at 3 and 6 on
+# the tuning-side families (seeds 0, 100-103, never 1-5); at 6 alone, p90 after 5 decisions
+# 1.091 -> 1.079 (seeds 0, 100-103) and 1.093 -> 1.087 (seeds 104-108), the others within
+# 0.002 or better.
+YOUNG = 6.0
 # Holds of a lifted cap double at most this many times (hold 100: 100, 200, ... 1,600 steps).
 MAX_STRIKES = 4
 # A size above the current one is a cap when it costs more per sample by this fraction, or by
@@ -334,8 +346,9 @@ def _measure(
     )
     # Confirmed at a known size: a speed change, which rescales the worker's whole curve and
     # keeps one measurement's worth of confidence, so the new level is learnt quickly at every
-    # size. Confirmed at a new size: that size's own time (a cliff, a knee), recorded there,
-    # unless the table contradicts it (time grows with the batch: slower than a larger size
+    # size. Confirmed at a new size, or at one measured fewer than YOUNG times: that size's
+    # own time (a cliff, a knee; the mean moved by the run's level), recorded there, unless
+    # the table contradicts it (time grows with the batch: slower than a larger size
     # or faster than a smaller one was measured at), which makes it a speed change too.
     index = jnp.arange(n)[None, :]
     tabled = state.count > 0
@@ -344,8 +357,9 @@ def _measure(
     larger_faster = (index > at[:, None]) & tabled & (wide * state.mean < now)
     smaller_slower = (index < at[:, None]) & tabled & (state.mean > wide * now)
     speed_change = jnp.where(slower, larger_faster.any(1), smaller_slower.any(1))
-    rescale = restart & (own | speed_change)
-    found = restart & ~own & ~speed_change
+    mature = own & (seen >= YOUNG)
+    rescale = restart & (mature | speed_change)
+    found = restart & ~rescale
     mean = state.mean * jnp.where(rescale, level, 1.0)[:, None]
     # Forgetting: every size's weight decays like the EWMA, down to half a measurement's, so
     # a size run long ago keeps its shape (a cliff) while recent sizes lead the fit, and is
@@ -360,7 +374,7 @@ def _measure(
     weight = jnp.maximum(1.0 / (seen + 1.0), smoothing)
     point = mean[rows, at] + weight * (t - mean[rows, at])
     # A new size's time is this (the latest) sample: the streak's first may be a first execution.
-    point = jnp.where(found, t, point)
+    point = jnp.where(found, jnp.where(own, old * level, t), point)
     mean = mean.at[rows, at].set(jnp.where(use | found, point, mean[rows, at]))
     count = count.at[rows, at].set(jnp.where(use, seen + 1.0, jnp.where(found, 1.0, seen)))
     age = state.age + 1
