@@ -4,11 +4,13 @@ after 5 and 60 decisions and 5 after a speed change, adjustments per 1,000 noisy
 the noise floor's 90th percentile, per family and averaged over them.
 
     python -m benchmarks.predictive_tuning [--seeds 0,100,101,102,103] [--plants 96]
-        [--kw '{"min_gain": 0.02}']
+        [--kw '{"min_gain": 0.02}'] [--at-steps 30,60,265]
 
 Families and measures as benchmarks/controller_heldout.py (its `evaluate`, same checkpoints);
 the setting is the tuned one (settle=3, jump=0.25) updated by `--kw`. About 45 s a family of
-96 plants on the 2-core machine.
+96 plants on the 2-core machine. `--at-steps` reads the 90th percentile at fixed steps
+instead (no quiet runs, no floor): a setting that decides less often looks better after 5
+decisions because each decision rests on more steps, so compare settings at equal steps too.
 """
 
 from __future__ import annotations
@@ -39,22 +41,44 @@ def family(seed: int, count: int, kwargs: dict) -> dict:
     return {"summary": heldout.summary(own), "floor_p90": floor}
 
 
+def at_steps(seed: int, count: int, kwargs: dict, steps: list[int]) -> dict[int, float]:
+    """One family's 90th percentile of the ratio to the optimum at each of `steps`, and the
+    median step of predictive's 5th decision (key -5)."""
+    descs = plants.family(seed, count, change=heldout.CHANGE)
+    main = heldout.run("predictive", kwargs, descs, heldout.STEPS, seed)
+    out = {t: float(np.quantile(main["balance"][:, t], 0.9)) for t in steps}
+    return out | {-5: float(np.median(heldout.checkpoints(main["decisions"])["after_5"]))}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,100,101,102,103")
     parser.add_argument("--plants", type=int, default=96)
     parser.add_argument("--kw", default="{}", help="predictive's arguments over the tuned ones")
+    parser.add_argument("--at-steps", default="", help="comma-separated steps (< 500)")
     args = parser.parse_args(argv)
     try:
         kwargs = {**TUNED, **json.loads(args.kw)}
         seeds = [int(s) for s in args.seeds.split(",")]
+        steps = [int(t) for t in args.at_steps.split(",")] if args.at_steps else []
         controllers.make("predictive", **kwargs)  # an unknown or bad argument, at once
     except (ValueError, TypeError) as e:  # JSON, integers, the policy's own checks
-        parser.error(f"--kw {args.kw!r} / --seeds {args.seeds!r}: {e}")
+        parser.error(f"--kw {args.kw!r} / --seeds {args.seeds!r} / --at-steps: {e}")
     if held := sorted(set(seeds) & set(HELD_OUT)):  # this script develops on tuning seeds
         parser.error(f"--seeds {held} are held-out families (benchmarks/controller_heldout_seeds)")
     at_least(parser, plants=(args.plants, 1))
+    if any(not 0 <= t < heldout.STEPS for t in steps):
+        parser.error(f"--at-steps {args.at_steps!r}: each step in [0, {heldout.STEPS})")
     start, rows = time.time(), []
+    if steps:
+        found = [at_steps(seed, args.plants, kwargs, steps) for seed in seeds]
+        print(
+            f"predictive {kwargs}; 90th percentile at each step, averaged over {len(seeds)} "
+            f"families (5th decision at step {np.mean([f[-5] for f in found]):.0f}, median):"
+        )
+        print("  " + "  ".join(f"step {t}: {np.mean([f[t] for f in found]):.3f}" for t in steps))
+        print(f"{time.time() - start:.0f} s")
+        return
     for seed in seeds:
         out = family(seed, args.plants, kwargs)
         rows.append(out["summary"])
