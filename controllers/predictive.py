@@ -80,16 +80,20 @@ CUSUM_NOISE = 1.0
 MATURE = 0.3
 # Weight a size's measurements decay to when it is not run (half of one measurement).
 STALE = 0.5
-# An alarm at a size measured fewer times than this (the weight of its mean) records that
-# size's own time instead of rescaling the whole curve: its mean rests on a few samples, and
-# the first ones high by chance make the later ones look like a speed change. Rescaled by
+# An alarm at a size whose mean weighs less than this many measurements (about 7 recent
+# ones: weights decay by `smoothing` a step) records that size's own time instead of
+# rescaling the whole curve, if the new level still fits the curve the size was chosen on
+# (its `expected` time, within the outlier band): the young mean rests on a few samples, and
+# the first ones high by chance made the later ones look like a speed change. Rescaled by
 # 0.77 on such an alarm, a worker's cliff points looked cheap and it went from 34 rows over
 # its cliff to 46 (1.40x the optimum; tuning plant 28 of seed 0, 14 % noise, seen with a
-# change to the cliff's bracket tried beside this one and not kept). A table that contradicts
-# the size's time (a smaller size slower) still makes it a speed change. Tried at 3 and 6 on
-# the tuning-side families (seeds 0, 100-103, never 1-5); at 6 alone, p90 after 5 decisions
-# 1.091 -> 1.079 (seeds 0, 100-103) and 1.093 -> 1.087 (seeds 104-108), the others within
-# 0.002 or better.
+# change to the cliff's bracket tried beside this one and not kept). A new level that does
+# not fit is a speed change after a move: without that test, with every speed changed at
+# step 20 (mid-convergence) instead of 250, the tuning-side p90 five decisions after the
+# change went 1.091 -> 1.121 and the worst 1.584 -> 2.689 (seeds 0, 100-103). A table that
+# contradicts the size's time (a smaller size slower) makes it a speed change too. Tried at 3
+# and 6 on the tuning-side families (never 1-5); at 6, p90 after 5 decisions 1.091 -> 1.080
+# (seeds 0, 100-103) and 1.093 -> 1.090 (seeds 104-108), the others within 0.001 or better.
 YOUNG = 6.0
 # Holds of a lifted cap double at most this many times (hold 100: 100, 200, ... 1,600 steps).
 MAX_STRIKES = 4
@@ -357,7 +361,11 @@ def _measure(
     larger_faster = (index > at[:, None]) & tabled & (wide * state.mean < now)
     smaller_slower = (index < at[:, None]) & tabled & (state.mean > wide * now)
     speed_change = jnp.where(slower, larger_faster.any(1), smaller_slower.any(1))
-    mature = own & (seen >= YOUNG)
+    # A young size's new level that still fits the curve it was chosen on (`expected`, within
+    # the band) says its young mean was off; one that does not is a speed change after a move.
+    level_now = old * level
+    fits = (state.expected > 0) & (jnp.abs(jnp.log(level_now / state.expected)) <= jnp.log1p(band))
+    mature = own & ((seen >= YOUNG) | ~fits)
     rescale = restart & (mature | speed_change)
     found = restart & ~rescale
     mean = state.mean * jnp.where(rescale, level, 1.0)[:, None]
@@ -374,7 +382,7 @@ def _measure(
     weight = jnp.maximum(1.0 / (seen + 1.0), smoothing)
     point = mean[rows, at] + weight * (t - mean[rows, at])
     # A new size's time is this (the latest) sample: the streak's first may be a first execution.
-    point = jnp.where(found, jnp.where(own, old * level, t), point)
+    point = jnp.where(found, jnp.where(own, level_now, t), point)
     mean = mean.at[rows, at].set(jnp.where(use | found, point, mean[rows, at]))
     count = count.at[rows, at].set(jnp.where(use, seen + 1.0, jnp.where(found, 1.0, seen)))
     age = state.age + 1
