@@ -192,7 +192,7 @@ def markdown(heldout: dict, trainer: dict | None) -> str:
         "estimating each speed by their geometric mean and splitting in proportion; its step "
         "time over the optimum, over 20,000 draws of the family's speeds. With settle 3, "
         "a decision needs 3 steps a move at the least, and none comes before every worker's "
-        "noise is known or while a trial is open: on the first held-out family (at 69180c9) "
+        "noise is known or while a trial is open: on the first held-out family (at d596603) "
         "predictive's 5th decision took effect 9 steps in at the earliest, 19 at the median "
         "and after step 15 on 70 % of the plants, its 60th at least 61 steps in; the worst of "
         "96 plants is near the 99th percentile. Where this controller misses a goal at a "
