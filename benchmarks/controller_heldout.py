@@ -101,9 +101,12 @@ def floor_ratio(
     return true[rows, chosen].max() / true[rows, best].max(), best
 
 
-def noise_floor(descs: list[dict], main: dict[str, np.ndarray], at: dict) -> dict[str, np.ndarray]:
+def noise_floor(
+    descs: list[dict], main: dict[str, np.ndarray], at: dict, change: int = CHANGE
+) -> dict[str, np.ndarray]:
     """Per plant, `floor_ratio` at each checkpoint of `at`, from the samples of `main` (a `run`)
-    since the start (after_5, after_60) or since the speed change (after_change_5); and
+    since the start (after_5, after_60) or since the speed change at step `change`
+    (after_change_5); and
     `over_cliff_<checkpoint>`: the controller's split has a worker above its memory limit there
     while the oracle's does not."""
     ratio = jax.jit(jax.vmap(floor_ratio))
@@ -112,7 +115,7 @@ def noise_floor(descs: list[dict], main: dict[str, np.ndarray], at: dict) -> dic
     rows = np.arange(len(descs))
     out = {}
     for key, steps in at.items():
-        start = np.full(len(descs), CHANGE if key == "after_change_5" else 0)
+        start = np.full(len(descs), change if key == "after_change_5" else 0)
         floor, best = ratio(stacked, main["sizes"], main["times"], start, steps)
         sizes = main["sizes"][rows, steps]
         out[key] = np.asarray(floor)
@@ -122,7 +125,7 @@ def noise_floor(descs: list[dict], main: dict[str, np.ndarray], at: dict) -> dic
     return out
 
 
-def checkpoints(decisions: np.ndarray) -> dict[str, np.ndarray]:
+def checkpoints(decisions: np.ndarray, change: int = CHANGE) -> dict[str, np.ndarray]:
     """Per plant, the step at which predictive's 5th / 60th decision (and 5th after the
     change) takes effect: one past the step it was made on."""
 
@@ -130,10 +133,10 @@ def checkpoints(decisions: np.ndarray) -> dict[str, np.ndarray]:
         steps = np.argmax(reached, axis=1) + 1
         return np.where(reached.any(axis=1), steps, reached.shape[1] - 1)
 
-    before = decisions[:, CHANGE - 1 : CHANGE]
+    before = decisions[:, change - 1 : change]
     return {
-        "after_5": np.minimum(first(decisions >= 5), CHANGE - 1),
-        "after_60": np.minimum(first(decisions >= 60), CHANGE - 1),
+        "after_5": np.minimum(first(decisions >= 5), change - 1),
+        "after_60": np.minimum(first(decisions >= 60), change - 1),
         "after_change_5": np.minimum(first(decisions - before >= 5), STEPS - 1),
     }
 
@@ -146,15 +149,17 @@ def evaluate(
     at: dict | None,
     seed: int,
     floor: bool = False,
+    change: int = CHANGE,
 ) -> tuple[dict[str, np.ndarray], dict]:
     """Per-plant ratios at the checkpoints (predictive's own when `at` is None); with `floor`,
-    also the noise floor's at the same checkpoints from the same samples (`floor_after_5`...)."""
+    also the noise floor's at the same checkpoints from the same samples (`floor_after_5`...).
+    `change`: the step of the plants' speed change (`descs` must be drawn with it)."""
     main = run(name, kwargs, descs, STEPS, seed)
-    at = checkpoints(main["decisions"]) if at is None else at
+    at = checkpoints(main["decisions"], change) if at is None else at
     rows = np.arange(len(descs))
     values = {key: main["balance"][rows, steps] for key, steps in at.items()}
     if floor:
-        found = noise_floor(descs, main, at)
+        found = noise_floor(descs, main, at, change)
         values |= {k if k.startswith("over") else f"floor_{k}": v for k, v in found.items()}
     sizes = run(name, kwargs, quiet, QUIET_STEPS, seed + 1000)["sizes"]
     values["adjustments"] = np.any(sizes[:, 1:] != sizes[:, :-1], axis=-1).sum(-1)

@@ -4,13 +4,16 @@ after 5 and 60 decisions and 5 after a speed change, adjustments per 1,000 noisy
 the noise floor's 90th percentile, per family and averaged over them.
 
     python -m benchmarks.predictive_tuning [--seeds 0,100,101,102,103] [--plants 96]
-        [--kw '{"min_gain": 0.02}'] [--at-steps 30,60,265]
+        [--kw '{"min_gain": 0.02}'] [--at-steps 30,60,265] [--change 250]
 
 Families and measures as benchmarks/controller_heldout.py (its `evaluate`, same checkpoints);
 the setting is the tuned one (settle=3, jump=0.25) updated by `--kw`. About 45 s a family of
 96 plants on the 2-core machine. `--at-steps` reads the 90th percentile at fixed steps
 instead (no quiet runs, no floor): a setting that decides less often looks better after 5
 decisions because each decision rests on more steps, so compare settings at equal steps too.
+`--change` moves every plant's speed change (250: the held-out families'): at 20, mid-
+convergence, a change comes just after a move, which step 250 never shows (after 5 and 60
+decisions are then read before it, at step 19 at the latest).
 """
 
 from __future__ import annotations
@@ -31,23 +34,28 @@ MEASURES = ("after_5", "after_60", "after_change_5", "adjustments")
 TUNED = {"settle": 3, "jump": 0.25}
 
 
-def family(seed: int, count: int, kwargs: dict) -> dict:
+def family(seed: int, count: int, kwargs: dict, change: int = heldout.CHANGE) -> dict:
     """One family's summary of predictive with `kwargs`, and its noise floor's p90."""
-    descs = plants.family(seed, count, change=heldout.CHANGE)
+    descs = plants.family(seed, count, change=change)
     quiet = plants.family(seed, count, change=plants.NEVER, noise=0.1)
-    values, _ = heldout.evaluate("predictive", kwargs, descs, quiet, None, seed, floor=True)
+    values, _ = heldout.evaluate(
+        "predictive", kwargs, descs, quiet, None, seed, floor=True, change=change
+    )
     own = {k: values[k] for k in MEASURES}
     floor = {k: float(np.quantile(values[f"floor_{k}"], 0.9)) for k in MEASURES[:3]}
     return {"summary": heldout.summary(own), "floor_p90": floor}
 
 
-def at_steps(seed: int, count: int, kwargs: dict, steps: list[int]) -> dict[int, float]:
+def at_steps(
+    seed: int, count: int, kwargs: dict, steps: list[int], change: int = heldout.CHANGE
+) -> dict[int, float]:
     """One family's 90th percentile of the ratio to the optimum at each of `steps`, and the
     median step of predictive's 5th decision (key -5)."""
-    descs = plants.family(seed, count, change=heldout.CHANGE)
+    descs = plants.family(seed, count, change=change)
     main = heldout.run("predictive", kwargs, descs, heldout.STEPS, seed)
     out = {t: float(np.quantile(main["balance"][:, t], 0.9)) for t in steps}
-    return out | {-5: float(np.median(heldout.checkpoints(main["decisions"])["after_5"]))}
+    fifth = heldout.checkpoints(main["decisions"], change)["after_5"]
+    return out | {-5: float(np.median(fifth))}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -56,6 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--plants", type=int, default=96)
     parser.add_argument("--kw", default="{}", help="predictive's arguments over the tuned ones")
     parser.add_argument("--at-steps", default="", help="comma-separated steps (< 500)")
+    parser.add_argument("--change", type=int, default=heldout.CHANGE, help="speed change step")
     args = parser.parse_args(argv)
     try:
         kwargs = {**TUNED, **json.loads(args.kw)}
@@ -67,11 +76,14 @@ def main(argv: list[str] | None = None) -> None:
     if held := sorted(set(seeds) & set(HELD_OUT)):  # this script develops on tuning seeds
         parser.error(f"--seeds {held} are held-out families (benchmarks/controller_heldout_seeds)")
     at_least(parser, plants=(args.plants, 1))
+    at_least(parser, change=(args.change, 10))
+    if args.change > heldout.STEPS - 60:
+        parser.error(f"--change {args.change}: at most {heldout.STEPS - 60} (5 decisions after it)")
     if any(not 0 <= t < heldout.STEPS for t in steps):
         parser.error(f"--at-steps {args.at_steps!r}: each step in [0, {heldout.STEPS})")
     start, rows = time.time(), []
     if steps:
-        found = [at_steps(seed, args.plants, kwargs, steps) for seed in seeds]
+        found = [at_steps(seed, args.plants, kwargs, steps, args.change) for seed in seeds]
         print(
             f"predictive {kwargs}; 90th percentile at each step, averaged over {len(seeds)} "
             f"families (5th decision at step {np.mean([f[-5] for f in found]):.0f}, median):"
@@ -80,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{time.time() - start:.0f} s")
         return
     for seed in seeds:
-        out = family(seed, args.plants, kwargs)
+        out = family(seed, args.plants, kwargs, args.change)
         rows.append(out["summary"])
         cells = [
             "/".join(f"{out['summary'][k][q]:.3f}" for q in ("median", "p90", "worst"))
@@ -88,7 +100,10 @@ def main(argv: list[str] | None = None) -> None:
         ]
         floor = " ".join(f"{v:.3f}" for v in out["floor_p90"].values())
         print(f"seed {seed}: " + " | ".join(cells) + f" | floor p90 {floor}", flush=True)
-    print(f"predictive {kwargs}; median/p90/worst, averaged over {len(rows)} families:")
+    print(
+        f"predictive {kwargs}, speed change at step {args.change}; median/p90/worst, "
+        f"averaged over {len(rows)} families:"
+    )
     for k in MEASURES:
         means = [np.mean([r[k][q] for r in rows]) for q in ("median", "p90", "worst")]
         print(f"  {k}: " + " / ".join(f"{m:.3f}" for m in means))

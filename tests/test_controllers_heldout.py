@@ -112,3 +112,13 @@ def test_committed_noise_floor_is_reproduced():
         # Even the floor misses the worst-plant goal: it is out of reach from these samples.
         assert floor[key]["worst"] == pytest.approx(committed.max(), abs=2e-3)
         assert floor[key]["worst"] > report["goals"][key]
+
+
+def test_checkpoints_count_decisions_from_the_given_speed_change():
+    # One decision a step: the 5th takes effect at step 5, the 5th after a change at step 20
+    # at step 25 (250 by default: 255); before the change, the 60th is read at step 19 at the
+    # latest (benchmarks.predictive_tuning --change 20).
+    decisions = np.arange(1, heldout.STEPS + 1)[None, :]
+    at = heldout.checkpoints(decisions, 20)
+    assert (at["after_5"][0], at["after_60"][0], at["after_change_5"][0]) == (5, 19, 25)
+    assert heldout.checkpoints(decisions)["after_change_5"][0] == heldout.CHANGE + 5
