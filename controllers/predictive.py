@@ -82,19 +82,21 @@ MATURE = 0.3
 STALE = 0.5
 # An alarm at a size whose mean weighs less than this many measurements (about 7 recent
 # ones: weights decay by `smoothing` a step) records that size's own time instead of
-# rescaling the whole curve, if the new level still fits the curve the size was chosen on
-# (its `expected` time, within the outlier band): the young mean rests on a few samples, and
-# the first ones high by chance made the later ones look like a speed change. Rescaled by
-# 0.77 on such an alarm, a worker's cliff points looked cheap and it went from 34 rows over
-# its cliff to 46 (1.40x the optimum; tuning plant 28 of seed 0, 14 % noise, seen with a
-# change to the cliff's bracket tried beside this one and not kept). A new level that does
-# not fit is a speed change after a move: without that test, with every speed changed at
-# step 20 (mid-convergence) instead of 250, the tuning-side p90 five decisions after the
-# change went 1.091 -> 1.121 and the worst 1.584 -> 2.689 (seeds 0, 100-103; `python -m
-# benchmarks.predictive_tuning --change 20`: 1.091 and 1.403 with the test). A table that
-# contradicts the size's time (a smaller size slower) makes it a speed change too. Tried at 3
-# and 6 on the tuning-side families (never 1-5); at 6, p90 after 5 decisions 1.091 -> 1.080
-# (seeds 0, 100-103) and 1.093 -> 1.090 (seeds 104-108), the others within 0.001 or better.
+# rescaling the whole curve, if the new level still fits the predicted curve (`expected`:
+# the table's prediction at that size, set each step, in which a young size's few noisy
+# samples count little against the fit over every size; within the outlier band): the young
+# mean rests on a few samples, and the first ones high by chance made the later ones look
+# like a speed change. Rescaled by 0.77 on such an alarm, a worker's cliff points looked
+# cheap and it went from 34 rows over its cliff to 46 (1.40x the optimum; tuning plant 28
+# of seed 0, 14 % noise, seen with a change to the cliff's bracket tried beside this one and
+# not kept). A new level that does not fit is a speed change after a move: without that
+# test, with every speed changed at step 20 (mid-convergence) instead of 250, the
+# tuning-side p90 five decisions after the change went 1.091 -> 1.121 and the worst 1.584 ->
+# 2.689 (seeds 0, 100-103; `python -m benchmarks.predictive_tuning --change 20`: 1.091 and
+# 1.403 with the test). A table that contradicts the size's time (a smaller size slower)
+# makes it a speed change too. Tried at 3 and 6 on the tuning-side families (never 1-5); at
+# 6, p90 after 5 decisions 1.091 -> 1.080 (seeds 0, 100-103) and 1.093 -> 1.090 (seeds
+# 104-108), the others within 0.001 or better.
 YOUNG = 6.0
 # Holds of a lifted cap double at most this many times (hold 100: 100, 200, ... 1,600 steps).
 MAX_STRIKES = 4
@@ -351,8 +353,9 @@ def _measure(
     )
     # Confirmed at a known size: a speed change, which rescales the worker's whole curve and
     # keeps one measurement's worth of confidence, so the new level is learnt quickly at every
-    # size. Confirmed at a new size, or at one measured fewer than YOUNG times: that size's
-    # own time (a cliff, a knee; the mean moved by the run's level), recorded there, unless
+    # size. Confirmed at a new size, or at one weighing less than YOUNG measurements whose new
+    # level fits the predicted curve: that size's own time (a cliff, a knee; a young mean moved
+    # by the run's level), recorded there, unless
     # the table contradicts it (time grows with the batch: slower than a larger size
     # or faster than a smaller one was measured at), which makes it a speed change too.
     index = jnp.arange(n)[None, :]
@@ -362,8 +365,8 @@ def _measure(
     larger_faster = (index > at[:, None]) & tabled & (wide * state.mean < now)
     smaller_slower = (index < at[:, None]) & tabled & (state.mean > wide * now)
     speed_change = jnp.where(slower, larger_faster.any(1), smaller_slower.any(1))
-    # A young size's new level that still fits the curve it was chosen on (`expected`, within
-    # the band) says its young mean was off; one that does not is a speed change after a move.
+    # A young size's new level that still fits the predicted curve (`expected`, within the
+    # band) says its young mean was off; one that does not is a speed change after a move.
     level_now = old * level
     fits = (state.expected > 0) & (jnp.abs(jnp.log(level_now / state.expected)) <= jnp.log1p(band))
     mature = own & ((seen >= YOUNG) | ~fits)
