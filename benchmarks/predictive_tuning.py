@@ -54,7 +54,7 @@ def at_steps(
     descs = plants.family(seed, count, change=change)
     main = heldout.run("predictive", kwargs, descs, heldout.STEPS, seed)
     out = {t: float(np.quantile(main["balance"][:, t], 0.9)) for t in steps}
-    fifth = heldout.checkpoints(main["decisions"], change)["after_5"]
+    fifth = np.argmax(main["decisions"] >= 5, axis=1) + 1  # not capped before the change
     return out | {-5: float(np.median(fifth))}
 
 
@@ -78,19 +78,28 @@ def main(argv: list[str] | None = None) -> None:
     at_least(parser, plants=(args.plants, 1))
     at_least(parser, change=(args.change, 10))
     if args.change > heldout.STEPS - 60:
-        parser.error(f"--change {args.change}: at most {heldout.STEPS - 60} (5 decisions after it)")
+        parser.error(
+            f"--change {args.change}: at most {heldout.STEPS - 60} (room for 5 decisions after "
+            f"it; the 5th after it is read at step {heldout.STEPS - 1} at the latest)"
+        )
     if any(not 0 <= t < heldout.STEPS for t in steps):
         parser.error(f"--at-steps {args.at_steps!r}: each step in [0, {heldout.STEPS})")
     start, rows = time.time(), []
     if steps:
         found = [at_steps(seed, args.plants, kwargs, steps, args.change) for seed in seeds]
         print(
-            f"predictive {kwargs}; 90th percentile at each step, averaged over {len(seeds)} "
-            f"families (5th decision at step {np.mean([f[-5] for f in found]):.0f}, median):"
+            f"predictive {kwargs}, speed change at step {args.change}; 90th percentile at each "
+            f"step, averaged over {len(seeds)} families (5th decision at step "
+            f"{np.mean([f[-5] for f in found]):.0f}, median):"
         )
         print("  " + "  ".join(f"step {t}: {np.mean([f[t] for f in found]):.3f}" for t in steps))
         print(f"{time.time() - start:.0f} s")
         return
+    if args.change < 80:  # a 60th decision comes 61 steps in at the earliest
+        print(
+            f"note: after_5 and after_60 are read before the change, at step {args.change - 1} "
+            "at the latest (capped there where a plant had not decided that often)"
+        )
     for seed in seeds:
         out = family(seed, args.plants, kwargs, args.change)
         rows.append(out["summary"])

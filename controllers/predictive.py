@@ -82,9 +82,10 @@ MATURE = 0.3
 STALE = 0.5
 # An alarm at a size whose mean weighs less than this many measurements (about 7 recent
 # ones: weights decay by `smoothing` a step) records that size's own time instead of
-# rescaling the whole curve, if the new level still fits the predicted curve (`expected`:
-# the table's prediction at that size, set each step, in which a young size's few noisy
-# samples count little against the fit over every size; within the outlier band): the young
+# rescaling the whole curve, if the new level lies within the outlier band of the table's
+# prediction there (`expected`, set each step: for a young size near its own mean, pulled a
+# little towards the fit over every size; so in effect an alarm of a level within the band,
+# which noise widens: 0.52 at 14 % noise; sizes weighing under 1 count as new): the young
 # mean rests on a few samples, and the first ones high by chance made the later ones look
 # like a speed change. Rescaled by 0.77 on such an alarm, a worker's cliff points looked
 # cheap and it went from 34 rows over its cliff to 46 (1.40x the optimum; tuning plant 28
@@ -93,10 +94,10 @@ STALE = 0.5
 # test, with every speed changed at step 20 (mid-convergence) instead of 250, the
 # tuning-side p90 five decisions after the change went 1.091 -> 1.121 and the worst 1.584 ->
 # 2.689 (seeds 0, 100-103; `python -m benchmarks.predictive_tuning --change 20`: 1.091 and
-# 1.403 with the test). A table that contradicts the size's time (a smaller size slower)
-# makes it a speed change too. Tried at 3 and 6 on the tuning-side families (never 1-5); at
-# 6, p90 after 5 decisions 1.091 -> 1.080 (seeds 0, 100-103) and 1.093 -> 1.090 (seeds
-# 104-108), the others within 0.001 or better.
+# 1.403 with the test). A table that contradicts the size's time (a smaller size slower,
+# or a larger one faster) makes it a speed change too. Tried at 3 and 6 on the tuning-side
+# families (never 1-5); at 6, p90 after 5 decisions 1.091 -> 1.080 (seeds 0, 100-103) and
+# 1.093 -> 1.090 (seeds 104-108), the others within 0.001 or better.
 YOUNG = 6.0
 # Holds of a lifted cap double at most this many times (hold 100: 100, 200, ... 1,600 steps).
 MAX_STRIKES = 4
@@ -126,7 +127,7 @@ class PredictiveState(NamedTuple):
     run_time: jax.Array  # float [W, 2]: seconds their steps took (the longest worker's time)
     run_sigma: jax.Array  # float [W]: the noise when the live run began (its drift's scale)
     settled: jax.Array  # int32 [W]: measurements at the current size since it last moved
-    expected: jax.Array  # float [W]: predicted time at the current size when it was chosen
+    expected: jax.Array  # float [W]: the table's predicted time at the current size (last step)
     age: jax.Array  # int32 [W, B + 1]: steps since each size was last measured
     strikes: jax.Array  # int32 [W]: caps lifted so far; each doubles the next hold
     suspect: jax.Array  # int32 [W]: consecutive outliers (+ above, - below)

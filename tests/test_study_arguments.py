@@ -23,7 +23,11 @@ CASES = [
     ("benchmarks.predictive_tuning", ["--at-steps", "30,500"], "each step in [0, 500)"),
     ("benchmarks.predictive_tuning", ["--at-steps", "x"], "--at-steps: invalid literal"),
     ("benchmarks.predictive_tuning", ["--change", "5"], "--change must be >= 10, got 5"),
-    ("benchmarks.predictive_tuning", ["--change", "480"], "--change 480: at most 440"),
+    (
+        "benchmarks.predictive_tuning",
+        ["--change", "480"],
+        "--change 480: at most 440 (room for 5 decisions",
+    ),
     ("experiments.async_seeds", ["--seeds", "1"], "--seeds must be >= 2 for an interval"),
     ("experiments.async_seeds", ["--weighting", "bogus"], "--weighting is one of share, lr"),
     ("experiments.async_staleness", ["--updates", "4", "--settle", "10"], "--settle (10) must"),
