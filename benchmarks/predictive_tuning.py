@@ -4,7 +4,7 @@ after 5 and 60 decisions and 5 after a speed change, adjustments per 1,000 noisy
 the noise floor's 90th percentile, per family and averaged over them.
 
     python -m benchmarks.predictive_tuning [--seeds 0,100,101,102,103] [--plants 96]
-        [--kw '{"min_gain": 0.02}'] [--at-steps 30,60,265] [--change 250]
+        [--kw '{"min_gain": 0.02}'] [--at-steps 30,60,265] [--change 250] [--others]
 
 Families and measures as benchmarks/controller_heldout.py (its `evaluate`, same checkpoints);
 the setting is the tuned one (settle=3, jump=0.25) updated by `--kw`. About 45 s a family of
@@ -13,7 +13,9 @@ instead (no quiet runs, no floor): a setting that decides less often looks bette
 decisions because each decision rests on more steps, so compare settings at equal steps too.
 `--change` moves every plant's speed change (250: the held-out families'): at 20, mid-
 convergence, a change comes just after a move, which step 250 never shows (after 5 and 60
-decisions are then read before it, at step 19 at the latest).
+decisions are then read before it, at step 19 at the latest). `--others` also runs P and PI
+at their held-out tuned settings (docs/results/controller_heldout_seeds.json), read at
+predictive's checkpoints on the same plants, and prints their averages beside it.
 """
 
 from __future__ import annotations
@@ -34,16 +36,30 @@ MEASURES = ("after_5", "after_60", "after_change_5", "adjustments")
 TUNED = {"settle": 3, "jump": 0.25}
 
 
-def family(seed: int, count: int, kwargs: dict, change: int = heldout.CHANGE) -> dict:
-    """One family's summary of predictive with `kwargs`, and its noise floor's p90."""
+def family(
+    seed: int, count: int, kwargs: dict, change: int = heldout.CHANGE, others: dict | None = None
+) -> dict:
+    """One family's summary of predictive with `kwargs`, its noise floor's p90, and with
+    `others` ({policy: setting}) each other policy's summary at predictive's checkpoints."""
     descs = plants.family(seed, count, change=change)
     quiet = plants.family(seed, count, change=plants.NEVER, noise=0.1)
-    values, _ = heldout.evaluate(
+    values, at = heldout.evaluate(
         "predictive", kwargs, descs, quiet, None, seed, floor=True, change=change
     )
     own = {k: values[k] for k in MEASURES}
     floor = {k: float(np.quantile(values[f"floor_{k}"], 0.9)) for k in MEASURES[:3]}
-    return {"summary": heldout.summary(own), "floor_p90": floor}
+    rest = {}
+    for name, setting in (others or {}).items():
+        found, _ = heldout.evaluate(name, setting, descs, quiet, at, seed, change=change)
+        rest[name] = heldout.summary({k: found[k] for k in MEASURES})
+    return {"summary": heldout.summary(own), "floor_p90": floor, "others": rest, "at": at}
+
+
+def _means(rows: list[dict], label: str) -> None:
+    print(label)
+    for k in MEASURES:
+        means = [np.mean([r[k][q] for r in rows]) for q in ("median", "p90", "worst")]
+        print(f"  {k}: " + " / ".join(f"{m:.3f}" for m in means))
 
 
 def at_steps(
@@ -65,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kw", default="{}", help="predictive's arguments over the tuned ones")
     parser.add_argument("--at-steps", default="", help="comma-separated steps (< 500)")
     parser.add_argument("--change", type=int, default=heldout.CHANGE, help="speed change step")
+    parser.add_argument("--others", action="store_true", help="P and PI beside it")
     args = parser.parse_args(argv)
     try:
         kwargs = {**TUNED, **json.loads(args.kw)}
@@ -100,22 +117,27 @@ def main(argv: list[str] | None = None) -> None:
             f"note: after_5 and after_60 are read before the change, at step {args.change - 1} "
             "at the latest (capped there where a plant had not decided that often)"
         )
+    tuned = json.loads((heldout.RESULTS / "controller_heldout_seeds.json").read_text())["settings"]
+    others = {k: v for k, v in tuned.items() if k != "predictive"} if args.others else {}
+    rest: dict[str, list] = {name: [] for name in others}
     for seed in seeds:
-        out = family(seed, args.plants, kwargs, args.change)
+        out = family(seed, args.plants, kwargs, args.change, others)
         rows.append(out["summary"])
+        for name in others:
+            rest[name].append(out["others"][name])
         cells = [
             "/".join(f"{out['summary'][k][q]:.3f}" for q in ("median", "p90", "worst"))
             for k in MEASURES
         ]
         floor = " ".join(f"{v:.3f}" for v in out["floor_p90"].values())
         print(f"seed {seed}: " + " | ".join(cells) + f" | floor p90 {floor}", flush=True)
-    print(
+    _means(
+        rows,
         f"predictive {kwargs}, speed change at step {args.change}; median/p90/worst, "
-        f"averaged over {len(rows)} families:"
+        f"averaged over {len(rows)} families:",
     )
-    for k in MEASURES:
-        means = [np.mean([r[k][q] for r in rows]) for q in ("median", "p90", "worst")]
-        print(f"  {k}: " + " / ".join(f"{m:.3f}" for m in means))
+    for name, found in rest.items():
+        _means(found, f"{name} {others[name]}, at predictive's checkpoints:")
     print(f"{time.time() - start:.0f} s")
 
 

@@ -122,3 +122,20 @@ def test_checkpoints_count_decisions_from_the_given_speed_change():
     at = heldout.checkpoints(decisions, 20)
     assert (at["after_5"][0], at["after_60"][0], at["after_change_5"][0]) == (5, 19, 25)
     assert heldout.checkpoints(decisions)["after_change_5"][0] == heldout.CHANGE + 5
+
+
+def test_tuning_script_reads_other_policies_at_predictive_checkpoints():
+    # benchmarks.predictive_tuning --others: P on the same 2 plants (speed change at step 20),
+    # read at predictive's checkpoints (P keeps no decision count: its own would all be the
+    # last step), gives the ratios of P's run at those steps.
+    from benchmarks import predictive_tuning
+
+    setting = {"deadband": 0.2, "smoothing": 0.05}
+    out = predictive_tuning.family(0, 2, predictive_tuning.TUNED, 20, {"proportional": setting})
+    steps = out["at"]["after_change_5"]
+    assert np.all(steps < heldout.STEPS - 1)  # predictive decided 5 times after the change
+    descs = plants.family(0, 2, change=20)
+    balance = heldout.run("proportional", setting, descs, heldout.STEPS, 0)["balance"]
+    found = balance[np.arange(2), steps]
+    p = out["others"]["proportional"]["after_change_5"]
+    assert (p["median"], p["worst"]) == pytest.approx((np.median(found), found.max()))
