@@ -279,23 +279,10 @@ def predictive(
         shares = response.revert(verdict.trial, verdict.undo, jnp.where(adopt, wanted, b))
         sizes = allocate(shares, n - 1, lo, hi)
         moved = jnp.any(sizes != b)
-        detector = m.detector
-        new_state = PredictiveState(
+        new_state = fold(state, m)._replace(
             sizes=sizes,
-            mean=m.mean,
-            count=count,
-            drift=detector[0],
-            run_sum=detector[1],
-            run_count=detector[2],
-            run_time=detector[3],
-            run_sigma=detector[4],
             settled=jnp.where(sizes != b, 0, settled),
             expected=jnp.where(sizes > 0, table[rows, jnp.clip(sizes, 0, n - 1)], 0.0),
-            age=m.age,
-            strikes=m.strikes,
-            suspect=m.suspect,
-            noise=m.noise,
-            scale=m.scale,
             seen_time=seen_time,
             decisions=state.decisions + due.astype(jnp.int32),
             num_adjustments=state.num_adjustments + moved.astype(jnp.int32),
@@ -305,6 +292,27 @@ def predictive(
         return sizes, new_state
 
     return Controller(init, update)
+
+
+def fold(state: PredictiveState, m: Measurement) -> PredictiveState:
+    """`state` with one step's measurement (`_measure`) folded in: the table, the change
+    detector, the noise and the common factor; the split and the decision are left as they
+    were."""
+    drift, run_sum, run_count, run_time, run_sigma = m.detector
+    return state._replace(
+        mean=m.mean,
+        count=m.count,
+        drift=drift,
+        run_sum=run_sum,
+        run_count=run_count,
+        run_time=run_time,
+        run_sigma=run_sigma,
+        age=m.age,
+        strikes=m.strikes,
+        suspect=m.suspect,
+        noise=m.noise,
+        scale=m.scale,
+    )
 
 
 def _measure(

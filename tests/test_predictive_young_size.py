@@ -17,7 +17,6 @@ from controllers.base import Observation
 from controllers.time_curve import predict
 
 B = 128
-DETECTOR = ("drift", "run_sum", "run_count", "run_time", "run_sigma")
 SIZES = jnp.array([34, 32, 31, 31], jnp.int32)
 CURVE = jnp.array([32, 34, 39, 63])  # worker 0's measured sizes: 39 and 63 past its cliff
 TIMES = np.array([2.95, 3.3, 8.46, 13.46])
@@ -41,15 +40,7 @@ def _alarm(weight: float, ratio: float) -> tuple[np.ndarray, bool]:
     for step in range(3):
         obs = Observation.make(step, SIZES, [ratio * 3.3, 7.0, 7.0, 7.0], global_batch=B)
         m = predictive._measure(state, obs, 0.05, 0.25, 3, 100, 0.1)
-        state = state._replace(
-            mean=m.mean,
-            count=m.count,
-            **dict(zip(DETECTOR, m.detector, strict=True)),
-            suspect=m.suspect,
-            noise=m.noise,
-            scale=m.scale,
-            age=m.age,
-        )
+        state = predictive.fold(state, m)
     assert bool(m.restart[0])  # the alarm came on the third sample
     return np.asarray(state.mean[0]), bool(m.rescaled[0])
 
