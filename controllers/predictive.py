@@ -31,18 +31,21 @@ the rows, as on identical devices in two processes whose times differ by a lasti
 undone, after which the policy holds for `cliff_hold` steps (doubled at each further undo).
 Without it, such a bias emptied the slower process a row a worker at a time (1.14x over the
 recorded times of tests/test_identical_devices.py: [16]*4 + [0]*4 by step 167). The trial
-expects each worker's time to change as the predicted curve says (`_planned`: or as its rows,
-if that is less), not as its rows: below a knee or beside a fixed cost a right move changes a
-worker's time far less than its rows, and planned by the rows it read as unanswered, was
-undone and held 100-400 steps at 1.46-1.51x the optimum (held-out plants 33 and 43,
-tests/test_predictive_heldout_trial.py). Its trials are patient (response.observe's
-`patient`): a curve learnt from a bias's flat times plans little change, which one look
-often left undecided (so the move stood); an undecided trial now stays open until its
-standard error could refuse a move the times ignore, and is then undone unless answered (at
-19 % noise a right move's trial may need some 20 samples; held-out plant 10). Its error
-counts the mean before the move too (a few samples), and a trial that error alone keeps from
-power is judged once: taken as exact, three chance-low samples before a right move undid it
-and froze 100, then 200 steps at 1.31x (tuning plant 28, 14 % noise).
+expects each worker's time to change as the predicted curve says (`_planned`: or as its
+rows, if that is less), not as its rows: below a knee or beside a fixed cost a right move
+changes a worker's time far less than its rows, and planned by the rows it read as
+unanswered, was undone and held 100-400 steps at 1.46-1.51x the optimum (held-out plants 33
+and 43, tests/test_predictive_heldout_trial.py). And a move whose split measured a faster
+step than the split before it (the slowest worker's mean in the table, by FASTER_ERRORS
+standard errors; `_faster`) stands whatever its trial says: a lasting bias measures no
+faster. Its trials are patient (response.observe's `patient`): a curve learnt from a bias's
+flat times plans little change, which one look often left undecided (so the move stood); an
+undecided trial now stays open until its standard error could refuse a move the times
+ignore, and is then undone unless answered (at 19 % noise a right move's trial may need some
+20 samples; held-out plant 10). Its error counts the mean before the move too (a few
+samples), and a trial that error alone keeps from power is judged once: taken as exact,
+three chance-low samples before a right move undid it and froze 100, then 200 steps at 1.31x
+(tuning plant 28, 14 % noise).
 Cannikin (Middleware'23) and OptPerf fit per-worker time models similarly; the formulas here
 are our own.
 """
@@ -115,6 +118,15 @@ TRUST = 3
 # little more. The cost: at 15-20 % noise the split moves 3-4x as often as at one (median 16-24
 # adjustments per 1,000 steps against 5-6, 48 of seed 0's plants).
 GAIN_ERRORS = 0.5
+# A move on trial is kept, answered or not, when the slowest worker's mean time in the table
+# at the new split is below the slowest's at the split before by this many standard errors
+# (each worker's noise over the weight behind its mean). A lasting bias (times that ignore
+# the rows) measures no faster; a right move whose times answer its plan weakly does: below a
+# knee, beside a fixed cost, or planned from one measured size (a proportional guess), it was
+# undone and the split frozen 100 steps, 240 steps in all at 1.19x the optimum on tuning plant
+# 33 of seed 100, and 100 at 1.69x on plant 36 of seed 102; and an undo went back to a split
+# over a memory cliff (100 steps at 1.63x, plant 39 of seed 103). A prior, not tuned.
+FASTER_ERRORS = 2.0
 
 
 class PredictiveState(NamedTuple):
@@ -239,6 +251,7 @@ def predictive(
         # Whether the times answered the last split; none is made until they have, and one
         # they did not answer is undone (response.py). A new size's own time (a cliff found)
         # is the answer itself; only a speed change makes the times before it moot.
+        kept = state.trial.open & _faster(m.mean, count, state.trial.before, b, sigma)
         verdict = response.observe(
             state.trial,
             obs.worker_times,
@@ -250,6 +263,7 @@ def predictive(
             confirm,
             persist,
             patient=True,
+            kept=kept,
         )
         table = predict(m.mean, count, sigma[:, None])
         # Trust region: a worker may at most triple the largest size it was measured at, so a
@@ -555,6 +569,30 @@ def _lift_stale_cliffs(
     mean = mean.at[rows, first].set(jnp.where(lift, 0.0, mean[rows, first]))
     count = count.at[rows, first].set(jnp.where(lift, 0.0, count[rows, first]))
     return mean, count, lift.astype(jnp.int32)
+
+
+def _faster(
+    mean: jax.Array, count: jax.Array, before: jax.Array, now: jax.Array, sigma: jax.Array
+) -> jax.Array:
+    """Whether the split `now` ([W]) measured a faster step than `before` by FASTER_ERRORS
+    standard errors: the slowest busy worker's mean time in the table at each split, every
+    busy worker measured at both (bool scalar)."""
+    w, n = mean.shape
+    rows = jnp.arange(w)
+
+    def slowest(sizes: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        at = jnp.clip(sizes, 0, n - 1)
+        busy = sizes > 0
+        times = jnp.where(busy, mean[rows, at], 0.0)
+        k = jnp.argmax(times)
+        weight = jnp.maximum(count[rows, at], 1e-6)
+        error = sigma[k] ** 2 / weight[k]
+        return times[k], error, jnp.all(~busy | (count[rows, at] > 0))
+
+    t_now, e_now, ok_now = slowest(now)
+    t_before, e_before, ok_before = slowest(before)
+    gain = jnp.log(jnp.maximum(t_before, 1e-30) / jnp.maximum(t_now, 1e-30))
+    return ok_now & ok_before & (t_now > 0) & (gain > FASTER_ERRORS * jnp.sqrt(e_now + e_before))
 
 
 def _planned(table: jax.Array, old: jax.Array, new: jax.Array) -> jax.Array:

@@ -33,7 +33,9 @@ the times ignore), and until then stays open, judged at every step, up to `SETTL
 `confirm` samples (the move then stands). Its error counts the mean before the move as well
 as the mean since (a few samples each); one that the error before the move alone keeps from
 power, which no later sample can bring, is judged once. P and PI plan with the rows and judge
-once, on the mean since the move alone.
+once, on the mean since the move alone. A policy that measures the step at both splits
+(predictive) may also keep a move that measured faster (`observe`'s `kept`): it is then never
+undone, and counts as answered.
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ def observe(
     confirm: int,
     persist: Any,
     patient: bool = False,
+    kept: Any = False,
 ) -> Verdict:
     """Folds one step's `times` [W] (`valid` where measured) into the times since the last
     move, judges an open trial when due, and counts a freeze down. Only `inlier` times count
@@ -135,7 +138,10 @@ def observe(
     step, up to `SETTLE` x `confirm` samples, after which the move stands; without, it is
     judged once and stands unless clearly refused. A confirmed speed
     change (`restarted`, any worker) ends a freeze and closes the trial unjudged: the times
-    before it no longer describe the sizes, so they start again from this step."""
+    before it no longer describe the sizes, so they start again from this step. `kept` (bool
+    scalar): the policy measured the new split's step as faster than the old one's beyond its
+    noise, so the move is never undone, and counts as answered."""
+    kept = jnp.asarray(kept, jnp.bool_)
     rel = _relative(jnp.log(jnp.where(valid, times, 1.0)), valid)
     counted = valid & inlier  # since the last move, open or judged: the next move's `pre`
     changed = jnp.any(restarted)
@@ -167,13 +173,13 @@ def observe(
     both = jnp.sqrt(jnp.sum(weight**2 * (spread + prior))) / norm
     hopeless = jnp.sqrt(jnp.sum(weight**2 * prior)) / norm > ANSWERED
     clear_no = answer + SIGNIFICANCE * both < ANSWERED
-    clear_yes = answer - SIGNIFICANCE * error >= ANSWERED
+    clear_yes = (answer - SIGNIFICANCE * error >= ANSWERED) | kept
     # Patient: a trial neither answered nor refused is undone once its standard error is
     # within ANSWERED (it could then refuse a move the times ignore, R = 0, and answer one
     # they follow at twice ANSWERED), and until then stays open, judged again at every step,
     # up to SETTLE x `confirm` samples, when the move stands.
     powered = patient & (both <= ANSWERED)
-    undo = due & jnp.any(moved) & (clear_no | (powered & ~clear_yes))
+    undo = due & jnp.any(moved) & (clear_no | (powered & ~clear_yes)) & ~kept
     last = trial.open & ~changed & (fewest >= SETTLE * confirm)
     due = jnp.where(patient, undo | last | (due & hopeless), due)
     # A clear answer ends the trial after `confirm` samples: going on needs no more evidence.

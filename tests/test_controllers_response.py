@@ -108,10 +108,11 @@ def test_a_move_of_a_worker_not_measured_since_a_restart_is_no_trial():
     assert bool(response.start(trial, OLD, still, jnp.bool_(True)).open)
 
 
-def _patient_trial(pre_factor, times_of, sigma, steps=40):
+def _patient_trial(pre_factor, times_of, sigma, steps=40, kept=False):
     """Three steps at OLD (worker 3's times scaled by `pre_factor`), a move to [34, 34, 34, 26],
     then `steps` steps with times_of(sizes); a patient trial (predictive's) with each worker's
-    noise `sigma` and a hold of 100. Returns the steps undone and the last blocked step."""
+    noise `sigma` and a hold of 100, and `kept` as the policy's measured gain. Returns the
+    steps undone and the last blocked step."""
     new = jnp.array([34, 34, 34, 26])
     trial, sizes, undone, blocked = response.init(W, 100), OLD, [], []
     for step in range(3 + steps):
@@ -121,7 +122,8 @@ def _patient_trial(pre_factor, times_of, sigma, steps=40):
         times = times_of(np.asarray(sizes)) * (np.array([1, 1, 1, pre_factor]) if step < 3 else 1)
         v = response.observe(trial, jnp.asarray(times, jnp.float32), jnp.ones(W, bool),
                              jnp.ones(W, bool), jnp.float32(1.0), jnp.zeros(W, bool),
-                             jnp.full(W, sigma), 3, 0.1, patient=True)  # fmt: skip
+                             jnp.full(W, sigma), 3, 0.1, patient=True,
+                             kept=jnp.bool_(kept))  # fmt: skip
         trial = v.trial
         undone += [step] if bool(v.undo) else []
         blocked += [step] if bool(v.blocked) else []
@@ -145,3 +147,12 @@ def test_a_patient_trial_still_undoes_a_move_the_times_ignore():
     tests/test_predictive_response.py): undone on the sixth sample, then frozen for the hold."""
     undone, last_blocked = _patient_trial(1.0, lambda b: np.array([1.0, 1.0, 1.0, 1.1]), 0.02)
     assert undone == [8] and last_blocked == 42
+
+
+def test_a_move_the_policy_measured_as_a_gain_is_never_undone():
+    """The same times that ignore the rows, but the policy measured the new split's step as
+    faster (predictive's `_faster`): the move stands and counts as answered once `confirm`
+    samples are in (blocked on steps 3 and 4 only), where without it it was undone and frozen."""
+    flat = lambda b: np.array([1.0, 1.0, 1.0, 1.1])  # noqa: E731
+    undone, last_blocked = _patient_trial(1.0, flat, 0.02, kept=True)
+    assert undone == [] and last_blocked == 4
