@@ -16,6 +16,10 @@ the oracle's optimum at the step when a decision takes effect: after predictive'
 step, so they are read at the same steps as predictive on the same plant and seed (equal
 elapsed steps, not equal decision counts). Adjustments: steps whose split differs from the
 previous one, in 1,000 steps of the same plants with 10 % noise and no speed change.
+Total time: each plant's total time over the optimum's, steps before the speed change and
+from it on (`TOTALS`; the optimum holds between changes, so the mean of the step ratios): what
+a run pays, however often the policy decides (the checkpoints count decisions, so a policy that
+decides rarely rests each decision on more samples and looks better there).
 Noise floor (predictive, held-out): at the same checkpoints and from the same measured times,
 the ratio of an estimator that knows each plant's whole curve and estimates only the speeds
 (`floor_ratio`), and the plants whose split sat above a memory cliff the oracle avoids.
@@ -46,6 +50,7 @@ from controllers.oracle import solve_min_max
 B = plants.GLOBAL_BATCH
 BOUNDS = {"b_min": 1, "b_max": 0}
 STEPS, CHANGE, QUIET_STEPS = 500, 250, 1000
+TOTALS = ("total_before", "total_after")
 GOALS = {"after_5": 1.05, "after_60": 1.02, "after_change_5": 1.05, "adjustments": 20}
 GRIDS = {
     "proportional": {"deadband": (0.05, 0.1, 0.2), "smoothing": (0.05, 0.2)},
@@ -158,6 +163,8 @@ def evaluate(
     at = checkpoints(main["decisions"], change) if at is None else at
     rows = np.arange(len(descs))
     values = {key: main["balance"][rows, steps] for key, steps in at.items()}
+    values["total_before"] = main["balance"][:, :change].mean(axis=1)
+    values["total_after"] = main["balance"][:, change:].mean(axis=1)
     if floor:
         found = noise_floor(descs, main, at, change)
         values |= {k if k.startswith("over") else f"floor_{k}": v for k, v in found.items()}
@@ -263,6 +270,8 @@ def markdown(report: dict) -> str:
         adj = s["adjustments"]
         cells.append(f"{adj['median']:.0f} / {adj['p90']:.0f} / {adj['worst']:.0f}")
         lines.append(f"| {name} ({entry['setting']}) | " + " | ".join(cells) + " |")
+    if all(k in e["held_out"] for e in report["policies"].values() for k in TOTALS):
+        lines += ["", *totals_markdown(report)]
     goals = report["goals"]
     lines += [
         "",
@@ -286,6 +295,22 @@ def markdown(report: dict) -> str:
                 f"| {k['after_change_5_worst']:.3f} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def totals_markdown(report: dict) -> list[str]:
+    lines = [
+        f"Total time over the optimum's, steps 0-{CHANGE - 1} and {CHANGE}-{STEPS - 1} (the speed "
+        "change at step 250; median / 90th percentile / worst over plants): what a run pays, "
+        "however often the policy decides.",
+        "",
+        "| policy | to the speed change | after it |",
+        "|---|---|---|",
+    ]
+    for name, entry in report["policies"].items():
+        s = entry["held_out"]
+        cells = [f"{s[k]['median']:.3f} / {s[k]['p90']:.3f} / {s[k]['worst']:.3f}" for k in TOTALS]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def floor_markdown(report: dict) -> list[str]:

@@ -1,7 +1,8 @@
 """Predictive on the tuning-side plant families (issue 26, point 4), for developing it without
 touching the held-out seeds: median / 90th percentile / worst of its ratio to the optimum
-after 5 and 60 decisions and 5 after a speed change, adjustments per 1,000 noisy steps, and
-the noise floor's 90th percentile, per family and averaged over them.
+after 5 and 60 decisions and 5 after a speed change, adjustments per 1,000 noisy steps, the
+total time over the optimum's before and after the change, and the noise floor's 90th
+percentile, per family and averaged over them.
 
     python -m benchmarks.predictive_tuning [--seeds 0,100,101,102,103] [--plants 96]
         [--kw '{"min_gain": 0.02}'] [--at-steps 30,60,265] [--change 250] [--others]
@@ -32,7 +33,7 @@ from benchmarks import controller_plants as plants
 from benchmarks.args import at_least
 from benchmarks.controller_heldout_seeds import HELD_OUT
 
-MEASURES = ("after_5", "after_60", "after_change_5", "adjustments")
+MEASURES = ("after_5", "after_60", "after_change_5", "adjustments", *heldout.TOTALS)
 TUNED = {"settle": 3, "jump": 0.25}
 
 

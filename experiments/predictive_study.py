@@ -30,6 +30,8 @@ MEASURES = (
     ("after_60", "after 60"),
     ("after_change_5", "5 after a speed change"),
     ("adjustments", "adjustments / 1,000 steps"),
+    ("total_before", "total time to the change"),
+    ("total_after", "total time after it"),
 )
 QUANTILES = ("median", "p90", "worst")
 
@@ -54,13 +56,21 @@ def cell(values, digits: int) -> str:
     return f"{mean:.{digits}f} ± {half:.{digits}f}"
 
 
+def present(report: dict) -> list[tuple[str, str]]:
+    """The MEASURES every seed and policy of `report` has: the total times came later
+    (benchmarks/controller_heldout.py, TOTALS) and show only where they were run."""
+    seeds = report["seeds"]
+    return [m for m in MEASURES if all(m[0] in per for s in seeds for per in seeds[s].values())]
+
+
 def heldout_section(report: dict) -> list[str]:
     seeds = report["seeds"]
     names = list(report["settings"])
+    measures = present(report)
     per = {
         (name, key, q): [seeds[s][name][key][q] for s in seeds]
         for name in names
-        for key, _ in MEASURES
+        for key, _ in measures
         for q in QUANTILES
     }
     settings = "; ".join(
@@ -81,18 +91,18 @@ def heldout_section(report: dict) -> list[str]:
         "each). Per seed, the median, 90th percentile and worst over its plants; each cell: "
         "the mean over seeds ± the 95 % t half-width.",
         "",
-        "| policy | quantile | " + " | ".join(label for _, label in MEASURES) + " |",
-        "|---|---|" + "---|" * len(MEASURES),
+        "| policy | quantile | " + " | ".join(label for _, label in measures) + " |",
+        "|---|---|" + "---|" * len(measures),
     ]
     for name in names:
         for q in QUANTILES:
             cells = [
-                cell(per[(name, key, q)], 0 if key == "adjustments" else 3) for key, _ in MEASURES
+                cell(per[(name, key, q)], 0 if key == "adjustments" else 3) for key, _ in measures
             ]
             lines.append(f"| {name} | {q} | " + " | ".join(cells) + " |")
     goals = report["goals"]
     lines += ["", f"Issue 26's goals for predictive, met on how many of {len(seeds)} families:", ""]
-    for key, label in MEASURES:
+    for key, label in (m for m in measures if m[0] in goals):
         met = {q: sum(v <= goals[key] for v in per[("predictive", key, q)]) for q in QUANTILES}
         lines.append(
             f"- {label} (goal {goals[key]}): "
@@ -103,12 +113,12 @@ def heldout_section(report: dict) -> list[str]:
         "Predictive minus P and minus PI, paired by seed (negative: predictive lower):",
         "",
     ]
-    lines += ["| against | quantile | " + " | ".join(label for _, label in MEASURES) + " |"]
-    lines += ["|---|---|" + "---|" * len(MEASURES)]
+    lines += ["| against | quantile | " + " | ".join(label for _, label in measures) + " |"]
+    lines += ["|---|---|" + "---|" * len(measures)]
     for other in names[1:]:
         for q in QUANTILES:
             cells = []
-            for key, _ in MEASURES:
+            for key, _ in measures:
                 diff = np.subtract(per[("predictive", key, q)], per[(other, key, q)])
                 digits = 0 if key == "adjustments" else 3
                 mark = {"lower": " (lower)", "higher": " (higher)"}.get(verdict(diff), " (n.s.)")

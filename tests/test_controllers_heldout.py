@@ -139,3 +139,23 @@ def test_tuning_script_reads_other_policies_at_predictive_checkpoints():
     found = balance[np.arange(2), steps]
     p = out["others"]["proportional"]["after_change_5"]
     assert (p["median"], p["worst"]) == pytest.approx((np.median(found), found.max()))
+
+
+def test_total_times_are_each_window_s_mean_ratio():
+    # Static keeps one split and the speeds hold between changes: each total equals the ratio
+    # at any step of its window (plant 1: 2.649 before the change, 2.731 after it).
+    descs = plants.family(0, 2, change=heldout.CHANGE)
+    quiet = plants.family(0, 2, change=plants.NEVER, noise=0.1)
+    values, _ = heldout.evaluate("static", {}, descs, quiet, None, 0)
+    balance = heldout.run("static", {}, descs, heldout.STEPS, 0)["balance"]
+    np.testing.assert_allclose(values["total_before"], balance[:, 7], rtol=1e-6)
+    np.testing.assert_allclose(values["total_after"], balance[:, heldout.CHANGE + 7], rtol=1e-6)
+    assert values["total_after"][1] - values["total_before"][1] == pytest.approx(0.082, abs=1e-3)
+
+
+def test_total_times_table_rows():
+    cell = {"median": 1.004, "p90": 1.0316, "worst": 1.25}
+    report = {"policies": {"predictive": {"held_out": {k: cell for k in heldout.TOTALS}}}}
+    lines = heldout.totals_markdown(report)
+    assert lines[-1] == "| predictive | 1.004 / 1.032 / 1.250 | 1.004 / 1.032 / 1.250 |"
+    assert "steps 0-249 and 250-499" in lines[0]

@@ -67,6 +67,21 @@ def test_trainer_runs_are_collected_per_seed(tmp_path):
     assert got["steps"] == 88
 
 
+def _report(seeds: dict) -> dict:
+    """A held-out study's JSON around per-seed summaries (predictive and pi)."""
+    return {
+        "command": "c",
+        "commit": "abc",
+        "date": "d",
+        "tuning_seed": 0,
+        "tuning_plants": 48,
+        "plants_per_seed": 96,
+        "settings": {"predictive": {"settle": 3}, "pi": {"ki": 0.05}},
+        "goals": {"after_5": 1.05, "after_60": 1.02, "after_change_5": 1.05, "adjustments": 20},
+        "seeds": seeds,
+    }
+
+
 def test_heldout_section_counts_goals_and_pairs_seeds():
     def summary(ratio, adjustments):
         cell = {"median": 1.0, "p90": ratio, "worst": ratio + 0.1}
@@ -79,18 +94,7 @@ def test_heldout_section_counts_goals_and_pairs_seeds():
         str(s): {"predictive": summary(1.005 + 0.02 * s, 10.0), "pi": summary(1.5, 100.0 + s)}
         for s in range(1, 6)
     }
-    report = {
-        "command": "c",
-        "commit": "abc",
-        "date": "d",
-        "tuning_seed": 0,
-        "tuning_plants": 48,
-        "plants_per_seed": 96,
-        "settings": {"predictive": {"settle": 3}, "pi": {"ki": 0.05}},
-        "goals": {"after_5": 1.05, "after_60": 1.02, "after_change_5": 1.05, "adjustments": 20},
-        "seeds": seeds,
-    }
-    text = "\n".join(study.heldout_section(report))
+    text = "\n".join(study.heldout_section(_report(seeds)))
     # p90 after 5 decisions: 1.025, 1.045, ..., 1.105 against 1.05: met on seeds 1 and 2.
     assert (
         "- after 5 decisions (goal 1.05): median in 5 of 5, p90 in 2 of 5, worst in 0 of 5" in text
@@ -117,8 +121,28 @@ def test_controllers_doc_quotes_the_study_means():
         row = next(line for line in section.splitlines() if line.startswith(f"| {name} ("))
         assert f"({setting})" in row
         quoted = [cell.split(" / ") for cell in row.strip("|").split(" | ")[1:]]
-        for (key, _), cells in zip(study.MEASURES, quoted, strict=True):
+        for (key, _), cells in zip(study.present(heldout), quoted, strict=True):
             for q, text in zip(study.QUANTILES, cells, strict=True):
                 values = [s[name][key][q] for s in heldout["seeds"].values()]
                 digits = 0 if key == "adjustments" else 3
                 assert text.strip() == f"{study.interval(values)[0]:.{digits}f}", (name, key, q)
+
+
+def test_heldout_section_shows_total_times_where_every_seed_has_them():
+    cell = {"median": 1.0, "p90": 1.1, "worst": 1.2}
+    keys = ("after_5", "after_60", "after_change_5", "adjustments")
+    total = {"median": 1.01, "p90": 1.03, "worst": 1.2}
+    seeds = {
+        str(s): {n: {k: dict(cell) for k in keys} for n in ("predictive", "pi")} for s in (1, 2)
+    }
+    assert "total time" not in "\n".join(study.heldout_section(_report(seeds)))
+    for s in seeds.values():
+        for n, extra in (("predictive", 0.0), ("pi", 0.1)):
+            s[n] |= {
+                k: {q: v + extra for q, v in total.items()} for k in ("total_before", "total_after")
+            }
+    text = "\n".join(study.heldout_section(_report(seeds)))
+    row = "| predictive | p90 | " + "1.100 ± 0.000 | " * 3 + "1 ± 0 | " + "1.030 ± 0.000 | " * 2
+    assert row.strip() in text
+    assert "| pi | p90 | 0.000 ± 0.000 (n.s.) |" in text and "-0.100 ± 0.000 (lower)" in text
+    assert "total time to the change (goal" not in text  # no goal: not counted
