@@ -300,7 +300,7 @@ def markdown(report: dict) -> str:
 def totals_markdown(report: dict) -> list[str]:
     lines = [
         f"Total time over the optimum's, steps 0-{CHANGE - 1} and {CHANGE}-{STEPS - 1} (the speed "
-        "change at step 250; median / 90th percentile / worst over plants): what a run pays, "
+        f"change at step {CHANGE}; median / 90th percentile / worst over plants): what a run pays, "
         "however often the policy decides.",
         "",
         "| policy | to the speed change | after it |",

@@ -34,8 +34,8 @@ the times ignore), and until then stays open, judged at every step, up to `SETTL
 as the mean since (a few samples each); one that the error before the move alone keeps from
 power, which no later sample can bring, is judged once. P and PI plan with the rows and judge
 once, on the mean since the move alone. A policy that measures the step at both splits
-(predictive) may also keep a move that measured faster (`observe`'s `kept`): it is then never
-undone, and counts as answered.
+(predictive) may also keep a move that measured faster (`observe`'s `kept`): on a step where
+it does, the move is not undone and counts as answered.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def observe(
     change (`restarted`, any worker) ends a freeze and closes the trial unjudged: the times
     before it no longer describe the sizes, so they start again from this step. `kept` (bool
     scalar): the policy measured the new split's step as faster than the old one's beyond its
-    noise, so the move is never undone, and counts as answered."""
+    noise, so the move is not undone on this step, and counts as answered."""
     kept = jnp.asarray(kept, jnp.bool_)
     rel = _relative(jnp.log(jnp.where(valid, times, 1.0)), valid)
     counted = valid & inlier  # since the last move, open or judged: the next move's `pre`
