@@ -263,10 +263,7 @@ def markdown(report: dict) -> str:
     ]
     for name, entry in report["policies"].items():
         s = entry["held_out"]
-        cells = [
-            f"{s[k]['median']:.3f} / {s[k]['p90']:.3f} / {s[k]['worst']:.3f}"
-            for k in ("after_5", "after_60", "after_change_5")
-        ]
+        cells = [_quantiles(s[k]) for k in ("after_5", "after_60", "after_change_5")]
         adj = s["adjustments"]
         cells.append(f"{adj['median']:.0f} / {adj['p90']:.0f} / {adj['worst']:.0f}")
         lines.append(f"| {name} ({entry['setting']}) | " + " | ".join(cells) + " |")
@@ -297,6 +294,10 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _quantiles(cell: dict) -> str:
+    return f"{cell['median']:.3f} / {cell['p90']:.3f} / {cell['worst']:.3f}"
+
+
 def totals_markdown(report: dict) -> list[str]:
     lines = [
         f"Total time over the optimum's, steps 0-{CHANGE - 1} and {CHANGE}-{STEPS - 1} (the speed "
@@ -308,7 +309,7 @@ def totals_markdown(report: dict) -> list[str]:
     ]
     for name, entry in report["policies"].items():
         s = entry["held_out"]
-        cells = [f"{s[k]['median']:.3f} / {s[k]['p90']:.3f} / {s[k]['worst']:.3f}" for k in TOTALS]
+        cells = [_quantiles(s[k]) for k in TOTALS]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
@@ -338,8 +339,8 @@ def floor_markdown(report: dict) -> list[str]:
     for key, name in names.items():
         f, p = floor[key], pred[key]
         lines.append(
-            f"| {name} | {goals[key]} | {p['median']:.3f} / {p['p90']:.3f} / {p['worst']:.3f} "
-            f"| {f['median']:.3f} / {f['p90']:.3f} / {f['worst']:.3f} | {f['over_cliff']} of {n} "
+            f"| {name} | {goals[key]} | {_quantiles(p)} "
+            f"| {_quantiles(f)} | {f['over_cliff']} of {n} "
             f"| {f['predictive_p90_not_over']:.3f} / {f['floor_p90_not_over']:.3f} |"
         )
     lines += [

@@ -124,6 +124,13 @@ def middles(values: jax.Array, valid: jax.Array) -> tuple[jax.Array, jax.Array, 
     return ordered[jnp.maximum(count - 1, 0) // 2], ordered[jnp.maximum(count, 1) // 2], count
 
 
+def median(values: jax.Array, valid: jax.Array) -> jax.Array:
+    """The median of the `valid` workers' `values` (the mean of the two middle ones for an
+    even count; 0 when none is valid)."""
+    lower, upper, count = middles(values, valid)
+    return jnp.where(count > 0, 0.5 * (lower + upper), 0.0)
+
+
 def common_factor(ratio: jax.Array, measured: jax.Array) -> jax.Array:
     """The median over `measured` workers of each sample's ratio to its estimate (1 when
     fewer than two are measured): what the step's conditions did to every worker alike.

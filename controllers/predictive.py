@@ -587,13 +587,13 @@ def _faster(
     def slowest(sizes: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         at = jnp.clip(sizes, 0, n - 1)
         busy = sizes > 0
-        times = jnp.where(busy, mean[rows, at], 0.0)
-        lower, upper, _ = noise.middles(times, busy)
+        times, weight = jnp.where(busy, mean[rows, at], 0.0), count[rows, at]
         k = jnp.argmax(times)
-        relative = jnp.log(jnp.maximum(times[k], 1e-30) / jnp.maximum(0.5 * (lower + upper), 1e-30))
-        error = sigma[k] ** 2 / jnp.maximum(count[rows, at][k], 1e-6)
-        measured_all = jnp.all(~busy | (count[rows, at] > 0)) & jnp.any(busy)
-        return relative, error, measured_all
+        relative = jnp.log(
+            jnp.maximum(times[k], 1e-30) / jnp.maximum(noise.median(times, busy), 1e-30)
+        )
+        error = sigma[k] ** 2 / jnp.maximum(weight[k], 1e-6)
+        return relative, error, jnp.all(~busy | (weight > 0)) & jnp.any(busy)
 
     r_now, e_now, ok_now = slowest(now)
     r_before, e_before, ok_before = slowest(before)

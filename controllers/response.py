@@ -110,9 +110,7 @@ def _moments(total: jax.Array, squares: jax.Array, samples: jax.Array):
 
 def _relative(log_values: jax.Array, valid: jax.Array) -> jax.Array:
     """`log_values` less their median over `valid` workers (0 where not valid)."""
-    lower, upper, count = noise.middles(log_values, valid)
-    median = jnp.where(count > 0, 0.5 * (lower + upper), 0.0)
-    return jnp.where(valid, log_values - median, 0.0)
+    return jnp.where(valid, log_values - noise.median(log_values, valid), 0.0)
 
 
 def observe(
