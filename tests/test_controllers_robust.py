@@ -111,9 +111,11 @@ def test_a_persistent_cliff_is_still_found_and_respected(name):
     sizes, state = _run(name, cliff_until(10**6), 400)
     assert sizes[-1][FAST] <= CLIFF
     # Re-tested after each hold (100, then 200 steps): P and PI spend the two windows of the
-    # verdict (2 x 5 steps) over the cliff each time, predictive 3 steps per probe.
+    # verdict (2 x 5 steps) over the cliff each time, predictive 3-5 steps per probe: its one
+    # re-test (steps 211-232) probes 99, 73, 67, 64, 62, 61 rows, walking down a bracket from
+    # its dear end (docs/controllers.md), 20 steps over at `jump` 0.6, 22 at the default 0.4.
     over = sizes[20:, FAST] > CLIFF
-    assert over.sum() <= 20
+    assert over.sum() <= 22
     if name != "predictive":
         assert _cap(name, state) <= CLIFF
 

@@ -227,9 +227,10 @@ def base_config() -> ml_collections.ConfigDict:
     # 0/0 = none (device capacity only); -1 = the paper's rule B/(2W) and 3B/W.
     c.controller.b_min = 0
     c.controller.b_max = 0
-    # One `jump` for pi, proportional and predictive: 0.25 (predictive's own default, 0.6,
-    # applies to `controllers.make("predictive")`; configs ran it at 0.25, which the held-out
-    # tuning also picks for it, benchmarks/controller_heldout.py).
+    # One `jump` for pi, proportional and predictive: 0.25 (predictive's own default, 0.4,
+    # applies to `controllers.make("predictive")`, controllers/predictive.py DEFAULT_JUMP;
+    # configs ran it at 0.25, which the held-out tuning also picks for it,
+    # benchmarks/controller_heldout.py).
     c.controller.jump = 0.25
 
     c.hetero = ml_collections.ConfigDict(hetero_defaults())
