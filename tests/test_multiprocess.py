@@ -384,7 +384,10 @@ def test_ctrl_c_to_the_launcher_interrupts_the_run_it_does_not_fail_it(tmp_path)
         pids = training_pids(out)
         proc.send_signal(signal.SIGINT)
         sent = time.monotonic()
-        code = proc.wait(timeout=90)
+        try:
+            code = proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:  # say where the run stood, not only that it hung
+            pytest.fail(f"launcher alive 90 s after SIGINT:\n{out.text()[-4000:]}")
         elapsed = time.monotonic() - sent
     finally:
         if proc.poll() is None:
