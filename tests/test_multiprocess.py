@@ -176,8 +176,10 @@ class Output:
         return "".join(self.lines)
 
 
-def launched_long_run(workdir, grace: float) -> tuple[subprocess.Popen, Output]:
-    """2 launched processes of `long_run_args`, their output collected."""
+def launched_long_run(workdir, grace: float, sigint=None) -> tuple[subprocess.Popen, Output]:
+    """2 launched processes of `long_run_args`, their output collected; `sigint`, if given,
+    is the launcher's SIGINT disposition when it starts (`signal.SIG_IGN`: a script's
+    background job)."""
     cmd = [sys.executable, "-m", "omnilearn_jax.launch", "--num_processes=2", f"--grace={grace}"]
     proc = subprocess.Popen(
         [*cmd, "--", *long_run_args(workdir)],
@@ -185,6 +187,7 @@ def launched_long_run(workdir, grace: float) -> tuple[subprocess.Popen, Output]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=None if sigint is None else lambda: signal.signal(signal.SIGINT, sigint),
     )
     return proc, Output(proc)
 
@@ -377,9 +380,11 @@ def test_ctrl_c_to_the_launcher_interrupts_the_run_it_does_not_fail_it(tmp_path)
     """The launcher alone gets Ctrl-C (its processes have groups of their own) and tells each
     process once: the run says `interrupted`, keeps a record of every step done and exits 130.
     Before, a Ctrl-C to the launcher alone left a traceback, and one to the whole group
-    marked the run `failed` (a process's 130 counted as a failure)."""
+    marked the run `failed` (a process's 130 counted as a failure). The launcher starts with
+    SIGINT ignored, as a script's background job does: it ignored the signal then, and the
+    run trained on (this test failed whenever the suite ran as such a job)."""
     workdir = tmp_path / "run"
-    proc, out = launched_long_run(workdir, grace=60)
+    proc, out = launched_long_run(workdir, grace=60, sigint=signal.SIG_IGN)
     try:
         pids = training_pids(out)
         proc.send_signal(signal.SIGINT)

@@ -11,7 +11,8 @@ peer the runtime aborted because of it), marks the run
 store's summary.json `status: failed` and exits non-zero; it exits 0 only if every process
 does. A terminal's Ctrl-C or hang-up reaches the launcher alone (each process has a process
 group of its own); on Ctrl-C, SIGTERM or SIGHUP it sends each process one SIGINT, so the run
-stops as a signal stops it (`status: interrupted`), and exits 130, 143 or 129.
+stops as a signal stops it (`status: interrupted`), and exits 130, 143 or 129. SIGINT is
+taken even where the launcher was started with it ignored (a background job of a script).
 
 `--cpu_quota=1.0,0.25` puts each process in a cgroup with that share of a core (a real
 heterogeneous cluster on one Linux machine) and `--cpus=0,1` pins them to cores; see
@@ -316,7 +317,9 @@ def launch(
     # SIGTERM to the launcher (a scheduler cancelling the job) or SIGHUP (its terminal
     # closed) must reach the children too, or they would linger as orphans holding the port
     # and the CPUs, and the quota groups would stay; they stop the run as Ctrl-C does.
-    exits = {signal.SIGTERM: 143, signal.SIGHUP: 129}
+    # SIGINT is taken here too, as the trainer takes it: a launcher started with SIGINT
+    # ignored (a background job of a script: `kill -INT $!`) ignored it, and the run went on.
+    exits = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
     received: list[int] = []  # the exit code of the signal that stopped the launcher
 
     def on_signal(number: int, _frame) -> None:
