@@ -10,8 +10,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import controllers
-from controllers import metrics, sim
 from controllers.predictive import DEFAULT_JUMP
 from experiments.curves import ablate
 
@@ -22,16 +20,10 @@ SEEDS = range(1, 7)  # noise keys
 def _second_half_gaps(**kwargs):
     times, limit = ablate.curves()["measured"]
     plant = ablate.plant(times, limit, "dynamic", STEPS, ablate.NOISE)
-    controller = controllers.make("predictive", **ablate.BOUNDS, **kwargs)
     total = STEPS * len(ablate.DYNAMIC)
-
-    def one(key):
-        trace = sim.simulate(controller, plant, global_batch=ablate.B, num_steps=total, key=key)
-        best = metrics.optimal_step_times(trace, plant, global_batch=ablate.B, **ablate.BOUNDS)
-        return trace.model_times.max(-1) / best
-
+    plants = jax.tree.map(lambda x: jnp.stack([x] * len(SEEDS)), plant)
     keys = jnp.stack([jax.random.key(seed) for seed in SEEDS])
-    ratio = np.asarray(jax.jit(jax.vmap(one))(keys))
+    ratio, _ = ablate.run("predictive", plants, keys, total, **kwargs)
     half = np.arange(total) % STEPS >= STEPS // 2
     return ratio[:, half].mean(axis=1) - 1.0
 

@@ -90,9 +90,12 @@ def plant(times: np.ndarray, limit: int, level: str, steps: int, noise: float) -
     )
 
 
-def run(name: str, plants: sim.Plant, keys: jax.Array, num_steps: int) -> tuple[np.ndarray, ...]:
-    """Per plant: the step-time ratio to the oracle's [T] and the oracle's step time [T]."""
-    controller = controllers.make(name, **BOUNDS)
+def run(
+    name: str, plants: sim.Plant, keys: jax.Array, num_steps: int, **kwargs
+) -> tuple[np.ndarray, ...]:
+    """Per plant: the step-time ratio to the oracle's [T] and the oracle's step time [T];
+    `kwargs` go to the controller beside BOUNDS."""
+    controller = controllers.make(name, **BOUNDS, **kwargs)
 
     def one(p, key):
         trace = sim.simulate(controller, p, global_batch=B, num_steps=num_steps, key=key)
