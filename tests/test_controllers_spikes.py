@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import controllers
+from omnilearn_jax.config import schema
 from omnilearn_jax.engine.faults import TimeGuard
 
 B = 128
@@ -31,14 +32,24 @@ PER_ROW = np.array([1e-4, 4e-4])  # seconds a row: speeds 1 and 0.25
 LO, HI = np.full(2, 16, np.int32), np.full(2, 96, np.int32)
 DEADBAND = 0.1  # proportional's and pi's default; predictive's is min_gain (0.03)
 STEPS = 60
-POLICIES = ("proportional", "pi", "predictive")
+# Each policy at its own defaults, and predictive at the configs' `jump` (0.25, the trainer's;
+# its own default is 0.4): there the pair alarmed the speed-change detector until a run
+# contradicted by a normal step ended (controllers/predictive.py, `_detect_change`).
+SETTINGS = {
+    "proportional": ("proportional", {}),
+    "pi": ("pi", {}),
+    "predictive": ("predictive", {}),
+    "predictive_configs": ("predictive", {"jump": schema.base_config().controller.jump}),
+}
+POLICIES = tuple(SETTINGS)
 ONE = ((0, 9.0),)  # (steps after the first, factor on worker 0's time)
 PAIR = ((0, 128.5 / 14.6), (2, 72.1 / 14.6))
 
 
 @functools.cache
 def _decide(name):
-    controller = controllers.make(name, b_min=16, b_max=96)
+    policy, kwargs = SETTINGS[name]
+    controller = controllers.make(policy, b_min=16, b_max=96, **kwargs)
 
     def decide(state, obs):  # as Trainer.decide: the update, then the allocation rule
         shares, state = controller.update(state, obs)
