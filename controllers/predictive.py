@@ -509,11 +509,14 @@ def _detect_change(
     spike), never do; a small persistent change alarms later (a 1.3x change at 10 % noise
     after about 5 samples), where a run of `confirm` outliers beyond a band never would.
     Nor does a run whose steps took less than `persist` seconds (`elapsed` each) in all.
-    A run whose mean lies beyond twice the outlier `band` (a large change) ends at a sample
-    inside the band, which says the old level, and starts again from it: a noisy neighbour's
-    two spikes with a normal step between them (8.8x, 1.2x, 4.9x) alarmed at `jump` 0.25 and
-    moved the split 30 rows for 5 steps (tests/test_controllers_spikes.py). A real change
-    that large puts a sample inside the band once in about 700 (3 noise deviations below).
+    A run whose mean log-ratio lies beyond twice the outlier `band` (a large change) ends at
+    a sample nearer the old level than the run's mean (below half that mean on the run's
+    side), and starts again from it: a noisy neighbour's two spikes with a normal step
+    between them (8.8x, 1.2x, 4.9x) alarmed at `jump` 0.25 and moved the split 20-30 rows for
+    5-7 steps (tests/test_controllers_spikes.py); a first execution no longer inflates the
+    level of a change that follows it. A sample of a real change that large falls there at
+    most once in about 700 (half the change is at least 3 noise deviations); a run that must
+    also last `persist` seconds of short steps may lose its drift to one such sample.
     Returns ((drift, run_sum, run_count, run_time, run_sigma), alarm, slower, level, pending):
     level is the mean ratio over the alarming run; pending, that some worker is half-way to
     an alarm (decisions wait for it: it is probably changing speed too).
@@ -525,7 +528,7 @@ def _detect_change(
     signed = jnp.stack([x, -x], axis=1)
     inside = jnp.log1p(band)[:, None]
     run_mean = state.run_sum / jnp.maximum(state.run_count, 1.0)
-    contradicted = (state.drift > 0) & (run_mean > 2.0 * inside) & (signed < inside)
+    contradicted = (state.drift > 0) & (run_mean > 2.0 * inside) & (signed < 0.5 * run_mean)
     before = tuple(
         jnp.where(contradicted, 0.0, a)
         for a in (state.drift, state.run_sum, state.run_count, state.run_time)
