@@ -513,10 +513,10 @@ def _detect_change(
     a sample nearer the old level than the run's mean (below half that mean on the run's
     side), and starts again from it: a noisy neighbour's two spikes with a normal step
     between them (8.8x, 1.2x, 4.9x) alarmed at `jump` 0.25 and moved the split 20-30 rows for
-    5-7 steps (tests/test_controllers_spikes.py); a first execution no longer inflates the
-    level of a change that follows it. A sample of a real change that large falls there at
-    most once in about 700 (half the change is at least 3 noise deviations); a run that must
-    also last `persist` seconds of short steps may lose its drift to one such sample.
+    5-7 steps (tests/test_controllers_spikes.py). A sample of a real change that large falls
+    there at most once in about 700 (half the change is at least 3 noise deviations); a run
+    that must also last `persist` seconds of short steps may lose its drift to one such
+    sample.
     Returns ((drift, run_sum, run_count, run_time, run_sigma), alarm, slower, level, pending):
     level is the mean ratio over the alarming run; pending, that some worker is half-way to
     an alarm (decisions wait for it: it is probably changing speed too).
