@@ -181,14 +181,19 @@ def launched_long_run(workdir, grace: float, sigint=None) -> tuple[subprocess.Po
     is the launcher's SIGINT disposition when it starts (`signal.SIG_IGN`: a script's
     background job)."""
     cmd = [sys.executable, "-m", "omnilearn_jax.launch", "--num_processes=2", f"--grace={grace}"]
-    proc = subprocess.Popen(
-        [*cmd, "--", *long_run_args(workdir)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=None if sigint is None else lambda: signal.signal(signal.SIGINT, sigint),
-    )
+    # Inherited through exec (no preexec_fn: forking this multithreaded process is unsafe).
+    before = signal.signal(signal.SIGINT, sigint) if sigint is not None else None
+    try:
+        proc = subprocess.Popen(
+            [*cmd, "--", *long_run_args(workdir)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGINT, before)
     return proc, Output(proc)
 
 
