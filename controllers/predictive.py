@@ -13,7 +13,9 @@ This policy keeps, per worker, the smoothed time it measured at every batch size
 - then made nondecreasing in b (cumulative max), as a real step time is.
 
 On the predicted table it solves the integer min-max split under the bounds exactly (the
-oracle's solver, `solve_min_max`). Noise is kept out by three things: a measurement at a
+oracle's solver, `solve_min_max`, its slack spread: where one worker sets the step, the
+others are balanced among themselves, not the first filled into a cliff's bracket). Noise
+is kept out by three things: a measurement at a
 size already seen that lies beyond `jump` (or 3 noise standard deviations) of its smoothed
 value, or at a new size of the time predicted for it (a first execution), is held back (an
 outlier); a CUSUM of the log-ratios tells a speed change (after `confirm` samples when it
@@ -43,7 +45,7 @@ flat times plans little change, which one look often left undecided (so the move
 undecided trial now stays open until its standard error could refuse a move the times
 ignore, and is then undone unless answered (at 19 % noise a right move's trial may need some
 20 samples; held-out plant 10). Its error counts the mean before the move too (a few
-samples), and a trial that error alone keeps from power is judged once: taken as exact,
+samples), and a trial that error keeps from power by its last sample is judged once: taken as exact,
 three chance-low samples before a right move undid it and froze 100, then 200 steps at 1.31x
 (tuning plant 28, 14 % noise).
 Cannikin (Middleware'23) and OptPerf fit per-worker time models similarly; the formulas here
@@ -290,7 +292,7 @@ def predictive(
         trusted = jnp.where(largest > 0, jnp.maximum(TRUST * largest, lo), hi)
         trusted = jnp.minimum(hi, trusted)
         trusted = jnp.where(trusted.sum() >= n - 1, trusted, hi)
-        wanted = solve_min_max(table, lo, trusted)
+        wanted = solve_min_max(table, lo, trusted, spread=True)
         rows = jnp.arange(w)
         current = jnp.clip(b, 0, n - 1)
         now = jnp.max(jnp.where(b > 0, table[rows, current], 0.0))
