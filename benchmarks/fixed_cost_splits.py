@@ -12,7 +12,8 @@ things seen there, or near it, with `sim.paper_plant(2, overhead=..., noise=...)
   oracle's (noise-free times): a right move undone when the fixed cost makes the times
   answer it weakly, then held for the trial's hold (at 60 steps and seeds 1, 2 on
   2026-12-06: P and PI in 3 of 8 runs with a fixed cost of 4 or 8, predictive in 4 of 12
-  with 2-8, up to 1.28x the oracle's step).
+  with 2-8, up to 1.28x the oracle's step; since P's and PI's trials count the error of the
+  mean before the move, P and PI in none, predictive as before).
 Prints one line per (overhead, noise, seed, policy).
 """
 
