@@ -14,19 +14,18 @@ This policy keeps, per worker, the smoothed time it measured at every batch size
 
 On the predicted table it solves the integer min-max split under the bounds exactly (the
 oracle's solver, `solve_min_max`, its slack spread: where one worker sets the step, the
-others are balanced among themselves, not the first filled into a cliff's bracket). Noise
-is kept out by three things: a measurement at a
-size already seen that lies beyond `jump` (or 3 noise standard deviations) of its smoothed
-value, or at a new size of the time predicted for it (a first execution), is held back (an
-outlier); a CUSUM of the log-ratios tells a speed change (after `confirm` samples when it
-is large, later when it is small), which rescales that worker's whole curve by the run's
-mean ratio (the curve's shape stays), or records a new (or little measured) size's own
-time; a new split is taken only when its predicted step time is at least `min_gain` below
-the current split's; and a decision waits until every busy worker has `settle`
-measurements at its current size. The noise is each worker's own, measured as
-`proportional` measures it (controllers/noise.py): times are divided by a common factor
-first (the table's unit), the outlier band widens with a worker's noise, and nothing is
-decided before every busy worker's noise is known.
+others are balanced among themselves, not the first filled into a cliff's bracket). Noise is
+kept out by three things: a measurement at a size already seen that lies beyond `jump` (or 3
+noise standard deviations) of its smoothed value, or at a new size of the time predicted for
+it (a first execution), is held back (an outlier); a CUSUM of the log-ratios tells a speed
+change (after `confirm` samples when it is large, later when it is small), which rescales
+that worker's whole curve by the run's mean ratio (the curve's shape stays), or records a
+new (or little measured) size's own time; a new split is taken only when its predicted step
+time is at least `min_gain` below the current split's; and a decision waits until every busy
+worker has `settle` measurements at its current size. The noise is each worker's own,
+measured as `proportional` measures it (controllers/noise.py): times are divided by a common
+factor first (the table's unit), the outlier band widens with a worker's noise, and nothing
+is decided before every busy worker's noise is known.
 Like `proportional` and `pi`, every new split is a response trial (controllers/response.py):
 no further split until the times answered it, and one they did not answer (times that ignore
 the rows, as on identical devices in two processes whose times differ by a lasting bias) is
@@ -45,9 +44,9 @@ flat times plans little change, which one look often left undecided (so the move
 undecided trial now stays open until its standard error could refuse a move the times
 ignore, and is then undone unless answered (at 19 % noise a right move's trial may need some
 20 samples; held-out plant 10). Its error counts the mean before the move too (a few
-samples), and a trial that error keeps from power by its last sample is judged once: taken as exact,
-three chance-low samples before a right move undid it and froze 100, then 200 steps at 1.31x
-(tuning plant 28, 14 % noise).
+samples), and a trial that this error (with the mean since the move at its last sample)
+keeps from power is judged once: taken as exact, three chance-low samples before a right
+move undid it and froze 100, then 200 steps at 1.31x (tuning plant 28, 14 % noise).
 Cannikin (Middleware'23) and OptPerf fit per-worker time models similarly; the formulas here
 are our own.
 """

@@ -169,8 +169,9 @@ def observe(
     # answer, undid the move and froze 100 steps at 1.31x the optimum, then 200 at 1.29x
     # (benchmarks/controller_heldout.py, tuning plant 28; tests/test_controllers_response.py).
     # That error does not shrink as the trial goes on: a trial it alone keeps from power can
-    # never refuse a move, so it is judged once, as P's are (`hopeless`), not held open
-    # SETTLE x `confirm` samples (which held a split 90 steps at 1.09x, held-out plant 27).
+    # never refuse a move the times merely ignore, so it is judged once, as P's are
+    # (`hopeless`), not held open SETTLE x `confirm` samples (which held a split 90 steps at
+    # 1.09x, held-out plant 27).
     pre_n = jnp.maximum(trial.pre_count, 1).astype(jnp.float32)
     prior = jnp.maximum(trial.pre_var, sigma**2) / pre_n
     both = jnp.sqrt(jnp.sum(weight**2 * (spread + prior))) / norm

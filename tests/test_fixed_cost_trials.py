@@ -21,4 +21,4 @@ from benchmarks.fixed_cost_splits import one
 def test_a_right_move_beside_a_fixed_cost_stands(name, overhead, noise):
     run = one(name, overhead, noise, seed=2, steps=60)
     assert not run["uniform"]  # each ended uniform, at 1.196x, 1.196x and 1.123x the oracle
-    assert run["ratio"] < 1.09  # now 1.065, 1.028 and 1.088
+    assert run["ratio"] < 1.10  # now 1.065, 1.028 and 1.088
