@@ -8,9 +8,10 @@ time over the oracle's minus 1, second half of every segment) and each segment's
 shows where a policy's gap comes from. `--trace K` also prints, for proportional on the first
 curve and noise key K, the steps of the last three segments (from step 295) where its split,
 its trial or its freeze changed: a move undone freezes P for 100 decisions, and a speed change
-its outlier run does not confirm leaves the freeze in place (on 2026-12-06, key 1: a move
-undone at step 309, the freeze then held to the end, at [19, 17, 1, 91] from step 320 and
-across the change to equal workers at step 350).
+its outlier run did not confirm left the freeze in place before controllers/drift.py (key 1:
+a move undone at step 309, the freeze then held to the end, at [19, 17, 1, 91] from step 320
+and across the change to equal workers at step 350; now it ends at step 353,
+tests/test_controllers_drift.py).
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def segments(curve: str, name: str) -> tuple[float, np.ndarray]:
     return float(half.mean() - 1.0), half.mean(axis=(0, 2)) - 1.0
 
 
-def trace(curve: str, key: int) -> None:
+def record(curve: str, key: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Proportional on `curve`'s dynamic schedule, noise key `key`: each step's split [T, W],
+    whether a move is on trial [T] and the decisions left frozen after an undo [T]."""
     times, limit = ablate.curves()[curve]
     plant = ablate.plant(times, limit, "dynamic", STEPS, ablate.NOISE)
     out, rec = sim.simulate(
@@ -51,8 +54,11 @@ def trace(curve: str, key: int) -> None:
         key=jax.random.key(key),
         record=lambda s: (s.tracker.trial.open, s.tracker.trial.frozen),
     )
-    sizes = np.asarray(out.batch_sizes)
-    trial, frozen = (np.asarray(a) for a in rec)
+    return np.asarray(out.batch_sizes), np.asarray(rec[0]), np.asarray(rec[1])
+
+
+def trace(curve: str, key: int) -> None:
+    sizes, trial, frozen = record(curve, key)
     print(f"proportional, {curve}, key {key}: step, split, trial open, decisions frozen")
     for t in range(STEPS * 6 - 5, len(sizes)):
         moved = (sizes[t] != sizes[t - 1]).any() or trial[t] != trial[t - 1]

@@ -20,7 +20,8 @@ A move is undone only on evidence: after `UNDO` x `confirm` samples whose steps 
 below `ANSWERED` by more than `SIGNIFICANCE` standard errors (from each worker's noise as the
 policy measures it, or the samples' own spread where that is wider). The split then goes
 back to where it was, and the policy makes no move for `hold` decisions (doubled each time a
-move is undone again), or until a speed change is confirmed.
+move is undone again), or until a speed change is confirmed (for P and PI also one too small
+for a run of outliers to confirm, controllers/drift.py).
 
 A policy with a model of each worker's time (predictive) plans with it instead (`start`'s
 `change`): below a knee or beside a fixed cost a right move changes a worker's time far less

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from controllers import cliff, noise, response
+from controllers import cliff, drift, noise, response
 from controllers.base import Observation, is_concrete
 
 # Moves smaller than half a sample cannot change a rounded allocation; treating them as zero
@@ -53,6 +53,7 @@ class Tracker(NamedTuple):
     seen_time: jax.Array  # float scalar: seconds the measured steps took (up to `persist`)
     noise: noise.Noise  # timing noise of each worker's estimate
     trial: response.Trial  # the last move, until the times answered it (response.py)
+    drift: drift.Drift  # whether a speed moved while the split stood (ends a freeze; drift.py)
 
 
 class PStep(NamedTuple):
@@ -133,6 +134,7 @@ def init_tracker(hi: jax.Array, s: Settings) -> Tracker:
         seen_time=jnp.zeros((), jnp.float32),
         noise=noise.init(w),
         trial=response.init(w, s.cliff_hold),
+        drift=drift.init(w),
     )
 
 
@@ -156,6 +158,25 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
     ewma_sum, ewma_weight, suspect, suspect_sum, suspect_time, noise_now, restart, inlier = _fold(
         tr, sample, valid, step_seconds(obs), s
     )
+    # A speed change too small for a run of outliers to confirm ends a freeze too (drift.py);
+    # the worker's estimate, half old and half new, restarts at the recent level as at a
+    # confirmed change.
+    moving, drifted, level = drift.observe(
+        tr.drift,
+        sample,
+        inlier,
+        noise.sigma(noise_now),
+        step_seconds(obs),
+        s.jump,
+        s.confirm,
+        s.persist,
+    )
+    drifted = drifted & (tr.trial.frozen > 0)
+    fresh_weight = 1.0 - (1.0 - s.smoothing) ** s.confirm
+    ewma_sum = jnp.where(drifted, level * fresh_weight, ewma_sum)
+    ewma_weight = jnp.where(drifted, fresh_weight, ewma_weight)
+    noise_now = noise.restart(noise_now, drifted, s.smoothing, s.confirm)
+    moving = drift.restart(moving, jnp.any(restart | drifted))
     # Whether the times answered the last move; none is made until they have (response.py).
     verdict = response.observe(
         tr.trial,
@@ -163,7 +184,7 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
         valid,
         inlier,
         step_seconds(obs),
-        restart,
+        restart | drifted,
         noise.sigma(noise_now),
         s.confirm,
         s.persist,
@@ -224,6 +245,7 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
         seen_time=seen_time,
         noise=noise_now,
         trial=verdict.trial,
+        drift=moving,
     )
     # A move beyond the dead-band is tried; an integral's creep (pi) and an undo are not.
     trial_ok = adjust & ~verdict.undo & ~jnp.any(watch.found)
@@ -327,4 +349,8 @@ def commit(p: PStep, old: jax.Array, new: jax.Array) -> Tracker:
     and the move is on trial until the times answer it (unless `p.trial_ok` is false)."""
     tr = p.tracker
     trial = response.start(tr.trial, old, new, p.trial_ok)
-    return tr._replace(cliff=cliff.record_move(tr.cliff, old, new, p.rates), trial=trial)
+    return tr._replace(
+        cliff=cliff.record_move(tr.cliff, old, new, p.rates),
+        trial=trial,
+        drift=drift.restart(tr.drift, jnp.any(old != new)),
+    )
