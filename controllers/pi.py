@@ -84,13 +84,14 @@ def pi(
         anchor = response.revert(p.tracker.trial, p.undo, anchor)
         # Only errors beyond the noise of the estimates (and half a sample) are integrated.
         # The rows one worker's integral asks for come from the others in proportion to their
-        # sizes, so the integral sums to zero and `wanted` to B. Integrated alone (the others'
-        # errors, within the noise, left out), the integrals grew on every side, `wanted`
-        # summed to 135 of 128 rows and was scaled back by `allocate`, and the sizes hunted a
-        # row between two equal workers on 163 of 200 steps (1 % noise; tests/test_pi_integral.py).
+        # sizes, so the integral sums to zero and `wanted` to B (only nearly where the
+        # anti-windup clip below binds, as at a bound). Integrated alone (the others' errors,
+        # within the noise, left out), the integrals grew on every side, `wanted` summed to
+        # 135 of 128 rows and was scaled back by `allocate`, and the sizes hunted a row
+        # between two equal workers on 163 of 200 steps (1 % noise; tests/test_pi_integral.py).
         integrate = p.due & ~p.adjust & p.significant
         step = jnp.where(integrate, error, 0.0)
-        step = step - step.sum() * b_f / total_batch
+        step = step - step.sum() * b_f / jnp.maximum(b_f.sum(), 1.0)
         integral = jnp.where(p.adjust | p.undo, 0.0, state.integral + step)
         # Anti-windup: no integral beyond what the bounds let the allocation use.
         safe_ki = jnp.where(ki > 0, ki, 1.0)

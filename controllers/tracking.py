@@ -171,6 +171,8 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
         s.confirm,
         s.persist,
     )
+    # Outside a freeze a drift ends nothing (the baseline is stale then, but every freeze
+    # begins with an undo, whose split change resets it in `commit`).
     drifted = drifted & (tr.trial.frozen > 0)
     fresh_weight = 1.0 - (1.0 - s.smoothing) ** s.confirm
     ewma_sum = jnp.where(drifted, level * fresh_weight, ewma_sum)

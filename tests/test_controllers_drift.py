@@ -29,6 +29,19 @@ def test_drift_alarms_once_the_recent_level_passed_the_limit_for_persist(seconds
     assert all(f[0] for f in fired[first:]) and not any(f[1] for f in fired)
 
 
+def test_jump_zero_turns_the_drift_off():
+    """`jump` 0 disables speed-change detection; with no noise known at the baseline (sigma
+    0) the limit would otherwise be 0 and every noisy sample an alarm."""
+    state, fired = drift.init(2), 0
+    samples = np.exp(0.01 * np.random.default_rng(0).standard_normal((60, 2)))
+    for sample in samples:
+        state, drifted, _ = drift.observe(
+            state, jnp.asarray(sample), jnp.ones(2, bool), 0.0, 1.0, 0.0, 3, 0.1
+        )
+        fired += int(np.asarray(drifted).sum())
+    assert fired == 0
+
+
 def test_a_held_back_sample_moves_nothing():
     state = drift.init(2)
     for _ in range(6):
@@ -42,9 +55,9 @@ def test_a_held_back_sample_moves_nothing():
 def test_a_change_the_outlier_runs_miss_ends_the_freeze():
     """Proportional on the cost curves' fixed-cost dynamic schedule (modelled, 10 % noise, key
     1): a move undone at step 309 freezes it for 100 decisions; at step 350 the workers become
-    equal (HL1), a change no run of outliers confirms. Before drift.py the freeze held to
-    step 409 and the split stayed at [19, 17, 1, 91] to the end; now it ends within 5 steps of
-    the change, not before it, and the split moves toward uniform."""
+    equal (HL1), a change no run of outliers confirms. Before drift.py the freeze held to the
+    end of the run (step 399) and the split stayed at [19, 17, 1, 91]; now it ends within 5
+    steps of the change, not before it, and the split moves toward uniform."""
     from benchmarks.dynamic_segments import record
 
     sizes, _, frozen = record("fixed", 1)
