@@ -174,10 +174,7 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
     # Outside a freeze a drift ends nothing (the baseline is stale then, but every freeze
     # begins with an undo, whose split change resets it in `commit`).
     drifted = drifted & (tr.trial.frozen > 0)
-    fresh_weight = 1.0 - (1.0 - s.smoothing) ** s.confirm
-    ewma_sum = jnp.where(drifted, level * fresh_weight, ewma_sum)
-    ewma_weight = jnp.where(drifted, fresh_weight, ewma_weight)
-    noise_now = noise.restart(noise_now, drifted, s.smoothing, s.confirm)
+    ewma_sum, ewma_weight, noise_now = _restart(drifted, level, ewma_sum, ewma_weight, noise_now, s)
     moving = drift.restart(moving, jnp.any(restart | drifted))
     # Whether the times answered the last move; none is made until they have (response.py).
     verdict = response.observe(
@@ -300,16 +297,28 @@ def _fold(
     suspect, suspect_sum = streak(prior, tr.suspect_sum, up, down, valid, sample)
     _, suspect_time = streak(prior, tr.suspect_time, up, down, valid, elapsed)
     restart = (jnp.abs(suspect) >= s.confirm) & (suspect_time >= s.persist)
-    # Weight as if the run's samples were the only ones ever seen.
-    fresh_weight = 1.0 - (1.0 - s.smoothing) ** s.confirm
     fresh_mean = suspect_sum / jnp.maximum(jnp.abs(suspect), 1)
-    ewma_sum = jnp.where(restart, fresh_mean * fresh_weight, ewma_sum)
-    ewma_weight = jnp.where(restart, fresh_weight, ewma_weight)
+    ewma_sum, ewma_weight, noisy = _restart(restart, fresh_mean, ewma_sum, ewma_weight, noisy, s)
     suspect = jnp.where(restart, 0, suspect)
     suspect_sum = jnp.where(restart, 0.0, suspect_sum)
     suspect_time = jnp.where(restart, 0.0, suspect_time)
-    noisy = noise.restart(noisy, restart, s.smoothing, s.confirm)
     return ewma_sum, ewma_weight, suspect, suspect_sum, suspect_time, noisy, restart, fold
+
+
+def _restart(
+    where: jax.Array,
+    level: jax.Array,
+    ewma_sum: jax.Array,
+    ewma_weight: jax.Array,
+    noisy: noise.Noise,
+    s: Settings,
+) -> tuple[jax.Array, jax.Array, noise.Noise]:
+    """A speed change (confirmed, or a drift): the estimate of each worker `where` restarts
+    at `level`, weighted as if `confirm` samples at it were the only ones ever seen."""
+    fresh_weight = 1.0 - (1.0 - s.smoothing) ** s.confirm
+    ewma_sum = jnp.where(where, level * fresh_weight, ewma_sum)
+    ewma_weight = jnp.where(where, fresh_weight, ewma_weight)
+    return ewma_sum, ewma_weight, noise.restart(noisy, where, s.smoothing, s.confirm)
 
 
 def _estimate(tr: Tracker) -> jax.Array:
