@@ -19,7 +19,8 @@ time by the rows' ratio, and the estimate takes some 60 steps to forget the tria
 
 Noise alone also crosses the limit where its three standard errors set it (10 % noise or
 more): with lognormal noise of 10-20 % (confirm 3, jump 0.25, steps of `persist` or more) a
-worker drifts by chance in about 4 % of 100-step freezes (4,000 draws each), so about 16 %
+worker drifts by chance in about 4 % of 100-step freezes (4,000 draws each; `python -m
+benchmarks.drift_false_ends`), so about 16 %
 of a four-worker policy's freezes end early. Such an end costs one move on trial, undone
 again if the times still do not answer it (the next freeze twice as long).
 """
