@@ -7,8 +7,8 @@ the run; docs/results/identical_split.md), the slow worker still looks slow afte
 and now slower per sample, so the next decision moves more rows the same way, and nothing
 ever brings them back.
 
-So every move a policy makes beyond its dead-band is a trial (tracking.py: not PI's
-integral steps, an undo or a memory cliff's cap). Until it ends, no further move is made (a
+So every move a policy makes beyond its dead-band is a trial, and PI's integral steps too
+(tracking.py; not an undo or a memory cliff's cap). Until it ends, no further move is made (a
 cliff still acts). Each worker's time relative to the step's median, in logs, is compared
 before the move (the mean over the steps since the move before) and after it (the mean over
 the steps since), against the change the move planned (the log of each worker's new over old
@@ -219,7 +219,7 @@ def start(
     trial: Trial, old: jax.Array, new: jax.Array, ok: jax.Array, change: jax.Array | None = None
 ) -> Trial:
     """After a step that changed the sizes `old` -> `new` ([W]): the times since start again,
-    and where `ok` (a P move: not an undo, PI's integral step or a memory cliff's cap) the
+    and where `ok` (a P move or PI's integral step: not an undo or a memory cliff's cap) the
     move goes on trial. `change` [W]: each worker's planned log time change (new over old);
     by default its rows' change, log(new / old), as P and PI plan."""
     changed = jnp.any(old != new)

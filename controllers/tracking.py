@@ -54,6 +54,7 @@ class Tracker(NamedTuple):
     noise: noise.Noise  # timing noise of each worker's estimate
     trial: response.Trial  # the last move, until the times answered it (response.py)
     drift: drift.Drift  # whether a speed moved while the split stood (ends a freeze; drift.py)
+    trial_noise: jax.Array  # the noise when PI's creep on trial was made (0: judged on the live)
 
 
 class PStep(NamedTuple):
@@ -135,6 +136,7 @@ def init_tracker(hi: jax.Array, s: Settings) -> Tracker:
         noise=noise.init(w),
         trial=response.init(w, s.cliff_hold),
         drift=drift.init(w),
+        trial_noise=zeros_f,
     )
 
 
@@ -177,6 +179,13 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
     ewma_sum, ewma_weight, noise_now = _restart(drifted, level, ewma_sum, ewma_weight, noise_now, s)
     moving = drift.restart(moving, jnp.any(restart | drifted))
     # Whether the times answered the last move; none is made until they have (response.py).
+    # PI's creep is judged on the noise measured before it (`commit`'s `creep`): where the
+    # times do not follow the rows, each moved worker's time per sample jumps by its rows'
+    # ratio and the estimate counted the jump as noise (5 % -> 10 % in 6 samples), which kept
+    # a one-row creep's refusal from power. A P move keeps the live noise: judged on the
+    # noise before it, right P moves beside a fixed cost were undone
+    # (tests/test_fixed_cost_trials.py, two of its cases).
+    judge = jnp.where(tr.trial.open & (tr.trial_noise > 0), tr.trial_noise, noise.sigma(noise_now))
     verdict = response.observe(
         tr.trial,
         t,
@@ -184,7 +193,7 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
         inlier,
         step_seconds(obs),
         restart | drifted,
-        noise.sigma(noise_now),
+        judge,
         s.confirm,
         s.persist,
     )
@@ -246,7 +255,7 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
         trial=verdict.trial,
         drift=moving,
     )
-    # A move beyond the dead-band is tried; an integral's creep (pi) and an undo are not.
+    # A move beyond the dead-band is tried (an integral's creep too: `commit`); an undo is not.
     trial_ok = adjust & ~verdict.undo & ~jnp.any(watch.found)
     return PStep(
         tracker, target, due, adjust, significant, rates, watch.watch.hi, verdict.undo, trial_ok,
@@ -355,13 +364,19 @@ def streak(
     return count, jnp.where(valid, total, suspect_sum)
 
 
-def commit(p: PStep, old: jax.Array, new: jax.Array) -> Tracker:
+def commit(p: PStep, old: jax.Array, new: jax.Array, creep: Any = False) -> Tracker:
     """Records a size change (if any): the cliff watch of each moved worker starts from it,
-    and the move is on trial until the times answer it (unless `p.trial_ok` is false)."""
+    and the move is on trial until the times answer it (unless `p.trial_ok` is false).
+    `creep`: the move is PI's integral step, on trial too, judged on the noise as it is now."""
     tr = p.tracker
-    trial = response.start(tr.trial, old, new, p.trial_ok)
+    trial = response.start(tr.trial, old, new, p.trial_ok | creep)
+    moved = jnp.any(old != new)
+    creep = jnp.asarray(creep, jnp.bool_)
     return tr._replace(
         cliff=cliff.record_move(tr.cliff, old, new, p.rates),
         trial=trial,
-        drift=drift.restart(tr.drift, jnp.any(old != new)),
+        drift=drift.restart(tr.drift, moved),
+        trial_noise=jnp.where(
+            trial.open & moved, jnp.where(creep, noise.sigma(tr.noise), 0.0), tr.trial_noise
+        ),
     )
