@@ -26,18 +26,19 @@ POLICIES = ("proportional", "pi", "predictive")
 
 
 @functools.cache
-def _update(name):
-    controller = controllers.make(name, **OPEN)
+def _update(name, **settings):
+    controller = controllers.make(name, **OPEN, **settings)
     return controller, jax.jit(controller.update)
 
 
-def _run(name, trap, steps):
+def _run(name, trap, steps, **settings):
     """Runs `steps` steps with `trap(step, sizes, grew_at, ran)` multiplying the times.
 
     grew_at: the step from which the fast worker first ran above 32 (None before); ran: the
-    (worker, size) pairs run before this step. Returns sizes [T, W] and the final state.
+    (worker, size) pairs run before this step; `settings`: the policy's arguments. Returns
+    sizes [T, W] and the final state.
     """
-    controller, update = _update(name)
+    controller, update = _update(name, **settings)
     state = controller.init(4, B)
     sizes = np.asarray(controllers.initial_sizes(state, 4, B))
     # Warm-up ran the first split once (design.md trap 13): only later sizes are new.
@@ -118,6 +119,16 @@ def test_a_persistent_cliff_is_still_found_and_respected(name):
     assert over.sum() <= 22
     if name != "predictive":
         assert _cap(name, state) <= CLIFF
+
+
+def test_predictive_retests_a_persistent_cliff_at_the_configs_jump():
+    # The trainer's configs give every policy `jump` 0.25 (omnilearn_jax/config/schema.py):
+    # predictive's re-test then spends 30 steps over the cliff (211-240), against 22 at its
+    # default 0.4 and 20 at 0.6, and the split ends at the limit.
+    sizes, _ = _run("predictive", cliff_until(10**6), 400, jump=0.25)
+    over = np.flatnonzero(sizes[20:, FAST] > CLIFF) + 20
+    assert len(over) <= 30 and over.min() >= 200 and over.max() <= 245, over
+    assert sizes[-1][FAST] == CLIFF
 
 
 def neighbour(step, sizes, grew_at, ran):
