@@ -143,8 +143,8 @@ FASTER_ERRORS = 2.0
 # tests/test_predictive_dynamic.py). At 0.4 it is 1-5 % (docs/results/cost_curves.md). 0.25,
 # which the held-out tuning picks (benchmarks/controller_heldout.py) and the trainer's configs
 # use for every policy (omnilearn_jax/config/schema.py), does as well there; a persistent
-# cliff's re-test costs 30 steps over it at 0.25 (tests/test_controllers_robust.py) against 22 at
-# 0.4 (tests/test_controllers_robust.py).
+# cliff's re-test costs 30 steps over it at 0.25 against 22 at 0.4
+# (tests/test_controllers_robust.py).
 DEFAULT_JUMP = 0.4
 
 
