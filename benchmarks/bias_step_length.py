@@ -18,12 +18,12 @@ On 2026-12-06 (at cae4e7b, 3 seeds, 16 s) every policy stayed within the dead-ba
 is judged once its samples number 2 x `confirm` and span `persist`: at 1.5 ms steps about
 60 samples, at 30 ms 6, too few at this noise to refuse it, so it stands and the next move
 follows. Predictive's patient trials did not stop it either. Traced on seed 7 at 30 ms (it
-ends at [16] * 4 + [0] * 4 by step 103; 4 other seeds of 10 at 3-6 rows): the first decision
-came at step 7, once the steps spanned `persist`, when each worker's noise estimate (0.08)
-was under half the noise it sees (process 0's and 1's 25 % draws, relative to their
-middle: about 0.18); three low samples of process 0 (0.6-0.7x) then confirmed as a speed
-change at step 11, which closed the move's trial unjudged and rescaled process 0's curve,
-so the next decision moved two rows more. A stress
+reaches [16] * 4 + [0] * 4 at step 103 and ends 11 rows from uniform; 4 other seeds of 10
+end 3-6 rows from it): the first decision came at step 7, once the steps spanned `persist`,
+when each worker's noise estimate (0.08) was under half the noise it sees (process 0's and
+1's 25 % draws, relative to their middle: about 0.18); three low samples of process 0
+(0.6-0.7x) then confirmed as a speed change at step 11, which closed the move's trial
+unjudged and rescaled process 0's curve, so the next decision moved two rows more. A stress
 case (row-blind noise of 25 % at 30 ms a step), kept as a measurement, not a test: it is not
 fixed.
 
