@@ -13,7 +13,10 @@ things seen there, or near it, with `sim.paper_plant(2, overhead=..., noise=...)
   answer it weakly, then held for the trial's hold (at 60 steps and seeds 1, 2 on
   2026-12-06: P and PI in 3 of 8 runs with a fixed cost of 4 or 8, predictive in 4 of 12
   with 2-8, up to 1.28x the oracle's step; since P's and PI's trials count the error of the
-  mean before the move, P and PI in none, predictive as before).
+  mean before the move, P and PI in none, predictive as before; since each step of PI's
+  integral is a trial too, 277557f, PI in 1: a one-row creep at step 4, refused by chance
+  at step 10 on 6 samples, and then held for the hold's 100 decisions, at 1.12x, cost 8,
+  2 % noise, key 2; PI 2-6 split changes with a fixed cost, from 4-8).
 Prints one line per (overhead, noise, seed, policy).
 """
 
