@@ -367,7 +367,8 @@ def streak(
 def commit(p: PStep, old: jax.Array, new: jax.Array, creep: Any = False) -> Tracker:
     """Records a size change (if any): the cliff watch of each moved worker starts from it,
     and the move is on trial until the times answer it (unless `p.trial_ok` is false).
-    `creep`: the move is PI's integral step, on trial too, judged on the noise as it is now."""
+    `creep`: the move is PI's integral step, on trial too, judged on the noise as measured at
+    this step (before the move's own times)."""
     tr = p.tracker
     trial = response.start(tr.trial, old, new, p.trial_ok | creep)
     moved = jnp.any(old != new)

@@ -127,7 +127,8 @@ def test_predictive_retests_a_persistent_cliff_at_the_configs_jump():
     # default 0.4 and 20 at 0.6, and the split ends at the limit.
     sizes, _ = _run("predictive", cliff_until(10**6), 400, jump=0.25)
     over = np.flatnonzero(sizes[20:, FAST] > CLIFF) + 20
-    assert len(over) <= 30 and over.min() >= 200 and over.max() <= 245, over
+    assert 0 < len(over) <= 30, over
+    assert over.min() >= 200 and over.max() <= 245, over
     assert sizes[-1][FAST] == CLIFF
 
 

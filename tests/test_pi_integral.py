@@ -36,7 +36,7 @@ def test_pi_creeps_are_tried_so_a_lasting_bias_the_rows_ignore_leaves_the_split_
     config's PI on the wall clock). The bias is within P's dead-band, but the integral read it
     as a residual and its one-row creeps, never tried, all stood: 10 seeds ended at a median
     of 2.5 rows from uniform and at worst 3 ([11] * 4 + [5] * 4). Tried, on the noise measured
-    before the creep, each is undone: no seed ends more than a row from uniform."""
+    before the creep, none stands beyond a row: no seed ends more than a row from uniform."""
     from benchmarks.bias_step_length import replay
 
     skews = [np.abs(replay("pi", 6.0, 300, seed, 0.05)[-1] - 8).max() for seed in range(10)]
