@@ -106,13 +106,13 @@ def pi(
         # The integral's creep is on trial too, as a P move is (response.py): on identical
         # devices in two processes, one slower by a lasting bias the rows do not answer, the
         # integral read the bias as a residual and crept a row every 75-100 steps, each
-        # standing, to [11] * 4 + [5] * 4 of 64 rows by step 250 at 5 % noise
-        # (tests/test_pi_integral.py). Beside a fixed cost a right creep's times answer it
-        # (R 0.82 for a fixed cost of 8 rows against 24-56, above ANSWERED), but a one-row
-        # trial has little power and is refused by chance now and then, and then held
-        # (benchmarks/fixed_cost_splits.py: 1 of 8 runs with a cost of 4 or 8). A creep is
-        # any change that is not a P move or an undo: the integral's step, or (rarely) the
-        # anchor re-clipped once a cliff's cap is lifted.
+        # standing, to [11] * 4 + [5] * 4 of 64 rows by step 250 at 5 % noise and 1.5 ms a
+        # step (benchmarks/bias_step_length.py, seed 0; tests/test_pi_integral.py at 6 ms).
+        # Beside a fixed cost a right creep's times answer it (R 0.82 for a fixed cost of 8
+        # rows against 24-56, above ANSWERED), but a one-row trial has little power and is
+        # refused by chance now and then, and then held (benchmarks/fixed_cost_splits.py: 1
+        # of 8 runs with a cost of 4 or 8). A creep is any change that is not a P move or an
+        # undo: the integral's step, or (rarely) the anchor re-clipped once a cap is lifted.
         creep = shift & ~p.adjust & ~p.undo
         new_state = PIState(
             sizes=sizes,
