@@ -78,6 +78,7 @@ class Trial(NamedTuple):
     open: jax.Array  # bool scalar: a move is under test
     frozen: jax.Array  # int32 scalar: decisions left without a move after an undone one
     hold: jax.Array  # int32 scalar: the next freeze's length
+    noise: jax.Array  # float: the noise the move is judged on, held from its start (0: live)
 
 
 class Verdict(NamedTuple):
@@ -101,6 +102,7 @@ def init(num_workers: int, hold: Any) -> Trial:
         open=jnp.zeros((), jnp.bool_),
         frozen=jnp.zeros((), jnp.int32),
         hold=jnp.asarray(hold, jnp.int32),
+        noise=zeros,
     )
 
 
@@ -142,8 +144,10 @@ def observe(
     change (`restarted`, any worker) ends a freeze and closes the trial unjudged: the times
     before it no longer describe the sizes, so they start again from this step. `kept` (bool
     scalar): the policy measured the new split's step as faster than the old one's beyond its
-    noise, so the move is not undone on this step, and counts as answered."""
+    noise, so the move is not undone on this step, and counts as answered. A move started
+    with a `held` noise (`start`) is judged on that instead of `sigma`, worker by worker."""
     kept = jnp.asarray(kept, jnp.bool_)
+    sigma = jnp.where(trial.open & (trial.noise > 0), trial.noise, sigma)
     rel = _relative(jnp.log(jnp.where(valid, times, 1.0)), valid)
     counted = valid & inlier  # since the last move, open or judged: the next move's `pre`
     changed = jnp.any(restarted)
@@ -216,12 +220,18 @@ def revert(trial: Trial, undo: jax.Array, shares: jax.Array) -> jax.Array:
 
 
 def start(
-    trial: Trial, old: jax.Array, new: jax.Array, ok: jax.Array, change: jax.Array | None = None
+    trial: Trial,
+    old: jax.Array,
+    new: jax.Array,
+    ok: jax.Array,
+    change: jax.Array | None = None,
+    held: Any = 0.0,
 ) -> Trial:
     """After a step that changed the sizes `old` -> `new` ([W]): the times since start again,
     and where `ok` (a P move or PI's integral step: not an undo or a memory cliff's cap) the
     move goes on trial. `change` [W]: each worker's planned log time change (new over old);
-    by default its rows' change, log(new / old), as P and PI plan."""
+    by default its rows' change, log(new / old), as P and PI plan. `held` ([W] or scalar):
+    the noise to judge the move on, held from now (0: the live noise `observe` is given)."""
     changed = jnp.any(old != new)
     busy = (old > 0) & (new > 0) & (trial.samples > 0)
     old_f, new_f = old.astype(jnp.float32), new.astype(jnp.float32)
@@ -248,5 +258,8 @@ def start(
         samples=jnp.zeros_like(trial.samples),
         seconds=jnp.zeros_like(trial.seconds),
         open=tested,
+        noise=jnp.where(
+            tested, jnp.broadcast_to(jnp.asarray(held, jnp.float32), old.shape), trial.noise
+        ),
     )
     return jax.tree.map(lambda a, b: jnp.where(changed, a, b), moved, trial)

@@ -54,7 +54,6 @@ class Tracker(NamedTuple):
     noise: noise.Noise  # timing noise of each worker's estimate
     trial: response.Trial  # the last move, until the times answered it (response.py)
     drift: drift.Drift  # whether a speed moved while the split stood (ends a freeze; drift.py)
-    trial_noise: jax.Array  # the noise when PI's creep on trial was made (0: judged on the live)
 
 
 class PStep(NamedTuple):
@@ -136,7 +135,6 @@ def init_tracker(hi: jax.Array, s: Settings) -> Tracker:
         noise=noise.init(w),
         trial=response.init(w, s.cliff_hold),
         drift=drift.init(w),
-        trial_noise=zeros_f,
     )
 
 
@@ -179,13 +177,7 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
     ewma_sum, ewma_weight, noise_now = _restart(drifted, level, ewma_sum, ewma_weight, noise_now, s)
     moving = drift.restart(moving, jnp.any(restart | drifted))
     # Whether the times answered the last move; none is made until they have (response.py).
-    # PI's creep is judged on the noise measured before it (`commit`'s `creep`): where the
-    # times do not follow the rows, each moved worker's time per sample jumps by its rows'
-    # ratio and the estimate counted the jump as noise (5 % -> 10 % in 6 samples), which kept
-    # a one-row creep's refusal from power. A P move keeps the live noise: judged on the
-    # noise before it, right P moves beside a fixed cost were undone
-    # (tests/test_fixed_cost_trials.py, two of its cases).
-    judge = jnp.where(tr.trial.open & (tr.trial_noise > 0), tr.trial_noise, noise.sigma(noise_now))
+    # PI's creep is judged on the noise held from before it (`commit`'s `creep`).
     verdict = response.observe(
         tr.trial,
         t,
@@ -193,7 +185,7 @@ def p_step(tr: Tracker, obs: Observation, s: Settings, lo: jax.Array, hi_limit: 
         inlier,
         step_seconds(obs),
         restart | drifted,
-        judge,
+        noise.sigma(noise_now),
         s.confirm,
         s.persist,
     )
@@ -368,16 +360,16 @@ def commit(p: PStep, old: jax.Array, new: jax.Array, creep: Any = False) -> Trac
     """Records a size change (if any): the cliff watch of each moved worker starts from it,
     and the move is on trial until the times answer it (unless `p.trial_ok` is false).
     `creep`: the move is PI's integral step, on trial too, judged on the noise as measured at
-    this step (before the move's own times)."""
+    this step (before the move's own times). Where the times do not follow the rows, each
+    moved worker's time per sample jumps by its rows' ratio and the live estimate counted the
+    jump as noise (5 % -> 10 % in 6 samples), which kept a one-row creep's refusal from power.
+    A P move keeps the live noise: judged on the noise before it, right P moves beside a fixed
+    cost were undone (tests/test_fixed_cost_trials.py, two of its cases)."""
     tr = p.tracker
-    trial = response.start(tr.trial, old, new, p.trial_ok | creep)
-    moved = jnp.any(old != new)
-    creep = jnp.asarray(creep, jnp.bool_)
+    held = jnp.where(creep, noise.sigma(tr.noise), 0.0)
+    trial = response.start(tr.trial, old, new, p.trial_ok | creep, held=held)
     return tr._replace(
         cliff=cliff.record_move(tr.cliff, old, new, p.rates),
         trial=trial,
-        drift=drift.restart(tr.drift, moved),
-        trial_noise=jnp.where(
-            trial.open & moved, jnp.where(creep, noise.sigma(tr.noise), 0.0), tr.trial_noise
-        ),
+        drift=drift.restart(tr.drift, jnp.any(old != new)),
     )
