@@ -85,7 +85,7 @@ MATURE = 0.3
 # Weight a size's measurements decay to when it is not run (half of one measurement).
 STALE = 0.5
 # An alarm at a size whose mean weighs less than this many measurements (about 7 recent
-# ones: weights decay by `smoothing` a step) records that size's own time instead of
+# ones: weights decay by `memory` a step) records that size's own time instead of
 # rescaling the whole curve, if the new level lies within the outlier band of the table's
 # prediction there (`expected`, set each step: for a young size near its own mean, pulled a
 # little towards the fit over every size; so in effect an alarm of a level within the band,
@@ -119,6 +119,19 @@ TRUST = 3
 # little more. The cost: at 15-20 % noise the split moves 3-4x as often as at one (median 16-24
 # adjustments per 1,000 steps against 5-6, 48 of seed 0's plants).
 GAIN_ERRORS = 0.5
+# The defaults `min_gain` 0.02 and `memory` 0.02 (0.03 and 0.05 until 2026-12-06, `memory`
+# then named `smoothing`): a size's mean rested on at most about 20 samples, and at 10-20 %
+# noise a worker's estimate stayed some 3 % off after 60 decisions (one row on a slow worker),
+# which the 3 % gain floor kept; a 2 % floor alone made the split flap (the p90 of
+# adjustments per 1,000 noisy steps 16 -> 26). Together, on the tuning-side families
+# (`python -m benchmarks.predictive_tuning`, seeds 0 and 100-103; never the held-out 1-5;
+# modelled), p90 after 5 / 60 decisions / 5 after a change 1.067 / 1.025 / 1.067 -> 1.064 /
+# 1.018 / 1.063, adjustments p90 15.8 -> 13.3, total time p90 1.103 / 1.089 -> 1.104 / 1.093;
+# on seeds 104-108, 1.087 / 1.027 / 1.068 -> 1.080 / 1.024 / 1.056, adjustments 16.2 -> 13.8,
+# totals 1.111 / 1.095 -> 1.105 / 1.090. With 0.03, `memory` 0.02 alone: 1.066 / 1.024 /
+# 1.063; with `min_gain` 0.01: 1.067 / 1.017 / 1.064, adjustments 16.8. With the lift of a
+# cap's points together and its re-test one row over it (`_lift_stale_cliffs`), which the
+# smaller gain floor needed: 1.065 / 1.018 / 1.063, adjustments 14.1, totals 1.088 / 1.092.
 # A move on trial is kept, answered or not, when the slowest busy worker's mean time in the
 # table over the median of the busy workers' fell from the split before to the new one by this
 # many standard errors (the slowest worker's noise over the weight behind its mean, at each
@@ -161,6 +174,9 @@ class PredictiveState(NamedTuple):
     expected: jax.Array  # float [W]: the table's predicted time at the current size (last step)
     age: jax.Array  # int32 [W, B + 1]: steps since each size was last measured
     strikes: jax.Array  # int32 [W]: caps lifted so far; each doubles the next hold
+    # int32 [W]: the smallest size of the last cap lifted, which a re-test grows the worker
+    # to and no further until it has run there (B + 1: none)
+    ceiling: jax.Array
     suspect: jax.Array  # int32 [W]: consecutive outliers (+ above, - below)
     noise: noise.Noise  # timing noise of each worker's measurements (controllers/noise.py)
     scale: jax.Array  # float: the last common factor measured (the table's time unit)
@@ -177,6 +193,7 @@ class Measurement(NamedTuple):
     count: jax.Array  # float [W, B + 1]
     age: jax.Array  # int32 [W, B + 1]
     strikes: jax.Array
+    ceiling: jax.Array
     detector: tuple[jax.Array, ...]  # (drift, run_sum, run_count, run_time, run_sigma)
     restart: jax.Array  # bool: the CUSUM alarmed (a speed change, or a new size's own time)
     rescaled: jax.Array  # bool: the alarm was a speed change (the whole curve rescaled)
@@ -192,9 +209,9 @@ def predictive(
     *,
     b_min: Any = PAPER_BOUND,
     b_max: Any = PAPER_BOUND,
-    min_gain: float = 0.03,
+    min_gain: float = 0.02,
     settle: int = 3,
-    smoothing: float = 0.05,
+    memory: float = 0.02,
     jump: float = DEFAULT_JUMP,
     confirm: int = 3,
     cliff_hold: int = 100,
@@ -204,9 +221,11 @@ def predictive(
 
     b_min, b_max: bounds as for `proportional`. min_gain: take a new split only if its
     predicted step time is this fraction below the current one's. settle: measurements each
-    busy worker needs at its current size before the next decision. smoothing: floor of the
+    busy worker needs at its current size before the next decision. memory: floor of the
     weight of the newest measurement at a size (its first measurements are averaged evenly),
-    and the rate at which every size's weight decays each step (down to half a measurement).
+    the rate at which every size's weight decays each step (down to half a measurement), and
+    the noise estimate's rate (controllers/noise.py); P's and PI's `smoothing` is their EWMA's
+    (0.05), named apart since one config section holds every policy's arguments.
     A new split must also beat GAIN_ERRORS (0.5) standard errors of the estimates (sigma *
     sqrt(2 / n), the largest over busy workers: sigma a worker's noise, n the weight at its
     current size).
@@ -225,8 +244,8 @@ def predictive(
     """
     if is_concrete(min_gain) and not 0 <= float(min_gain) < 1:
         raise ValueError(f"predictive: min_gain must be in [0, 1), got {min_gain!r}")
-    if is_concrete(smoothing) and not 0 < float(smoothing) <= 1:
-        raise ValueError(f"predictive: smoothing must be in (0, 1], got {smoothing!r}")
+    if is_concrete(memory) and not 0 < float(memory) <= 1:
+        raise ValueError(f"predictive: memory must be in (0, 1], got {memory!r}")
     if is_concrete(jump) and not float(jump) >= 0:  # NaN too: it never moved
         raise ValueError(f"predictive: jump must be >= 0, got {jump!r}")
     if is_concrete(persist) and not float(persist) >= 0:
@@ -252,6 +271,7 @@ def predictive(
             expected=jnp.zeros(num_workers, jnp.float32),
             age=jnp.zeros((num_workers, global_batch + 1), jnp.int32),
             strikes=zeros,
+            ceiling=jnp.full(num_workers, global_batch + 1, jnp.int32),
             suspect=zeros,
             noise=noise.init(num_workers),
             scale=jnp.ones((), jnp.float32),
@@ -265,7 +285,7 @@ def predictive(
         b = obs.batch_sizes
         w, n = state.mean.shape
         lo, hi = resolve_bounds(w, n - 1, b_min, b_max)
-        m = _measure(state, obs, smoothing, jump, confirm, cliff_hold, persist)
+        m = _measure(state, obs, memory, jump, confirm, cliff_hold, persist)
         count, sigma = m.count, noise.sigma(m.noise)
         # Whether the times answered the last split; none is made until they have, and one
         # they did not answer is undone (response.py). A new size's own time (a cliff found)
@@ -289,7 +309,7 @@ def predictive(
         # flat stretch (which extrapolates to nearly free samples) is probed, not bet on.
         largest = jnp.max(jnp.where(count > 0, jnp.arange(n), 0), axis=1)
         trusted = jnp.where(largest > 0, jnp.maximum(TRUST * largest, lo), hi)
-        trusted = jnp.minimum(hi, trusted)
+        trusted = jnp.minimum(jnp.minimum(hi, trusted), m.ceiling)
         trusted = jnp.where(trusted.sum() >= n - 1, trusted, hi)
         wanted = solve_min_max(table, lo, trusted, spread=True)
         rows = jnp.arange(w)
@@ -308,7 +328,11 @@ def predictive(
         # largest).
         error = GAIN_ERRORS * sigma * jnp.sqrt(2.0 / jnp.maximum(count[rows, current], 1.0))
         threshold = jnp.maximum(min_gain, jnp.max(jnp.where(b > 0, error, 0.0)))
-        adopt = due & (then < (1.0 - threshold) * now) & ~verdict.undo
+        # A lifted cap's re-test is made whatever the gain, if any (one row over the cap can
+        # gain less than `min_gain`): learning whether the cliff is still there is its point.
+        retest = jnp.any((m.ceiling < n) & (wanted >= m.ceiling) & (b < m.ceiling))
+        gains = (then < (1.0 - threshold) * now) | (retest & (then < now))
+        adopt = due & gains & ~verdict.undo
         shares = response.revert(verdict.trial, verdict.undo, jnp.where(adopt, wanted, b))
         sizes = allocate(shares, n - 1, lo, hi)
         moved = jnp.any(sizes != b)
@@ -342,6 +366,7 @@ def fold(state: PredictiveState, m: Measurement) -> PredictiveState:
         run_sigma=run_sigma,
         age=m.age,
         strikes=m.strikes,
+        ceiling=m.ceiling,
         suspect=m.suspect,
         noise=m.noise,
         scale=m.scale,
@@ -351,7 +376,7 @@ def fold(state: PredictiveState, m: Measurement) -> PredictiveState:
 def _measure(
     state: PredictiveState,
     obs: Observation,
-    smoothing: Any,
+    memory: Any,
     jump: Any,
     confirm: int,
     hold: int,
@@ -420,13 +445,13 @@ def _measure(
     # a size run long ago keeps its shape (a cliff) while recent sizes lead the fit, and is
     # mostly replaced (not taken for an outlier) when it is run again.
     count = jnp.where(
-        state.count > STALE, jnp.maximum(state.count * (1 - smoothing), STALE), state.count
+        state.count > STALE, jnp.maximum(state.count * (1 - memory), STALE), state.count
     )
     count = jnp.where(rescale[:, None], jnp.minimum(count, 1.0), count)
     # An outlier not (yet) confirmed leaves the table alone.
     use = valid & ~up & ~down & ~restart
     seen = count[rows, at]
-    weight = jnp.maximum(1.0 / (seen + 1.0), smoothing)
+    weight = jnp.maximum(1.0 / (seen + 1.0), memory)
     point = mean[rows, at] + weight * (t - mean[rows, at])
     # A new size's time is this (the latest) sample: the streak's first may be a first execution.
     point = jnp.where(found, jnp.where(own, level_now, t), point)
@@ -435,16 +460,20 @@ def _measure(
     age = state.age + 1
     age = age.at[rows, at].set(jnp.where(valid, 0, age[rows, at]))
     margin = noise.band(state.noise, CAP_MARGIN)[:, None]
-    mean, count, lifted = _lift_stale_cliffs(mean, count, age, state.strikes, b, margin, hold)
+    mean, count, lifted, first = _lift_stale_cliffs(
+        mean, count, age, state.strikes, b, margin, hold
+    )
     strikes = jnp.minimum(state.strikes + lifted, MAX_STRIKES)
+    ceiling = jnp.where(b >= state.ceiling, n, state.ceiling)
+    ceiling = jnp.where(lifted > 0, first, ceiling)
     # Noise, per worker (noise.observe), from measurements judged against their size's own
     # mean: the log-ratio to the mean of `seen` earlier ones has variance sigma^2 (1 + 1 / seen),
     # so it is scaled by sqrt(seen / (seen + 1)). Held-back samples count once their run ends
     # without a speed change; a run the CUSUM confirms was not noise (noise.restart).
     scaled = jnp.exp(jnp.log(jnp.where(own, against, 1.0)) * jnp.sqrt(seen / (seen + 1.0)))
     starts = run_starts(state.suspect, up, down)
-    noisy = noise.observe(state.noise, scaled, own, use, starts, band, smoothing)
-    noisy = noise.restart(noisy, restart, smoothing, confirm)
+    noisy = noise.observe(state.noise, scaled, own, use, starts, band, memory)
+    noisy = noise.restart(noisy, restart, memory, confirm)
     suspect, _ = streak(state.suspect, jnp.zeros(w), up, down, valid, t)
     suspect = jnp.where(restart, 0, suspect)
     return Measurement(
@@ -452,6 +481,7 @@ def _measure(
         count=count,
         age=age,
         strikes=strikes,
+        ceiling=ceiling,
         detector=detector,
         restart=restart,
         rescaled=rescale,
@@ -580,12 +610,24 @@ def _lift_stale_cliffs(
     margin: jax.Array,
     hold: int,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Forgets, per worker, the smallest size above its current one that has not been run for
-    its hold and costs more per sample than the current size by `margin`: such a point caps
-    the worker (the prediction is nondecreasing), and it may have been a slowdown, not a cliff.
-    Each lift doubles the worker's next hold.
+    """Forgets, per worker, the sizes above its current one that cost more per sample than
+    the current size by `margin`, once none of them has been run for its hold: such points cap
+    the worker (the prediction is nondecreasing), and they may have been a slowdown, not a
+    cliff. Each lift doubles the worker's next hold.
 
-    Returns (mean, count, lifted [W] int32)."""
+    All at once, timed by the latest run: a probe walking down a cliff's bracket leaves a
+    dear point at each size it tried (61, 62, 63 and 86 rows over a limit of 60), which are
+    one cap. Forgotten one at a time, each as it came of age, the next still capped the
+    worker (interpolated towards it, the freed size was no gain) while the holds doubled, so
+    a persistent cliff was not re-tested in 400 steps (tests/test_controllers_robust.py, at
+    `min_gain` 0.02).
+
+    The lift's re-test goes no further than the smallest of those sizes (the caller's
+    ceiling): a cliff still there is then found again one probe above the cap, where
+    extrapolated past every forgotten point the first probe went to the cliff-free optimum
+    and the walk back down the bracket spent 35 steps over the cliff at each re-test.
+
+    Returns (mean, count, lifted [W] int32, the smallest size forgotten [W])."""
     w, n = mean.shape
     rows = jnp.arange(w)
     index = jnp.arange(n)
@@ -593,18 +635,18 @@ def _lift_stale_cliffs(
     per_sample = mean / jnp.maximum(index, 1)
     here = per_sample[rows, at]
     limit = hold * jnp.left_shift(1, strikes)
-    stale = (
+    dear = (
         (index[None, :] > sizes[:, None])
         & (count > 0)
-        & (age >= limit[:, None])
         & (per_sample > (1.0 + margin) * here[:, None])
         & (count[rows, at] > 0)[:, None]
     )
-    first = jnp.argmax(stale, axis=1)
-    lift = jnp.any(stale, axis=1)
-    mean = mean.at[rows, first].set(jnp.where(lift, 0.0, mean[rows, first]))
-    count = count.at[rows, first].set(jnp.where(lift, 0.0, count[rows, first]))
-    return mean, count, lift.astype(jnp.int32)
+    latest = jnp.min(jnp.where(dear, age, jnp.iinfo(age.dtype).max), axis=1)
+    lift = jnp.any(dear, axis=1) & (latest >= limit)
+    stale = dear & lift[:, None]
+    first = jnp.argmax(stale, axis=1).astype(jnp.int32)
+    lifted = lift.astype(jnp.int32)
+    return jnp.where(stale, 0.0, mean), jnp.where(stale, 0.0, count), lifted, first
 
 
 def _faster(

@@ -190,7 +190,7 @@ CASES = [
     # and the transformer, and how they combine (docs/robustness.md, bad input).
     ({**PREDICTIVE, "controller.min_gain": 1.0}, "predictive: min_gain must be in [0, 1), got 1.0"),
     ({**PREDICTIVE, "controller.settle": 0}, "predictive: settle must be an int >= 1, got 0"),
-    ({**PREDICTIVE, "controller.smoothing": 0.0}, "predictive: smoothing must be in (0, 1], got"),
+    ({**PREDICTIVE, "controller.memory": 0.0}, "predictive: memory must be in (0, 1], got"),
     ({**PREDICTIVE, "controller.jump": -0.5}, "predictive: jump must be >= 0, got -0.5"),
     ({**PREDICTIVE, "controller.persist": -0.5}, "predictive: persist must be >= 0 seconds, got"),
     ({"controller.name": "proportional", "controller.persist": -0.5}, "persist must be >= 0 s"),

@@ -34,6 +34,7 @@ def test_the_default_follows_the_dynamic_schedule():
 
 
 def test_the_old_default_lost_a_segment_to_an_undone_move():
-    # The same plant with jump 0.6: the failure the default's change removed.
-    gaps = _second_half_gaps(jump=0.6)
+    # The same plant with jump 0.6: the failure the default's change removed (at the other
+    # defaults of then: at `memory` and `min_gain` 0.02 jump 0.6 loses less, 9 %).
+    gaps = _second_half_gaps(jump=0.6, memory=0.05, min_gain=0.03)
     assert gaps.mean() > 0.1, gaps
