@@ -235,9 +235,10 @@ def predictive(
     see DEFAULT_JUMP);
     confirm: samples after which a large change alarms, taken as a speed change (at a size
     measured before) or as the true time of a new size (a cliff, a knee). cliff_hold: steps
-    after which a size above the current one, not measured since and dearer per sample than
-    the current one by `jump` (a cliff, or a slowdown that happened to follow a growth), is
-    forgotten, so the worker may grow again; each such lift doubles that worker's next hold
+    after which the sizes above the current one that are dearer per sample than it by
+    CAP_MARGIN (a cliff, or a slowdown that happened to follow a growth), none measured
+    since, are forgotten together, so the worker may grow again, first to the smallest of
+    them (a re-test, made whatever its gain); each such lift doubles that worker's next hold
     (up to 2^MAX_STRIKES). persist: seconds the alarming run's steps must take in all, as well
     as `confirm` samples (host noise comes in bursts shorter than that;
     tracking.DEFAULT_PERSIST).
@@ -609,7 +610,7 @@ def _lift_stale_cliffs(
     sizes: jax.Array,
     margin: jax.Array,
     hold: int,
-) -> tuple[jax.Array, jax.Array, jax.Array]:
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Forgets, per worker, the sizes above its current one that cost more per sample than
     the current size by `margin`, once none of them has been run for its hold: such points cap
     the worker (the prediction is nondecreasing), and they may have been a slowdown, not a
