@@ -24,6 +24,25 @@ def _async4(**kw):
     return _config(num_workers=4, num_devices=4, mode="asp", **kw)
 
 
+def hl8_config(controller: str, updates: int, **kw):
+    """Async HL8 (cores 4/4/4/28) of 4 workers, B = 128, under `controller`."""
+    config = _config(
+        num_workers=4,
+        num_devices=4,
+        global_batch_size=128,
+        bucket_ratio=FEW_BUCKETS,
+        mode="asp",
+        train__num_steps=updates,
+        train__eval_every=400,
+        **kw,
+    )
+    config.hetero.name = "hl"
+    config.hetero.level = 8
+    config.hetero.variant = "asp"  # cores 4/4/4/28
+    config.controller.name = controller
+    return config
+
+
 def _params(path):
     with np.load(path / "final_params.npz") as f:
         return {k: f[k] for k in f.files}
@@ -112,20 +131,7 @@ def test_proportional_equalises_staleness_at_async_hl8(tmp_path):
     (experiments/async_staleness.py has the table, and the default cost model)."""
 
     def run(name, controller):
-        config = _config(
-            num_workers=4,
-            num_devices=4,
-            global_batch_size=128,
-            bucket_ratio=FEW_BUCKETS,
-            mode="asp",
-            train__num_steps=400,
-            train__eval_every=400,
-            train__log_every=100,
-        )
-        config.hetero.name = "hl"
-        config.hetero.level = 8
-        config.hetero.variant = "asp"  # cores 4/4/4/28
-        config.controller.name = controller
+        config = hl8_config(controller, 400, train__log_every=100)
         train_and_evaluate(config, str(tmp_path / name))
         return (
             _staleness_by_worker(tmp_path / name, settle=0),

@@ -125,6 +125,9 @@ class AsyncLoop(Runner):
         self.busy = np.zeros(self.w, bool)
         self.parked = np.zeros(self.w, bool)
         self.last_time = np.zeros(self.w)
+        # The rows each last_time was measured at (-1: unknown, a checkpoint from before
+        # they were kept): the controller sees a time only where they are the current split's.
+        self.last_rows = np.zeros(self.w, np.int64)
         self.applied = np.zeros(self.w, np.int64)
         self.staleness = StalenessCounts(self.w)
         self.events: list = []  # heap of (finish time, worker, start version, rows)
@@ -178,6 +181,7 @@ class AsyncLoop(Runner):
             "events": [list(e) for e in self.events],
             "flights": {str(k): [f.version, f.rows] for k, f in self.flights.items()},
             "staleness_counts": self.staleness.state(),
+            "last_rows": self.last_rows.tolist(),
         }
 
     def restore_like(self, meta: dict) -> dict:
@@ -192,6 +196,7 @@ class AsyncLoop(Runner):
         self.iterations, self.applied = workers["iterations"], workers["applied"]
         self.busy, self.last_time = workers["busy"].astype(bool), workers["last_time"]
         self.parked = workers["parked"].astype(bool)
+        self.last_rows = np.asarray(meta.get("last_rows", [-1] * self.w), np.int64)
         self.now, self.stream_pos = meta["now"], meta["stream_pos"]
         self.events = [tuple(e) for e in meta["events"]]
         heapq.heapify(self.events)
@@ -262,7 +267,7 @@ class AsyncLoop(Runner):
         times = self.t.timer.accept(round_index, times, group_sizes)
         for k in ready:
             duration = float(times[k]) + self.comm
-            self.last_time[k] = duration
+            self.last_time[k], self.last_rows[k] = duration, group_sizes[k]
             heapq.heappush(self.events, (self.now + duration, k, self.done, int(group_sizes[k])))
         return ready
 
@@ -276,6 +281,7 @@ class AsyncLoop(Runner):
         times[k], sizes[k] = self.exec.seconds(k), flight.rows
         duration = float(self.t.timer.accept(self._round_of.pop(k), times, sizes)[k]) + self.comm
         self.last_time[k] = duration  # what the controller sees: guarded (faults.TimeGuard)
+        self.last_rows[k] = flight.rows
         landed = clock + (times[k] if self.real else duration)  # a real server: on arrival
         heapq.heappush(self.events, (landed, k, flight.version, flight.rows))
 
@@ -349,10 +355,18 @@ class AsyncLoop(Runner):
             epoch = self.w * t.sampler.steps_per_epoch
             ended = done // epoch > (done - self.every) // epoch
             obs = t.observe(
-                max(done // self.w - 1, 0), sizes, self.last_time, t.timer.speeds(at), ended
+                max(done // self.w - 1, 0), sizes, self.seen_times(sizes), t.timer.speeds(at), ended
             )
             sizes, cstate = t.next_sizes(cstate, obs, at)
         return cstate, sizes
+
+    def seen_times(self, sizes) -> np.ndarray:
+        """The times the controller sees: each worker's latest, where it was measured at the
+        worker's rows in `sizes`; 0 (not measured) where that iteration ran other rows (it
+        began before the last move), which the controller would read as the time of the
+        new rows and misjudge the worker's per-sample time by their ratio."""
+        same = (self.last_rows == np.asarray(sizes)) | (self.last_rows < 0)
+        return np.where(same, self.last_time, 0.0)
 
     def warm_up(self, sizes: np.ndarray) -> None:
         """Compiles the trainer's programs, then the executor's, so that no update
