@@ -103,7 +103,8 @@ STALE = 0.5
 # families (never 1-5); at 6, p90 after 5 decisions 1.091 -> 1.080 (seeds 0, 100-103) and
 # 1.093 -> 1.090 (seeds 104-108), the others within 0.001 or better.
 YOUNG = 6.0
-# Holds of a lifted cap double at most this many times (hold 100: 100, 200, ... 1,600 steps).
+# Holds of a lifted cap double at most this many times (hold 100: 100, 200, ... 1,600 steps),
+# until a re-test finds no cliff (`_judge_retest`).
 MAX_STRIKES = 4
 # A size above the current one is a cap when it costs more per sample by this fraction, or by
 # noise.SPREAD standard deviations of the worker's noise if wider (noise.band; per sample, time
@@ -173,10 +174,15 @@ class PredictiveState(NamedTuple):
     settled: jax.Array  # int32 [W]: measurements at the current size since it last moved
     expected: jax.Array  # float [W]: the table's predicted time at the current size (last step)
     age: jax.Array  # int32 [W, B + 1]: steps since each size was last measured
-    strikes: jax.Array  # int32 [W]: caps lifted so far; each doubles the next hold
+    # int32 [W]: caps lifted since a re-test last found none (`_judge_retest`); each doubles
+    # the next hold
+    strikes: jax.Array
     # int32 [W]: the smallest size of the last cap lifted, which a re-test grows the worker
     # to and no further until it has run there (B + 1: none)
     ceiling: jax.Array
+    # int32 [W]: the same size, kept until the worker has run there or above and the run is
+    # judged (B + 1: none)
+    retest: jax.Array
     suspect: jax.Array  # int32 [W]: consecutive outliers (+ above, - below)
     noise: noise.Noise  # timing noise of each worker's measurements (controllers/noise.py)
     scale: jax.Array  # float: the last common factor measured (the table's time unit)
@@ -194,6 +200,7 @@ class Measurement(NamedTuple):
     age: jax.Array  # int32 [W, B + 1]
     strikes: jax.Array
     ceiling: jax.Array
+    retest: jax.Array
     detector: tuple[jax.Array, ...]  # (drift, run_sum, run_count, run_time, run_sigma)
     restart: jax.Array  # bool: the CUSUM alarmed (a speed change, or a new size's own time)
     rescaled: jax.Array  # bool: the alarm was a speed change (the whole curve rescaled)
@@ -239,9 +246,10 @@ def predictive(
     CAP_MARGIN (a cliff, or a slowdown that happened to follow a growth), none measured
     since, are forgotten together, so the worker may grow again, first to the smallest of
     them (a re-test, made whatever its gain); each such lift doubles that worker's next hold
-    (up to 2^MAX_STRIKES). persist: seconds the alarming run's steps must take in all, as well
-    as `confirm` samples (host noise comes in bursts shorter than that;
-    tracking.DEFAULT_PERSIST).
+    (up to 2^MAX_STRIKES), and a re-test that finds no cliff there (`confirm` steps at that
+    size or above, no dearer per sample than smaller sizes) resets it. persist: seconds the
+    alarming run's steps must take in all, as well as `confirm` samples (host noise comes in
+    bursts shorter than that; tracking.DEFAULT_PERSIST).
     """
     if is_concrete(min_gain) and not 0 <= float(min_gain) < 1:
         raise ValueError(f"predictive: min_gain must be in [0, 1), got {min_gain!r}")
@@ -273,6 +281,7 @@ def predictive(
             age=jnp.zeros((num_workers, global_batch + 1), jnp.int32),
             strikes=zeros,
             ceiling=jnp.full(num_workers, global_batch + 1, jnp.int32),
+            retest=jnp.full(num_workers, global_batch + 1, jnp.int32),
             suspect=zeros,
             noise=noise.init(num_workers),
             scale=jnp.ones((), jnp.float32),
@@ -368,6 +377,7 @@ def fold(state: PredictiveState, m: Measurement) -> PredictiveState:
         age=m.age,
         strikes=m.strikes,
         ceiling=m.ceiling,
+        retest=m.retest,
         suspect=m.suspect,
         noise=m.noise,
         scale=m.scale,
@@ -464,9 +474,12 @@ def _measure(
     mean, count, lifted, first = _lift_stale_cliffs(
         mean, count, age, state.strikes, b, margin, hold
     )
-    strikes = jnp.minimum(state.strikes + lifted, MAX_STRIKES)
+    settled = state.settled + valid.astype(jnp.int32)
+    clean, judged = _judge_retest(mean, count, b, state.retest, settled, margin[:, 0], confirm)
+    strikes = jnp.where(clean, 0, jnp.minimum(state.strikes + lifted, MAX_STRIKES))
     ceiling = jnp.where(b >= state.ceiling, n, state.ceiling)
     ceiling = jnp.where(lifted > 0, first, ceiling)
+    retest = jnp.where(lifted > 0, first, jnp.where(judged, n, state.retest))
     # Noise, per worker (noise.observe), from measurements judged against their size's own
     # mean: the log-ratio to the mean of `seen` earlier ones has variance sigma^2 (1 + 1 / seen),
     # so it is scaled by sqrt(seen / (seen + 1)). Held-back samples count once their run ends
@@ -483,6 +496,7 @@ def _measure(
         age=age,
         strikes=strikes,
         ceiling=ceiling,
+        retest=retest,
         detector=detector,
         restart=restart,
         rescaled=rescale,
@@ -648,6 +662,34 @@ def _lift_stale_cliffs(
     first = jnp.argmax(stale, axis=1).astype(jnp.int32)
     lifted = lift.astype(jnp.int32)
     return jnp.where(stale, 0.0, mean), jnp.where(stale, 0.0, count), lifted, first
+
+
+def _judge_retest(
+    mean: jax.Array,
+    count: jax.Array,
+    sizes: jax.Array,
+    retest: jax.Array,
+    settled: jax.Array,
+    margin: jax.Array,
+    samples: int,
+) -> tuple[jax.Array, jax.Array]:
+    """Whether each worker's re-test after a lift is judged ([W] bools: clean, judged): it
+    has run `samples` steps at a size at or above `retest` (the smallest size of the cap
+    lifted), and that size costs no more per sample than the cheapest smaller size it
+    measured by `margin` (clean: the cap was not a cliff, or it is gone; else the cliff is
+    found again). A clean re-test resets the worker's strikes, as P's and PI's cliff watch
+    does (controllers/cliff.py): a slowdown after a growth capped a worker for 100 steps,
+    and once it had been lifted every later one held it twice as long, and so on to 1,600
+    steps (`tests/test_controllers_robust.py`)."""
+    w, n = mean.shape
+    rows = jnp.arange(w)
+    index = jnp.arange(n)
+    at = jnp.clip(sizes, 0, n - 1)
+    per_sample = jnp.where(count > 0, mean / jnp.maximum(index, 1), jnp.inf)
+    below = jnp.min(jnp.where(index[None, :] < at[:, None], per_sample, jnp.inf), axis=1)
+    judged = (sizes >= retest) & (retest < n) & (settled >= samples) & (count[rows, at] > 0)
+    clean = judged & (per_sample[rows, at] <= (1.0 + margin) * below)
+    return clean, judged
 
 
 def _faster(

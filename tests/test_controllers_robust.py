@@ -5,7 +5,8 @@ escape them (issue 26). Each scenario plants a deterministic trap in the paper's
 - first execution: a worker's first step at a size it never ran takes 3x (a new program);
 - spike: one step at 3x, three steps after the fast worker first grows;
 - cliff: the fast worker's time triples above 60 rows, until a given step or for good;
-- neighbour: the fast worker runs at half speed for the 6 steps after it first grows.
+- neighbour: the fast worker runs at half speed for the 6 steps after it first grows (and, in
+  `neighbour_twice`, again after a speed change lets it grow past 100 rows).
 """
 
 import functools
@@ -167,3 +168,40 @@ def test_a_short_slowdown_after_a_growth_passes(name):
         assert _cap(name, state) == B
         reached = np.flatnonzero(sizes[:, FAST] >= 80)[0]
         assert sizes[reached:, FAST].min() >= 80
+
+
+def neighbour_twice(change):
+    """`neighbour`, and again after the fast worker first grows past 100 rows: from step
+    `change` it has 48 cores (1.5x), which moves its optimum from 99 rows to 112."""
+    second = []
+
+    def trap(step, sizes, grew_at, ran):
+        factor = neighbour(step, sizes, grew_at, ran)
+        if step >= change:
+            factor[FAST] *= 32.0 / 48.0
+            if not second and sizes[FAST] > 100:
+                second.append(step)
+            if second and step < second[0] + 6:
+                factor[FAST] *= 2.0
+        return factor
+
+    return trap, second
+
+
+def test_predictive_holds_a_second_false_cap_no_longer_than_the_first():
+    """A slowdown after a growth reads to predictive as a cliff, lifted after `cliff_hold`
+    (100 steps); its re-test finds none (`test_a_short_slowdown_after_a_growth_passes`).
+    A later one, after a speed change lets the worker grow again, is held 100 steps too:
+    the clean re-test reset the worker's strikes. Before (2026-12-06) strikes only grew, so
+    the second cap was held 200 steps, a third 400, up to 1,600."""
+    trap, second = neighbour_twice(change=150)
+    sizes, state = _run("predictive", trap, 450)
+    assert np.flatnonzero(sizes[:150, FAST] >= 95)[0] <= 111  # the first lift, as before
+    grew = second[0]  # to 112 rows (step 153), slow there for 6 steps: back to 103, then 105
+    capped = sizes[grew + 10 : grew + 90, FAST]
+    assert capped.max() < 112, capped  # the slowdown read as a cliff at 112 rows
+    back = np.flatnonzero(sizes[grew + 10 :, FAST] >= 110) + 10
+    # Released after one hold: back at 112 rows 103 steps after the growth (203 before).
+    assert back.size and back[0] <= 115, back[:3]
+    assert sizes[-20:, FAST].min() >= 110
+    assert int(state.strikes[FAST]) == 0
