@@ -58,7 +58,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from controllers import noise, response
+from controllers import cusum, noise, response
 from controllers.allocate import allocate
 from controllers.base import PAPER_BOUND, Controller, Observation, is_concrete, resolve_bounds
 from controllers.oracle import solve_min_max
@@ -73,15 +73,6 @@ from controllers.tracking import (
     streak,
 )
 
-# The speed-change detector's drift is at least this many noise standard deviations. Chosen
-# among 1.5, 1.0 and 0.75 on the tuning-side families of benchmarks/controller_heldout.py (seeds
-# 0, 100-103), never on the held-out seed 1: at 1.5 a worker whose speed moved little against
-# the others went unconfirmed for long (p90 1.120 five decisions after a change, 1.088 at 1.0).
-CUSUM_NOISE = 1.0
-# A CUSUM run holds the noise it began with once the noise estimate has this share of its
-# full weight (an EWMA's weights sum to 1). Chosen among 0.3, 0.5 and 0.7 on the tuning family
-# (seed 0) and two others (seeds 2 and 3), never on the held-out seed 1.
-MATURE = 0.3
 # Weight a size's measurements decay to when it is not run (half of one measurement).
 STALE = 0.5
 # An alarm at a size whose mean weighs less than this many measurements (about 7 recent
@@ -116,9 +107,9 @@ TRUST = 3
 # A new split must beat this many standard errors of the estimates it rests on (see `update`).
 # At one, a worker 7-12 % too slow stayed so on the noisiest plants (15-20 % noise, 5 samples)
 # until more samples came. Chosen among 1, 0.5 and 0.25 on the tuning-side families (as
-# CUSUM_NOISE): 0.25 moved more often (worst 33 adjustments per 1,000 steps at 10 % noise) for
-# little more. The cost: at 15-20 % noise the split moves 3-4x as often as at one (median 16-24
-# adjustments per 1,000 steps against 5-6, 48 of seed 0's plants).
+# cusum.CUSUM_NOISE): 0.25 moved more often (worst 33 adjustments per 1,000 steps at 10 %
+# noise) for little more. The cost: at 15-20 % noise the split moves 3-4x as often as at one
+# (median 16-24 adjustments per 1,000 steps against 5-6, 48 of seed 0's plants).
 GAIN_ERRORS = 0.5
 # The defaults `min_gain` 0.02 and `memory` 0.02 (0.03 and 0.05 until 2026-12-06, `memory`
 # then named `smoothing`): a size's mean rested on at most about 20 samples, and at 10-20 %
@@ -201,7 +192,7 @@ class Measurement(NamedTuple):
     strikes: jax.Array
     ceiling: jax.Array
     retest: jax.Array
-    detector: tuple[jax.Array, ...]  # (drift, run_sum, run_count, run_time, run_sigma)
+    detector: cusum.Runs  # the change detector's runs (controllers/cusum.py)
     restart: jax.Array  # bool: the CUSUM alarmed (a speed change, or a new size's own time)
     rescaled: jax.Array  # bool: the alarm was a speed change (the whole curve rescaled)
     taken: jax.Array  # bool: the time went into the table (measured, not held back)
@@ -419,8 +410,10 @@ def _measure(
     band = noise.band(state.noise, jump)
     check = (own | guess) & (jump > 0)
     up, down = check & (against > 1.0 + band), check & (against < 1.0 / (1.0 + band))
-    detector, restart, slower, level, pending = _detect_change(
-        state,
+    runs = cusum.Runs(state.drift, state.run_sum, state.run_count, state.run_time, state.run_sigma)
+    detector, restart, slower, level, pending = cusum.detect(
+        runs,
+        state.noise.var_weight,
         jnp.log(jnp.where(check, against, 1.0)),
         check,
         jump,
@@ -532,88 +525,6 @@ def _common_factor(
     factor = noise.common_factor(against, own)
     moved = (factor > widest * last) | (last > widest * factor)
     return jnp.where(agree & moved, factor, last)
-
-
-def _detect_change(
-    state: PredictiveState,
-    x: jax.Array,
-    check: jax.Array,
-    jump: Any,
-    band: jax.Array,
-    sigma: jax.Array,
-    confirm: int,
-    elapsed: jax.Array,
-    persist: Any,
-) -> tuple[tuple[jax.Array, ...], jax.Array, jax.Array, jax.Array, jax.Array]:
-    """Two-sided CUSUM of the log-ratios `x` of measured to expected times, per worker.
-
-    Each sample adds min(x, clip) - k (and the mirror for the other side); an alarm at h.
-    k (half the smallest change worth seeing, or CUSUM_NOISE noise standard deviations if larger)
-    keeps noise from accumulating (during a run, the noise the run began with: `_run_noise`);
-    h = confirm * k and the clip make any large change (a speed change) alarm after exactly
-    `confirm` samples while `confirm - 1` samples, however large (a first execution, a
-    spike), never do; a small persistent change alarms later (a 1.3x change at 10 % noise
-    after about 5 samples), where a run of `confirm` outliers beyond a band never would.
-    Nor does a run whose steps took less than `persist` seconds (`elapsed` each) in all.
-    A run whose mean log-ratio lies beyond twice the outlier `band` (a large change) ends at
-    a sample nearer the old level than the run's mean (below half that mean on the run's
-    side), and starts again from it: a noisy neighbour's two spikes with a normal step
-    between them (8.8x, 1.2x, 4.9x) alarmed at `jump` 0.25 and moved the split 20-30 rows for
-    5-7 steps (tests/test_controllers_spikes.py). A sample of a real change that large falls
-    there at most once in about 700 (half the change is at least 3 noise deviations); a run
-    that must also last `persist` seconds of short steps may lose its drift to one such
-    sample.
-    Returns ((drift, run_sum, run_count, run_time, run_sigma), alarm, slower, level, pending):
-    level is the mean ratio over the alarming run; pending, that some worker is half-way to
-    an alarm (decisions wait for it: it is probably changing speed too).
-    """
-    sigma = _run_noise(state, sigma)
-    k = jnp.maximum(0.5 * jnp.log1p(jump), CUSUM_NOISE * sigma)[:, None]
-    h = confirm * k
-    clip = k + h / (confirm - 0.5)
-    signed = jnp.stack([x, -x], axis=1)
-    inside = jnp.log1p(band)[:, None]
-    run_mean = state.run_sum / jnp.maximum(state.run_count, 1.0)
-    contradicted = (state.drift > 0) & (run_mean > 2.0 * inside) & (signed < 0.5 * run_mean)
-    before = tuple(
-        jnp.where(contradicted, 0.0, a)
-        for a in (state.drift, state.run_sum, state.run_count, state.run_time)
-    )
-    grown = jnp.maximum(before[0] + jnp.minimum(signed, clip) - k, 0.0)
-    on = check[:, None]
-    drift = jnp.where(on, grown, state.drift)
-    live = drift > 0
-    run_sum = jnp.where(on, jnp.where(live, before[1] + signed, 0.0), state.run_sum)
-    run_count = jnp.where(on, jnp.where(live, before[2] + 1.0, 0.0), state.run_count)
-    run_time = jnp.where(on, jnp.where(live, before[3] + elapsed, 0.0), state.run_time)
-    alarm = (drift >= h) & (run_time >= persist)
-    fired = alarm.any(axis=1)
-    slower = alarm[:, 0]
-    side = jnp.where(slower, 0, 1)
-    rows = jnp.arange(x.shape[0])
-    mean_log = run_sum[rows, side] / jnp.maximum(run_count[rows, side], 1.0)
-    level = jnp.exp(jnp.where(slower, mean_log, -mean_log))
-    clear = fired[:, None]
-    detector = tuple(jnp.where(clear, 0.0, a) for a in (drift, run_sum, run_count, run_time))
-    live = jnp.any(detector[0] > 0, axis=1) & (state.noise.var_weight >= MATURE)
-    detector += (jnp.where(live, sigma, 0.0),)
-    # A worker half-way to an alarm is probably changing speed too: decisions wait for it.
-    pending = jnp.any(detector[0] >= 0.5 * h)
-    return detector, fired, slower, level, pending
-
-
-def _run_noise(state: PredictiveState, sigma: jax.Array) -> jax.Array:
-    """The noise that scales each worker's CUSUM: while a run is live, the noise it began with.
-
-    The run's own samples inside the outlier band are folded into the noise estimate; under a
-    speed change too small to leave the band they widen it, which raises the drift k and
-    stalls (or kills) the very run that would confirm the change, while the split stays on the
-    old speeds. So a run keeps the noise it began with. It is held only once the estimate has
-    `MATURE` of its full weight (`run_sigma` 0 otherwise): before that it is still rising from
-    its first few readings (two equal ones say "no noise"), and a k held that low would take
-    ordinary noise for a change."""
-    live = jnp.any(state.drift > 0, axis=1) & (state.run_sigma > 0)
-    return jnp.where(live, state.run_sigma, sigma)
 
 
 def _lift_stale_cliffs(

@@ -34,7 +34,7 @@ DEADBAND = 0.1  # proportional's and pi's default; predictive's is min_gain (0.0
 STEPS = 60
 # Each policy at its own defaults, and predictive at the configs' `jump` (0.25, the trainer's;
 # its own default is 0.4): there the pair alarmed the speed-change detector until a run
-# contradicted by a normal step ended (controllers/predictive.py, `_detect_change`).
+# contradicted by a normal step ended (controllers/cusum.py, `detect`).
 SETTINGS = {
     "proportional": ("proportional", {}),
     "pi": ("pi", {}),

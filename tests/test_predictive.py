@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import controllers
-from controllers import metrics, predictive, sim
+from controllers import cusum, metrics, sim
 
 B, STEPS, CHANGE = 128, 400, 200
 NEVER = 10**6
@@ -116,9 +116,9 @@ def test_memory_cliff_is_found_and_respected(runs):
 
 def _slowed_worker_sizes(monkeypatch, mature):
     """Worker 0's size on four equal workers (t = b / 8, 15 % noise) whose worker 0 slows 1.5x
-    at step 150, over 32 seeds [seed, step]; `mature` is predictive.MATURE (inf: a CUSUM run
-    never holds its noise, the behaviour before _run_noise)."""
-    monkeypatch.setattr(predictive, "MATURE", mature)
+    at step 150, over 32 seeds [seed, step]; `mature` is cusum.MATURE (inf: a CUSUM run
+    never holds its noise, the behaviour before cusum.run_noise)."""
+    monkeypatch.setattr(cusum, "MATURE", mature)
     controller = controllers.make("predictive", **OPEN, settle=2, jump=0.25)
     plant = sim.make_plant([8.0] * 4, changes=((150, [8.0 / 1.5, 8.0, 8.0, 8.0]),), noise=0.15)
 
@@ -134,9 +134,9 @@ def test_a_run_keeps_its_noise_so_a_small_slowdown_is_seen(monkeypatch):
     # A 1.5x slowdown at 15 % noise mostly stays inside the outlier band, so its samples widen
     # the noise estimate; a CUSUM run holding the noise it began with confirms the change and
     # moves the split within 6 steps, and at step 153 already mostly has; one rescaled by the
-    # widening noise mostly has not (median 31.5 against 25.5; with predictive.CUSUM_NOISE 1.5
+    # widening noise mostly has not (median 31.5 against 25.5; with cusum.CUSUM_NOISE 1.5
     # and GAIN_ERRORS 1 the gap lasted to step 160: 29 against 23).
-    held = _slowed_worker_sizes(monkeypatch, predictive.MATURE)
+    held = _slowed_worker_sizes(monkeypatch, cusum.MATURE)
     assert np.median(held[:, 149]) == 32
     assert np.median(held[:, 153]) <= 27
     assert np.median(held[:, 156]) <= 24
@@ -150,8 +150,8 @@ def test_a_run_holds_the_noise_it_began_with_once_the_estimate_is_mature():
         drift=jnp.array([[0.3, 0.0], [0.0, 0.0]]), run_sigma=jnp.array([0.1, 0.1])
     )
     # Worker 0 is in a run begun at noise 0.1: the widened 0.3 is not used; worker 1 is not.
-    held = predictive._run_noise(state, jnp.array([0.3, 0.3]))
+    held = cusum.run_noise(state.drift, state.run_sigma, jnp.array([0.3, 0.3]))
     assert held.tolist() == pytest.approx([0.1, 0.3])
     # An immature estimate (run_sigma 0: weight below MATURE when the run began) is not held.
-    fresh = predictive._run_noise(state._replace(run_sigma=jnp.zeros(2)), jnp.array([0.3, 0.3]))
+    fresh = cusum.run_noise(state.drift, jnp.zeros(2), jnp.array([0.3, 0.3]))
     assert fresh.tolist() == pytest.approx([0.3, 0.3])
