@@ -14,8 +14,18 @@ _FACTORIES: dict[str, Factory] = {}
 _SHARED: dict[tuple, Controller] = {}  # (factory, arguments) -> the policy built from them
 KEEP_SHARED = 64
 
+# Said with an unknown policy's name: it may be a plug-in's, not imported.
+PLUGIN_HINT = (
+    "a plug-in's policy is registered by importing its module: --config.controller.plugin=MODULE"
+)
 # Keys a config section may hold that are not policy arguments.
 _CONFIG_ONLY_KEYS = ("name", "plugin")
+
+
+class RegistrationError(TypeError, ValueError):
+    """A policy that breaks `register`'s rules: a TypeError (the factory's signature is
+    wrong) that is also a ValueError, so the command line reports a plug-in's mistake as a
+    user error (one line, exit status 2), not as a traceback through its import."""
 
 
 def register(name: str) -> Callable[[Factory], Factory]:
@@ -27,25 +37,27 @@ def register(name: str) -> Callable[[Factory], Factory]:
     """
 
     if not (isinstance(name, str) and name):  # a number broke sorting every name after it
-        raise TypeError(f"a controller's name must be a non-empty string, got {name!r}")
+        raise RegistrationError(f"a controller's name must be a non-empty string, got {name!r}")
 
     def decorator(factory: Factory) -> Factory:
         params = inspect.signature(factory).parameters.values()
         reserved = [p.name for p in params if p.name in _CONFIG_ONLY_KEYS]
         if reserved:  # the config section's `name` and `plugin` never reach the factory
-            raise TypeError(
+            raise RegistrationError(
                 f"controller {name!r}: arguments {reserved} are reserved config keys "
                 f"(controller.name picks the policy, controller.plugin imports it); rename them"
             )
         positional = [p.name for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
         if positional:
-            raise TypeError(f"controller {name!r}: arguments {positional} must be keyword-only")
+            raise RegistrationError(
+                f"controller {name!r}: arguments {positional} must be keyword-only"
+            )
         bare = [p.name for p in params if p.default is inspect.Parameter.empty]
         if bare:  # the config section takes every argument's default as its key's value
-            raise TypeError(f"controller {name!r}: arguments {bare} need a default value")
+            raise RegistrationError(f"controller {name!r}: arguments {bare} need a default value")
         unset = [p.name for p in params if p.default is None]
         if unset:  # ml_collections cannot override a None-valued key from the command line
-            raise TypeError(
+            raise RegistrationError(
                 f"controller {name!r}: arguments {unset} default to None, which no command "
                 f"line can set (a config key takes its default's type); use '', 0 or () instead"
             )
@@ -181,8 +193,7 @@ def _typed(value: Any) -> Any:
 def _lookup(name: str) -> Factory:
     if name not in _FACTORIES:
         raise ValueError(
-            f"unknown controller {name!r}; registered: {list(available())} (a plug-in's "
-            f"policy is registered by importing its module: --config.controller.plugin=MODULE)"
+            f"unknown controller {name!r}; registered: {list(available())} ({PLUGIN_HINT})"
         )
     return _FACTORIES[name]
 

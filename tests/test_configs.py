@@ -179,7 +179,7 @@ MALFORMED = [
     ),
     (
         lambda: check_config(_paper(**{"hetero.name": "hll"})),
-        r"unknown hetero profile 'hll' \(did you mean 'hl'\?\)",
+        r"unknown hetero.name 'hll' \(did you mean 'hl'\?\)",
     ),
     (
         lambda: check_config(_paper(**{"controller.b_min": 40})),

@@ -1,6 +1,7 @@
 """User errors on the command line: exit status 2, one line on stderr, a "did you mean"."""
 
 import json
+import os
 
 import pytest
 
@@ -69,6 +70,10 @@ CASES = [
         "asp.time_budget must be >= 0 seconds (0 = no budget: stop after train.num_steps "
         "updates), got -1.0",
     ),
+    (  # a ZeroDivisionError traceback before: the paper configs divide their rows by B
+        ["--config=configs/quickstart.py:hetero=hl8", "--config.global_batch_size=0"],
+        "global_batch_size must be >= 1, got 0",
+    ),
     (  # a 30-line AttributeError traceback ("'distributed'") before
         ["--config=configs/ablation_smoke.py"],
         "configs/ablation_smoke.py is an ablation (it has base and grid): run it with python -m "
@@ -94,6 +99,8 @@ def test_a_user_error_is_one_line_on_stderr_with_status_2(tmp_path, args, messag
     assert lines[0].startswith("error: ") and message in lines[0], lines[0]
     assert "\\n" not in lines[0]  # no escaped newline from a KeyError's repr
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+    # Found before the first line, which announces loading and compiling
+    assert "starting" not in proc.stdout, proc.stdout
 
 
 def test_a_config_that_is_not_a_training_config_is_one_line(tmp_path):
@@ -124,7 +131,7 @@ def test_verbose_shows_the_traceback(tmp_path):
     args = ["--config=configs/smoke.py", "--config.controller.name=proportinal"]
     for extra, env in ((["--verbose"], None), ([], {errors.VERBOSE_ENV: "1"})):
         proc = main(tmp_path / "run", *args, *extra, env_extra=env)
-        assert proc.returncode != 0
+        assert proc.returncode == 2  # still a user error's status (it was 1 with --verbose)
         assert "Traceback (most recent call last)" in proc.stderr
         assert "unknown controller 'proportinal'" in proc.stderr
         assert "(did you mean 'proportional'?)" in proc.stderr  # lost with the traceback
@@ -184,3 +191,22 @@ def test_an_unknown_key_set_inside_a_config_file_gets_a_suggestion(tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     (line,) = proc.stderr.strip().splitlines()
     assert line == "error: unknown config key 'data' (did you mean 'dataset'?)"
+
+
+def test_a_plug_in_that_breaks_the_registration_rules_is_one_line(tmp_path):
+    """register's rules (keyword-only arguments, each with a default other than None) broken
+    by a plug-in: the message was clear but came at the end of a traceback through its import,
+    with exit status 1."""
+    (tmp_path / "none_default_probe.py").write_text(
+        "import controllers\n\n\n@controllers.register('none_default_probe')\n"
+        "def probe(*, gain=None, b_min=0, b_max=0):\n    raise AssertionError\n"
+    )
+    proc = main(
+        tmp_path / "run", "--config=configs/smoke.py",
+        "--config.controller.plugin=none_default_probe",
+        env_extra={"PYTHONPATH": f"{tmp_path}{os.pathsep}{cli.ROOT}"},
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: controller 'none_default_probe': arguments ['gain'] default to "
+                           "None"), line  # fmt: skip

@@ -93,9 +93,20 @@ def default_reference(config: Any = None) -> ml_collections.ConfigDict:
     return base_config()
 
 
+def check_counts(config: Any) -> None:
+    """num_workers and global_batch_size >= 1, checked before any other key is read: the
+    paper configs derive their step counts from the batch (train rows // B), so with a zero
+    batch reading them (as the type check does, every key) was a ZeroDivisionError."""
+    for key in ("num_workers", "global_batch_size"):
+        value = config.get(key)
+        if isinstance(value, int) and value < 1:
+            raise ValueError(f"{key} must be >= 1, got {value}")
+
+
 def check_config_types(config: Any, reference: Any = None) -> None:
     """Raises one ValueError line listing unknown keys (with the closest known key) and values
     whose type differs from the reference's (the base config when None)."""
+    check_counts(config)
     reference = default_reference(config) if reference is None else reference
     known, given = _flatten(reference), _flatten(config)
     problems = []
@@ -123,8 +134,11 @@ def check_config(config: Any) -> None:
     from omnilearn_jax import cluster
     from omnilearn_jax.config import schema
 
-    check_choice("controller", config.controller.name, controllers.available())
-    check_choice("hetero profile", config.hetero.name, cluster.available_profiles())
+    try:
+        check_choice("controller", config.controller.name, controllers.available())
+    except ValueError as e:
+        raise ValueError(f"{e} ({controllers.registry.PLUGIN_HINT})") from None
+    check_choice("hetero.name", config.hetero.name, cluster.available_profiles())
     # Devices are checked by the trainer; here assume the requested count (or one a worker).
     # Assumed one a worker unless given; the capacity check waits for the real count (on CPU
     # main.py makes cpu_devices: against W devices it passed cells the trainer refused).
@@ -188,6 +202,7 @@ def check_for_devices(
     from omnilearn_jax.data import datasets
     from omnilearn_jax.engine import mesh, optim, step
 
+    check_counts(config)
     datasets.check_name(config.dataset.name)
     models.check_name(config.model.name)
     models.check_sizes(config.model)
@@ -229,11 +244,7 @@ def check_for_devices(
     _choice("train.nan_policy", config.train.nan_policy, ("stop", "skip"))
     _check_measured_cost(config, num_processes)
     _check_text(config)
-    num_workers, batch = config.num_workers, config.global_batch_size
-    if num_workers < 1:
-        raise ValueError(f"num_workers must be >= 1, got {num_workers}")
-    if batch < 1:
-        raise ValueError(f"global_batch_size must be >= 1, got {batch}")
+    num_workers = config.num_workers
     if config.train.outlier_factor <= 1:
         raise ValueError(f"train.outlier_factor must be > 1, got {config.train.outlier_factor}")
     if config.train.num_steps < 1:

@@ -94,6 +94,13 @@ def main(argv):
     del argv
     config = _CONFIG.value
     check_is_training_config(config)
+    # Every check that needs neither devices nor data, before the first line: a bad value
+    # (global_batch_size=0, which the paper configs divide by) is one line of its own, not
+    # a traceback or a line announcing a compile that never comes. The trainer checks
+    # again against the devices it gets.
+    from omnilearn_jax.config.checks import check_config
+
+    check_config(config)
     # The first line comes at once: building the model and compiling take a while. The
     # processes of a launched run other than process 0 print nothing of their own but errors.
     if config.distributed.process_id <= 0:
@@ -191,10 +198,10 @@ def _run(argv: list[str]) -> int:
         import_controller_plugin(argv[1:])
         app.run(main, argv=argv, flags_parser=parse_flags)
     except (errors.UserError, *errors.USER_ERRORS) as e:
-        if verbose:  # the traceback, after the line with its suggestion ("did you mean")
-            errors.report(e)
-            raise
-        return errors.report(e)
+        code = errors.report(e)
+        if verbose:  # the traceback, after the line with its suggestion ("did you mean");
+            traceback.print_exc()  # the exit status stays a user error's
+        return code
     except interrupt.Interrupted as e:  # the loop has saved and said where it stopped
         if not getattr(e, "told", False) and (line := interrupt.before_steps(argv[1:])):
             print(line)  # stopped while loading or compiling: say so too
