@@ -294,6 +294,9 @@ def test_a_lost_worker_with_a_binding_lower_bound_is_a_clear_error(tmp_path):
     # The interval's start 3 counts from 0: the 4th step, as messages count (it said 3).
     with pytest.raises(ValueError, match="worker 0 is unavailable .* at step 4 but b_min=4"):
         train_and_evaluate(config, str(tmp_path))
+    # Found from the profile before anything compiled or was written: it was found at that
+    # step, beside a run store whose summary said failed.
+    assert not (tmp_path / "summary.json").exists() and not (tmp_path / "metrics.jsonl").exists()
     # Async: the 4th round of W updates (it said round 5: the round of the speeds, plus 1).
     config.mode, config.num_workers, config.num_devices = "asp", 4, 4
     with pytest.raises(ValueError, match="unavailable .* at update round 4 but b_min=4"):

@@ -298,6 +298,18 @@ class Trainer:
         self.timer.workers_per_device = r
         self.allocate = allocation(b)
         self.decide = decision(self.controller, b, self.engine.host, config.controller.name)
+        self.check_availability()
+
+    def check_availability(self) -> None:
+        """`step_bounds`' errors for every step the profile has, before anything compiles
+        or the run store is written: a worker the profile takes away (speed 0: a preemption
+        with no trickle, a trace's zero) while b_min forces samples on it, or whose loss
+        leaves the others too little room, failed only at that step, after compiling and
+        with a failed run in the workdir."""
+        w, n = self.config.num_workers, int(self.config.train.num_steps)
+        steps = -(-n // w) if self.config.mode == "asp" else n  # async: rounds of W updates
+        for at in range(steps):
+            self.step_bounds(self.timer.speeds(at), at)
 
     def measured_cost(self, kept: dict) -> float:
         """The calibrated per-sample cost: the one `kept` from the start of the run being
