@@ -105,8 +105,15 @@ def resolve_bounds(
     """Per-worker int32 bounds (lo, hi) with the sentinels replaced (see PAPER_BOUND).
 
     `xp=numpy` evaluates on the host, which works inside a trace (for checks before jit).
+    With `xp=jnp` and bounds known on the host (not traced), infeasible ones raise
+    (`check_bounds`): a policy's `init` given b_min 16 for 4 workers and B = 32 returned
+    sizes summing to 60, its contract broken without a word.
     """
     w, b = int(num_workers), int(global_batch)
+    if xp is jnp and is_concrete((b_min, b_max)):
+        from controllers.allocate import check_bounds  # allocate depends on this module
+
+        check_bounds(w, b, b_min, b_max)
     paper_lo, paper_hi = b // (2 * w), min(b, 3 * b // w)
     lo = xp.broadcast_to(xp.asarray(b_min, xp.int32), (w,))
     hi = xp.broadcast_to(xp.asarray(b_max, xp.int32), (w,))

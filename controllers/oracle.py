@@ -62,6 +62,9 @@ def solve_min_max(
     bound of 16 rows set the optimum, the plain solve gave [80, 16, 16, 16], and the real
     steps ran 1.17x uniform's time.
     """
+    # A host (NumPy) table, as Observation.make keeps host values, cannot be indexed by the
+    # loop's traced sizes below when `update` is called outside jit.
+    table = jnp.asarray(table)
     sizes = _min_max(table, lo, hi)
     if not spread:
         return sizes

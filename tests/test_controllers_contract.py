@@ -141,3 +141,32 @@ def test_bounds_hold_where_they_bind(name):
             assert sizes.sum() == GLOBAL_BATCH and sizes.min() >= B_MIN and sizes.max() <= B_MAX
             seen.append(sizes[worker])
         assert bound in seen, (speeds.tolist(), sizes.tolist())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_update_called_outside_jit_on_host_values_gives_jits_sizes(name):
+    """`update` called eagerly with an observation of host values (Observation.make keeps
+    NumPy fields): the oracle failed there, its solve indexing the NumPy table with the
+    loop's traced sizes; every policy must give what it gives under jit."""
+    controller, state = _build(name)
+    update = jax.jit(controller.update)
+    speeds = np.array([1.0, 2.0, 4.0, 8.0, 0.5], np.float32)
+    sizes = np.asarray(state.sizes)
+    for step in range(2):
+        times = np.where(sizes > 0, sizes / speeds, 0.0).astype(np.float32)
+        obs = controllers.Observation.make(
+            step, sizes, times, speeds=speeds, global_batch=GLOBAL_BATCH
+        )
+        eager, _ = controller.update(state, obs)
+        sizes, state = update(state, obs)
+        np.testing.assert_array_equal(np.asarray(eager), np.asarray(sizes))
+        sizes = np.asarray(sizes)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_infeasible_bounds_are_refused_at_init(name):
+    """5 workers x b_min 16 = 80 rows for a batch of 64: init returned sizes summing to 80
+    (its contract: B), without a word."""
+    controller = controllers.make(name, b_min=16, b_max=B_MAX)
+    with pytest.raises(ValueError, match="5 workers x b_min sum to 80 > global batch 64"):
+        controller.init(NUM_WORKERS, GLOBAL_BATCH)
