@@ -23,8 +23,9 @@ def allocate(
     their times), then rounded by largest remainder with ties to the lower index.
     Valid integer sizes come back unchanged. `b_min`/`b_max` are scalars or per-worker arrays;
     b_max = 0 means B and -1 means the paper rule (see controllers.base.PAPER_BOUND).
-    `global_batch` must be a Python int (it fixes shapes). Infeasible bounds give an undefined
-    (but finite) result: call `check_bounds` on the host first. `literal=True` takes already
+    `global_batch` must be a Python int (it fixes shapes). Infeasible bounds raise where they
+    are known on the host (`resolve_bounds` calls `check_bounds`); traced ones give an
+    undefined (but finite) result. `literal=True` takes already
     resolved per-worker bounds as they are (no sentinels), so b_max = 0 really means 0 (the
     trainer uses it for an unavailable worker).
     """
