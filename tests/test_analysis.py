@@ -474,3 +474,31 @@ def test_speedup_table_counts_complete_runs_and_spreads_over_seeds():
     assert omni["total_time_mean"] == pytest.approx(17 / 3)
     assert omni["speedup_vs_static"] == pytest.approx(10 / (17 / 3))
     assert (omni["speedup_vs_static_min"], omni["speedup_vs_static_max"]) == (1.25, 2.5)
+
+
+def test_runs_stopped_before_their_first_step_are_counted_not_failed_on(ablation, tmp_path):
+    """A run interrupted while compiling (an empty metrics.jsonl) failed the notebook's first
+    cell (int() of a NaN step count) and the worker-time plot (ZeroDivisionError); a sweep
+    stopped while W&B was starting left an offline directory without its log, which failed
+    the W&B-offline read (FileNotFoundError)."""
+    from omnilearn_jax.analysis import plots, report
+
+    root = tmp_path / "abl"
+    shutil.copytree(ablation, root)
+    empty = root / "controller-static__seed-9"
+    empty.mkdir()
+    shutil.copy(root / "controller-static__seed-0" / "config.json", empty)
+    (empty / "metrics.jsonl").write_text("")
+    stopped = {"status": "interrupted", "steps": 0, "error": "Interrupted: SIGINT"}
+    (empty / "summary.json").write_text(json.dumps(stopped))
+    (root / "controller-pi__seed-0" / "wandb" / "offline-run-20990101_000000-abcd1234").mkdir(
+        parents=True
+    )
+    runs = analysis.load_runs(str(root), use_cache=False)
+    assert len(runs.summaries) == 5 and runs.steps["run"].nunique() == 4
+    assert "8-8 steps a run (1 of them logged none); 4 of 5 complete" in report.describe_setup(runs)
+    alone = analysis.load_runs(str(empty), use_cache=False)
+    assert "no steps; 0 of 1 complete" in report.describe_setup(alone)
+    assert not plots.plot_worker_times(alone).axes[0].axison  # says why, as an empty panel
+    offline = analysis.load_runs(str(root), source="wandb-offline", use_cache=False)
+    assert sorted(offline.summaries["run"]) == sorted(analysis.load_runs(str(ablation)).names)

@@ -258,6 +258,8 @@ def plot_worker_times(runs: Runs, *, by: Sequence[str] | None = None) -> Figure:
     keys = _keys(runs, by)
     workers = _shown(runs.workers, runs)
     groups = list(workers.groupby(keys, sort=True, dropna=False))
+    if not groups:  # runs stopped before their first step (a ZeroDivisionError before)
+        return _nothing_to_plot("these runs logged no step")
     fig = _figure(len(groups), width=3.6, sharey=True)  # panels compare controllers
     for ax, (values, rows) in zip(fig.axes, groups, strict=True):
         means = rows.groupby("worker")[["worker_time", "idle_time"]].mean()

@@ -28,13 +28,18 @@ def describe_setup(runs: Runs) -> str:
     """A markdown paragraph: what was run, how many seeds, on what cluster."""
     s = runs.summaries
     steps = runs.steps.groupby("run")["step"].max()
+    # Runs stopped before their first step log none (an empty metrics.jsonl): counted, not
+    # ranged (their NaN had failed int()).
+    logged = f"{int(steps.min())}-{int(steps.max())} steps a run" if len(steps) else "no steps"
+    if 0 < len(steps) < len(s):
+        logged += f" ({len(s) - len(steps)} of them logged none)"
     return (
         f"{len(s)} runs ({runs.source}): controllers {_values(s, 'controller')}; "
         f"heterogeneity {_values(s, 'hetero')} (level {_values(s, 'level')}); "
         f"seeds {_values(s, 'seed')}; mode {_values(s, 'mode')}, clock {_values(s, 'clock')}. "
         f"Model {_values(s, 'model')} on {_values(s, 'dataset')}, "
         f"{_values(s, 'num_workers')} workers, global batch {_values(s, 'global_batch_size')}, "
-        f"{int(steps.min())}-{int(steps.max())} steps a run; "
+        f"{logged}; "
         f"{int((s['status'] == 'complete').sum())} of {len(s)} complete."
     )
 

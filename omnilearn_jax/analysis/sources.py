@@ -127,10 +127,14 @@ def find_offline_runs(root: str) -> list[RunRef]:
                 groups[name] = dirs
     refs = []
     for run_dir, dirs in groups.items():
-        logs = [
-            os.path.join(d, f) for d in dirs for f in sorted(os.listdir(d)) if f.endswith(".wandb")
-        ]
-        refs.append(RunRef(_name(base, run_dir), list(dirs), _stat_key(logs)))
+        # A run stopped while W&B was starting leaves an offline directory without its log
+        # (run-*.wandb): nothing was logged there, so it is no segment (the read had failed
+        # with FileNotFoundError), and a run with no log at all is no run.
+        logged = {d: [f for f in sorted(os.listdir(d)) if f.endswith(".wandb")] for d in dirs}
+        dirs = [d for d in dirs if logged[d]]
+        if dirs:
+            logs = [os.path.join(d, f) for d in dirs for f in logged[d]]
+            refs.append(RunRef(_name(base, run_dir), dirs, _stat_key(logs)))
     return refs
 
 
