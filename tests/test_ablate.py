@@ -54,9 +54,25 @@ def summaries(workdir):
     return out
 
 
+def started(workdir):
+    """Cells begun (a log.txt) and not complete."""
+    cells = [c.name for c in spec.load(SMOKE).cells()]
+    begun = [n for n in cells if os.path.exists(os.path.join(workdir, n, "log.txt"))]
+    return [n for n in begun if n not in summaries(workdir)]
+
+
+def group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 @pytest.fixture(scope="module")
 def resumed(tmp_path_factory):
-    """Runs the smoke grid, kills it (whole process group) after two cells, and reruns it."""
+    """Runs the smoke grid, kills the runner alone (SIGKILL) after two cells, while a third
+    runs, and reruns it; returns whether that cell outlived the runner by 2 s."""
     workdir = str(tmp_path_factory.mktemp("abl"))
     first = subprocess.Popen(
         ablate_cmd(workdir),
@@ -66,20 +82,37 @@ def resumed(tmp_path_factory):
         stderr=subprocess.DEVNULL,
     )
     deadline = time.time() + 150
-    while len(summaries(workdir)) < 2 and time.time() < deadline and first.poll() is None:
-        time.sleep(0.1)
-    os.killpg(first.pid, signal.SIGKILL)
+    while time.time() < deadline and first.poll() is None:
+        if len(summaries(workdir)) >= 2 and started(workdir):
+            break
+        time.sleep(0.05)
+    running = bool(started(workdir))
+    os.kill(first.pid, signal.SIGKILL)
     first.wait()
+    deadline = time.time() + 2.0
+    while group_alive(first.pid) and time.time() < deadline:
+        time.sleep(0.05)
+    orphaned = group_alive(first.pid)
+    if orphaned:
+        os.killpg(first.pid, signal.SIGKILL)
+        time.sleep(0.5)
     done_before = summaries(workdir)
     mtimes = {name: os.stat(path).st_mtime_ns for name, path in done_before.items()}
     second = subprocess.run(
         ablate_cmd(workdir), cwd=ROOT, capture_output=True, text=True, timeout=300
     )
-    return workdir, mtimes, second
+    return workdir, mtimes, second, (running, orphaned)
+
+
+def test_a_cell_dies_with_a_runner_killed_by_sigkill(resumed):
+    """An orphaned cell went on writing into the directory a rerun had cleared and started
+    again, and the rerun counted the orphan's summary.json as its own run."""
+    running, orphaned = resumed[3]
+    assert running and not orphaned
 
 
 def test_rerun_after_kill_finishes_only_the_missing_cells(resumed):
-    workdir, mtimes, second = resumed
+    workdir, mtimes, second, _ = resumed
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert 2 <= len(mtimes) < 4
     assert f"{len(mtimes)} of 4 cells already complete" in second.stdout
@@ -149,7 +182,7 @@ def test_every_cell_has_an_offline_wandb_run_matching_its_metrics(resumed):
 
 
 def test_table_equals_values_recomputed_from_the_summaries(resumed):
-    workdir, _, second = resumed
+    workdir, _, second, _ = resumed
     cells = spec.load(SMOKE).cells()
     by_group = {}
     for cell in cells:

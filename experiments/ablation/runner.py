@@ -38,6 +38,7 @@ from experiments.ablation.spec import (
     format_value,
     launcher_options,
 )
+from omnilearn_jax.run.launch import die_with_parent
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -186,6 +187,10 @@ class Runner:
         log_file.flush()
 
         def pin() -> None:
+            # A cell dies with the runner, even a runner killed by SIGKILL: an orphaned cell
+            # went on writing into the directory a rerun had cleared and started again, and
+            # the rerun counted the orphan's summary as its own run.
+            die_with_parent()
             if cores and hasattr(os, "sched_setaffinity"):
                 os.sched_setaffinity(0, cores)
 

@@ -129,10 +129,11 @@ def process_command(
     ]
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Runs in each child before exec: on Linux, the kernel sends it SIGKILL if the launcher
     dies, even by SIGKILL (an ablation runner killing a cell), so no process is orphaned
-    holding the port and the CPUs. Elsewhere, only a launcher that exits cleanly stops them."""
+    holding the port and the CPUs. Elsewhere, only a launcher that exits cleanly stops them.
+    The ablation runner gives its cells the same (experiments/ablation/runner.py)."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -143,7 +144,7 @@ def _enter(group: cgroups.Group | None, cores: frozenset[int]) -> Callable[[], N
     all before exec, so JAX starts confined."""
 
     def enter() -> None:
-        _die_with_parent()
+        die_with_parent()
         if group is not None:
             group.enter()
         elif cores:
