@@ -502,3 +502,27 @@ def test_runs_stopped_before_their_first_step_are_counted_not_failed_on(ablation
     assert not plots.plot_worker_times(alone).axes[0].axison  # says why, as an empty panel
     offline = analysis.load_runs(str(root), source="wandb-offline", use_cache=False)
     assert sorted(offline.summaries["run"]) == sorted(analysis.load_runs(str(ablation)).names)
+
+
+def test_a_damaged_run_store_is_named_not_read_short(ablation, tmp_path):
+    """A line that is not JSON with records after it stopped the read there without a word (a
+    complete run loaded with part of its steps); a record without 'step' and a summary.json
+    that is not JSON failed without naming the file. A torn last line (a kill mid-write) is
+    still left out."""
+    root = tmp_path / "abl"
+    shutil.copytree(ablation, root)
+    metrics = root / "controller-static__seed-0" / "metrics.jsonl"
+    lines = metrics.read_text().splitlines(keepends=True)
+    metrics.write_text("".join(lines) + '{"step": 9, "lo')  # torn: read as before
+    runs = analysis.load_runs(str(root), use_cache=False)
+    assert (runs.steps["run"] == "controller-static__seed-0").sum() == 8
+    metrics.write_text("".join(lines[:2]) + "garbage\n" + "".join(lines[2:]))
+    with pytest.raises(ValueError, match=r"metrics.jsonl: line 3 is not JSON .* records follow"):
+        analysis.load_runs(str(root), use_cache=False)
+    metrics.write_text("".join(lines[:2]) + '{"loss": 1.0}\n')
+    with pytest.raises(ValueError, match=r"metrics.jsonl: a record without 'step'"):
+        analysis.load_runs(str(root), use_cache=False)
+    metrics.write_text("".join(lines))
+    (metrics.parent / "summary.json").write_text('{"status": "comp\tlete"}')
+    with pytest.raises(ValueError, match=r"seed-0/summary.json is not JSON"):
+        analysis.load_runs(str(root), use_cache=False)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from omnilearn_jax import tracking
+from omnilearn_jax.run.runstore import whole_records
 
 STORE_FILES = ("config.json", "metrics.jsonl", "summary.json")
 # Directories that never hold runs of their own; skipping them keeps a walk over a large
@@ -83,18 +84,19 @@ def _read_json(path: str) -> dict[str, Any]:
             return json.load(f)
     except FileNotFoundError:
         return {}
+    except json.JSONDecodeError as err:  # it did not say which file
+        raise ValueError(f"{path} is not JSON: {err}") from None
 
 
 def parse_store_run(run_dir: str) -> Parsed:
-    """A run store as W&B rows: each record flattened with the tracker's own function."""
+    """A run store as W&B rows: each record flattened with the tracker's own function (a run
+    killed mid-write leaves a torn last line, left out; `whole_records`)."""
     rows = []
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                break  # a run killed mid-write leaves a torn last line; nothing follows it
-            rows.append({"step": int(record["step"]), **tracking.flatten_record(record)})
+    path = os.path.join(run_dir, "metrics.jsonl")
+    for _, record in whole_records(path):
+        if "step" not in record:
+            raise ValueError(f"{path}: a record without 'step': {json.dumps(record)[:120]}")
+        rows.append({"step": int(record["step"]), **tracking.flatten_record(record)})
     config = _read_json(os.path.join(run_dir, "config.json"))
     summary = _read_json(os.path.join(run_dir, "summary.json"))
     return Parsed(rows, config, summary)

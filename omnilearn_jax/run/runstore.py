@@ -118,14 +118,23 @@ def read_metrics(workdir: str) -> list[dict]:
 
 
 def whole_records(path: str) -> Iterator[tuple[str, dict]]:
-    """(line, record) of a metrics file up to a half-written line (the line a kill cut short;
-    nothing after it was written)."""
+    """(line, record) of a metrics file up to a half-written last line (the line a kill cut
+    short; nothing after it was written). A line that is not JSON with records after it is
+    damage, not a kill: a ValueError naming the file and line (the read had stopped there
+    without a word, a complete run of 6 steps loaded with 2)."""
     with open(path) as f:
-        for line in f:
-            try:
-                yield line, json.loads(line)
-            except json.JSONDecodeError:
-                return
+        lines = f.readlines()
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            if any(rest.strip() for rest in lines[number:]):
+                raise ValueError(
+                    f"{path}: line {number} is not JSON ({err.msg}) and records follow it: "
+                    "the file is damaged"
+                ) from None
+            return
+        yield line, record
 
 
 def truncate_metrics(workdir: str, last_step: int) -> int:
