@@ -18,7 +18,13 @@ import os
 import sys
 
 from experiments.ablation import spec, table
-from experiments.ablation.runner import Runner, cell_command, is_complete, stale_cells
+from experiments.ablation.runner import (
+    Runner,
+    cell_command,
+    foreign_cells,
+    is_complete,
+    stale_cells,
+)
 from omnilearn_jax.config.args import literal
 from omnilearn_jax.run import interrupt
 
@@ -54,6 +60,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.parallel < 1:
         parser.error(f"--parallel must be >= 1, got {args.parallel}")
     return args
+
+
+def _first(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+
+def _refused(ablation, workdir: str) -> str:
+    """Why `workdir` cannot take this ablation ('' if it can): complete cells run with
+    another command than this ablation gives them, or complete cells it does not have."""
+    if stale := stale_cells(ablation, workdir):
+        return (
+            f"{workdir} holds {len(stale)} complete cell(s) run with another command than this "
+            f"ablation gives them ({_first(stale)}; the first line of each cell's log.txt names "
+            f"its command); use a new --workdir, or delete those cells to rerun them"
+        )
+    if foreign := foreign_cells(ablation, workdir):
+        return (
+            f"{workdir} holds {len(foreign)} complete cell(s) this ablation does not have "
+            f"({_first(foreign)}: another ablation's, or a grid since changed); use a new "
+            f"--workdir, or move those cells away"
+        )
+    return ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,20 +120,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"  wandb sweep {args.export_sweep}   # then: wandb agent ENTITY/PROJECT/SWEEP_ID")
         return 0
-    if args.dry_run:
-        for cell in cells:
-            print(" ".join(cell_command(ablation, cell, args.workdir)))
-        return 0
-    stale = stale_cells(ablation, args.workdir)
-    if stale:
-        print(
-            f"ablate: {args.workdir} holds {len(stale)} complete cell(s) run with another "
-            f"command than this ablation gives them ({', '.join(stale[:3])}"
-            f"{', ...' if len(stale) > 3 else ''}; the first line of each cell's log.txt "
-            f"names its command); use a new --workdir, or delete those cells to rerun them",
-            file=sys.stderr,
-        )
+    if refused := _refused(ablation, args.workdir):  # the dry run says it too
+        print(f"ablate: {refused}", file=sys.stderr)
         return 2
+    if args.dry_run:  # what a run would do: complete cells are skipped
+        for cell in cells:
+            done = is_complete(os.path.join(args.workdir, cell.name))
+            command = " ".join(cell_command(ablation, cell, args.workdir))
+            print(f"# complete, skipped: {command}" if done else command)
+        return 0
     table.write_manifest(args.workdir, ablation.grid, cells)
     print(
         f"[ablate] {ablation.group}: {len(cells)} cells of {ablation.base} in {args.workdir}, "

@@ -152,6 +152,36 @@ def test_a_rerun_with_another_command_for_a_complete_cell_stops_before_running(
     assert read_text(os.path.join(workdir, name, "summary.json")) == before
 
 
+def test_another_ablation_in_a_complete_workdir_and_the_dry_run_say_what_a_run_would_do(
+    resumed, tmp_path, capsys
+):
+    """Another ablation's cells in the workdir were accepted without a word (the table then
+    showed the new cells alone and the analysis loaded both as one sweep), and `--dry_run`
+    listed every command with status 0 where the run refuses or skips them."""
+    import shutil
+
+    workdir = str(tmp_path / "copy")
+    shutil.copytree(resumed[0], workdir)
+    assert ablate.main([f"--config={SMOKE}", f"--workdir={workdir}", "--dry_run"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 4 and all(line.startswith("# complete, skipped: ") for line in lines)
+    changed = [f"--config={SMOKE}", f"--workdir={workdir}", "--set", "train.num_steps=4"]
+    assert ablate.main([*changed, "--dry_run"]) == 2
+    assert "4 complete cell(s) run with another command" in capsys.readouterr().err
+    other = tmp_path / "other.py"
+    other.write_text(
+        "def get_config(arg=''):\n"
+        "    return dict(base='configs/paper_bsp.py:runlocal,model=mlp', group='other',\n"
+        "                grid={'controller.name': ('pi',), 'seed': (7,)},\n"
+        "                overrides={'train.num_steps': 3, 'train.eval_every': 3})\n"
+    )
+    before = sorted(os.listdir(workdir))
+    assert ablate.main([f"--config={other}", f"--workdir={workdir}"]) == 2
+    err = capsys.readouterr().err
+    assert f"{workdir} holds 4 complete cell(s) this ablation does not have" in err
+    assert sorted(os.listdir(workdir)) == before  # nothing run, nothing rewritten
+
+
 def test_every_cell_has_an_offline_wandb_run_matching_its_metrics(resumed):
     from omnilearn_jax.run.runstore import read_metrics
     from omnilearn_jax.tracking import find_offline_runs, read_offline_history

@@ -75,6 +75,23 @@ def stale_cells(ablation: Ablation, workdir: str) -> list[str]:
     return stale
 
 
+def foreign_cells(ablation: Ablation, workdir: str) -> list[str]:
+    """The complete cell directories of `workdir` that are no cell of this ablation: another
+    ablation's, run there before. Accepted, the table showed the new one's cells alone and the
+    analysis loaded both as one sweep."""
+    if not os.path.isdir(workdir):
+        return []
+    own = {cell.name for cell in ablation.cells()}
+    found = [
+        name
+        for name in sorted(os.listdir(workdir))
+        if name not in own
+        and os.path.exists(os.path.join(workdir, name, "log.txt"))
+        and is_complete(os.path.join(workdir, name))
+    ]
+    return found
+
+
 def cell_command(ablation: Ablation, cell: Cell, workdir: str) -> list[str]:
     path, sep, arg = ablation.base.partition(":")
     base = os.path.abspath(path) + sep + arg
