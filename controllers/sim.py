@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from controllers.base import Controller, Observation, initial_sizes, is_concrete
 
@@ -63,6 +64,14 @@ def make_plant(
     `curve` = (knot batch sizes, times at speed 1); the default is t = b.
     """
     rows = [jnp.asarray(speeds, jnp.float32)] + [jnp.asarray(s, jnp.float32) for _, s in changes]
+    if rows[0].ndim != 1 or rows[0].shape[0] < 1:  # else a shape error deep in `simulate`
+        raise ValueError(f"speeds must be a list of one speed a worker, got shape {rows[0].shape}")
+    for row in rows:  # a plant's time is b / speed: a zero, negative or NaN speed gave inf,
+        # negative or NaN times without a word
+        if is_concrete(row) and not bool(jnp.all(jnp.isfinite(row) & (row > 0))):
+            raise ValueError(f"speeds must be finite and > 0, got {row.tolist()}")
+    if is_concrete(noise) and not float(noise) >= 0:
+        raise ValueError(f"noise (sigma of the log-normal time factor) must be >= 0, got {noise}")
     steps = [0] + [int(step) for step, _ in changes]
     if steps != sorted(steps):
         raise ValueError(f"speed changes must come in step order, got steps {steps}")
@@ -91,8 +100,8 @@ def make_plant(
 
 def paper_plant(level: int, **kwargs: Any) -> Plant:
     """The paper's HL`level` cluster: speed proportional to cores."""
-    if level not in PAPER_CORES:
-        raise ValueError(f"no paper cluster HL{level}; levels: {sorted(PAPER_CORES)}")
+    if level not in PAPER_CORES:  # "8" (a str) said "no paper cluster HL8"
+        raise ValueError(f"no paper cluster level {level!r}; levels (ints): {sorted(PAPER_CORES)}")
     return make_plant(PAPER_CORES[level], **kwargs)
 
 
@@ -134,6 +143,15 @@ def simulate(
     function of the controller state after each step) it returns (Trace, stacked records).
     """
     num_workers = plant.speeds.shape[1]
+    if int(num_steps) != num_steps or num_steps < 1:  # 0 failed indexing an empty trace
+        raise ValueError(f"num_steps must be an int >= 1, got {num_steps!r}")
+    if sizes is not None and is_concrete(sizes):
+        given = np.asarray(sizes)
+        if given.shape != (num_workers,) or given.sum() != global_batch or given.min() < 0:
+            raise ValueError(
+                f"sizes must be {num_workers} nonnegative sizes summing to global_batch="
+                f"{global_batch}, got {given.tolist()}"
+            )
     key = jax.random.key(0) if key is None else key
     state = controller.init(num_workers, global_batch)
     if sizes is None:

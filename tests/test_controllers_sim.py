@@ -123,8 +123,30 @@ def test_bad_plants_and_benchmark_arguments_are_one_line(capsys):
 
     from benchmarks import controller_sim
 
-    with pytest.raises(ValueError, match=r"no paper cluster HL3; levels: \[1, 2, 4, 8\]"):
+    with pytest.raises(
+        ValueError, match=r"no paper cluster level 3; levels \(ints\): \[1, 2, 4, 8\]"
+    ):
         sim.paper_plant(3)
+    with pytest.raises(ValueError, match=r"no paper cluster level '8'; levels \(ints\)"):
+        sim.paper_plant("8")  # it said "no paper cluster HL8", which exists
+    # A zero, negative or NaN speed gave inf, negative or NaN times without a word; a speed per
+    # worker as a scalar or a matrix, and no steps, failed deep inside the simulation.
+    for speeds in ([1.0, 0.0, 2.0], [1.0, -1.0, 2.0], [1.0, float("nan"), 2.0]):
+        with pytest.raises(ValueError, match="speeds must be finite and > 0"):
+            sim.make_plant(speeds)
+    with pytest.raises(ValueError, match="speeds must be finite and > 0"):
+        sim.make_plant([1.0, 2.0], changes=((5, [1.0, 0.0]),))
+    for speeds in (1.0, [[1.0, 2.0], [3.0, 4.0]]):
+        with pytest.raises(ValueError, match="speeds must be a list of one speed a worker"):
+            sim.make_plant(speeds)
+    with pytest.raises(ValueError, match="noise .* must be >= 0, got -0.1"):
+        sim.make_plant([1.0, 2.0], noise=-0.1)
+    plant, static = sim.make_plant([1.0, 2.0]), controllers.make("static")
+    with pytest.raises(ValueError, match="num_steps must be an int >= 1, got 0"):
+        sim.simulate(static, plant, global_batch=8, num_steps=0)
+    for sizes in ([4, 4, 0], [5, 4]):
+        with pytest.raises(ValueError, match="sizes must be 2 nonnegative sizes summing to"):
+            sim.simulate(static, plant, global_batch=8, num_steps=3, sizes=jnp.array(sizes))
     with pytest.raises(ValueError, match="the speed change at step 5 gives 3 speeds for 4"):
         sim.make_plant([1.0] * 4, changes=((5, [1.0] * 3),))
     with pytest.raises(ValueError, match="knot batch sizes must increase"):
