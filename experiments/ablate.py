@@ -62,6 +62,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _typed(base, key: str, text: str):
+    """`--set KEY=TEXT`'s value: TEXT read as a Python literal, unless KEY is a string in the
+    base config (`wandb.group=2024` is the group "2024"; read as the int 2024 it was refused
+    with ml_collections' "cannot be casted to type <class 'str'>")."""
+    value = literal(text)
+    try:
+        current = base
+        for part in key.split("."):
+            current = current[part]
+    except (KeyError, TypeError, AttributeError):
+        return value  # an unknown key: the cells' checks name it
+    return text if isinstance(current, str) and not isinstance(value, str) else value
+
+
 def _first(names: list[str]) -> str:
     return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
 
@@ -88,12 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         ablation = spec.load(args.config)
-        sets = {k: literal(v) for k, v in (item.partition("=")[::2] for item in args.set)}
+        base = spec.load_config_file(ablation.base, "_base")
+        given = dict(item.partition("=")[::2] for item in args.set)
+        sets = {k: _typed(base, k, v) for k, v in given.items()}
         if clash := sorted(set(sets) & set(ablation.grid)):
             raise ValueError(f"--set {clash[0]}: a grid key of this ablation cannot be set")
         if sets:  # passed as the command line gives them; main.py checks each
             ablation = dataclasses.replace(ablation, overrides={**ablation.overrides, **sets})
-        base = spec.load_config_file(ablation.base, "_base")
         if "group" in base.wandb and "wandb.group" not in {**ablation.grid, **ablation.overrides}:
             # W&B groups the cells' runs under the ablation's name (when tracking is on).
             extra = {**ablation.overrides, "wandb.group": ablation.group}

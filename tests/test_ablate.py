@@ -375,3 +375,8 @@ def test_set_gives_every_cell_a_key_a_grid_key_cannot_be_set(tmp_path, capsys):
         assert "--config.hetero.level=4" in words
     assert ablate.main([*args, "--set", "controller.name=pi"]) == 2
     assert "--set controller.name: a grid key" in capsys.readouterr().err
+    # A string key set to digits stays a string (it was read as the int 2024 and refused with
+    # ml_collections' "cannot be casted to type <class 'str'>"); a number key still parses.
+    assert ablate.main([*args, "--set", "wandb.group=2024", "--set", "train.num_steps=3"]) == 0
+    for command in capsys.readouterr().out.strip().splitlines():
+        assert "--config.wandb.group=2024" in command.split()
