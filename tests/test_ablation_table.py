@@ -91,5 +91,12 @@ def test_summary_names_a_controller_with_no_complete_cell(tmp_path):
         summary = tmp_path / f"name-broken__seed-{seed}" / "summary.json"
         summary.write_text(json.dumps({"status": "failed", "steps": 1}))
     (line,) = table.summary_lines(table.build_table(workdir))
-    assert "the same for every controller with results (0.950)" in line
+    assert "Final accuracy 0.950;" in line and "the same for every" not in line  # one result
     assert line.endswith("; no complete cell for broken.")
+
+
+def test_one_controller_is_not_said_to_agree_with_others(tmp_path):
+    """A sweep of one controller: "final accuracy is the same for every controller" compared
+    it with none."""
+    (line,) = table.summary_lines(table.build_table(_workdir(tmp_path, {"pi": (2.0, 2.0)})))
+    assert line == "Final accuracy 0.950."

@@ -249,7 +249,9 @@ def _group_sentence(group: list[dict], others: list[str]) -> str:
         )
     accuracy = [r["final_eval_accuracy_mean"] for r in by_name.values()]
     accuracy = [a for a in accuracy if not math.isnan(a)]
-    if accuracy:
+    if len(accuracy) == 1:  # one controller: nothing to compare ("the same for every" one)
+        parts.append(f"final accuracy {accuracy[0]:.3f}")
+    elif accuracy:
         low, high = min(accuracy), max(accuracy)
         if high - low < 5e-4:
             every = "every controller with results" if missing else "every controller"
@@ -263,7 +265,9 @@ def _group_sentence(group: list[dict], others: list[str]) -> str:
             parts.append(f"final accuracy ranges from {low:.3f} to {high:.3f}")
     perplexity = {n: r["final_eval_perplexity_mean"] for n, r in by_name.items()}
     perplexity = {n: p for n, p in perplexity.items() if not math.isnan(p)}
-    if perplexity:  # lower is better
+    if len(perplexity) == 1:
+        parts.append(f"final perplexity {next(iter(perplexity.values())):.3f}")
+    elif perplexity:  # lower is better
         best, worst = min(perplexity, key=perplexity.get), max(perplexity, key=perplexity.get)
         if ties(perplexity[worst], perplexity[best]):  # the rounding of a split
             every = "every controller with results" if missing else "every controller"
