@@ -497,7 +497,9 @@ class Runner:
                         if preempted(done):  # SIGTERM in a multi-process run
                             raise Interrupted(signal.SIGTERM, at_boundary=True)
             self.sync()
-            summary = self.summary(time.perf_counter() - start, tracker.run_id)
+            # `resumed_from` stays in every later summary: W&B merges summary updates, so
+            # its summary of a resumed run kept the key that summary.json had dropped.
+            summary = {**self.summary(time.perf_counter() - start, tracker.run_id), **resumed}
             log.summary(summary)
             if cfg.train.save_params and log.is_main:
                 save_params(t.state.params, os.path.join(t.workdir, FINAL_PARAMS))
@@ -510,13 +512,13 @@ class Runner:
                 self.save(cstate, sizes, tracker.run_id)
             else:
                 self.salvage(log)
-            log.summary(self.stopped("interrupted", error))
+            log.summary({**self.stopped("interrupted", error), **resumed})
             self.message = stop_message(self.done, num_steps, self.last_saved, unit=self.unit)
             error.told = True  # the command line says nothing more (run/main.py)
             raise
         except BaseException as error:  # the run store must say that the run failed
             self.salvage(log)
-            log.summary(self.stopped("failed", error))
+            log.summary({**self.stopped("failed", error), **resumed})
             raise
         finally:
             heap_released()
