@@ -110,6 +110,10 @@ def resolve_bounds(
     sizes summing to 60, its contract broken without a word.
     """
     w, b = int(num_workers), int(global_batch)
+    for name, bound in (("b_min", b_min), ("b_max", b_max)):  # else numpy's broadcast error
+        shape = tuple(bound.shape) if hasattr(bound, "shape") else np.shape(bound)
+        if isinstance(bound, str) or len(shape) > 1 or (shape and shape[0] != w):
+            raise ValueError(f"{name} must be a number or one a worker ({w}), got {bound!r}")
     if xp is jnp and is_concrete((b_min, b_max)):
         from controllers.allocate import check_bounds  # allocate depends on this module
 

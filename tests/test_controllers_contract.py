@@ -170,3 +170,15 @@ def test_infeasible_bounds_are_refused_at_init(name):
     controller = controllers.make(name, b_min=16, b_max=B_MAX)
     with pytest.raises(ValueError, match="5 workers x b_min sum to 80 > global batch 64"):
         controller.init(NUM_WORKERS, GLOBAL_BATCH)
+
+
+def test_bounds_of_the_wrong_shape_or_type_are_named():
+    """A b_min list of the wrong length failed with numpy's "operands could not be broadcast";
+    a string was accepted and read as its number."""
+    for bounds, named in (({"b_min": [1, 2]}, "b_min"), ({"b_max": [[40] * 5]}, "b_max")):
+        with pytest.raises(ValueError, match=f"{named} must be a number or one a worker \\(5\\)"):
+            controllers.make("proportional", **bounds).init(NUM_WORKERS, GLOBAL_BATCH)
+    with pytest.raises(ValueError, match="b_min must be a number or one a worker"):
+        controllers.allocate(jnp.ones(NUM_WORKERS), GLOBAL_BATCH, "2", 0)
+    sizes = controllers.make("proportional", b_min=[2] * 5).init(NUM_WORKERS, GLOBAL_BATCH).sizes
+    assert int(np.sum(sizes)) == GLOBAL_BATCH  # one a worker is fine
