@@ -318,6 +318,24 @@ def test_what_one_process_must_do_is_rejected_in_several_before_anything_compile
         checks.check_for_devices(config, 8, 2)
 
 
+def test_an_error_every_process_says_is_relayed_once(capsys):
+    """A bad config stops every process with the same line: the launcher printed it once a
+    process ([p0] error: ..., [p1] error: ...)."""
+    import io
+
+    lock, errors = threading.Lock(), set()
+    first = io.StringIO("starting\nerror: unknown controller 'x'\n")
+    launch._stream(0, first, lock, False, errors)
+    launch._stream(
+        1, io.StringIO("error: unknown controller 'x'\nerror: another\n"), lock, False, errors
+    )
+    assert capsys.readouterr().out.splitlines() == [
+        "[p0] starting",
+        "[p0] error: unknown controller 'x'",
+        "[p1] error: another",
+    ]
+
+
 def test_root_cause_is_the_first_death_not_the_aborts_it_caused():
     abort, kill = -signal.SIGABRT, -signal.SIGKILL
     assert launch.root_cause([(1.0, 0, 0), (2.0, 1, 0)]) is None

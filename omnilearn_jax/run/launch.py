@@ -159,10 +159,21 @@ def _say(lock: threading.Lock, message: str) -> None:
         sys.stdout.flush()
 
 
-def _stream(index: int, pipe, lock: threading.Lock, show_gloo: bool) -> None:
+def _stream(
+    index: int, pipe, lock: threading.Lock, show_gloo: bool, errors: set[str] | None = None
+) -> None:
+    """Relays a process's lines as `[pN] line`; an `error: ` line another process already
+    said (a bad config every process reads) is said once, not once a process."""
     for line in pipe:
-        if show_gloo or not _GLOO_CHATTER.match(line):
-            _say(lock, f"[p{index}] {line}")
+        if not show_gloo and _GLOO_CHATTER.match(line):
+            continue
+        if errors is not None and line.startswith("error: "):
+            with lock:
+                repeated = line in errors
+                errors.add(line)
+            if repeated:
+                continue
+        _say(lock, f"[p{index}] {line}")
     pipe.close()
 
 
@@ -360,8 +371,10 @@ def launch(
             procs.append(p)
             _say(lock, f"[launch] started process {i} pid {p.pid}")
         # Readers start after the last fork: preexec_fn is only safe while one thread runs.
+        errors: set[str] = set()
         for i, p in enumerate(procs):
-            t = threading.Thread(target=_stream, args=(i, p.stdout, lock, show_gloo), daemon=True)
+            args = (i, p.stdout, lock, show_gloo, errors)
+            t = threading.Thread(target=_stream, args=args, daemon=True)
             t.start()
             threads.append(t)
         # One watcher per process: whichever fails first must stop the rest, and the order
