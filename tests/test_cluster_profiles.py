@@ -205,3 +205,32 @@ def test_modifiers_compose_multiplicatively():
     both = _profile(**base, noise=0.1, preempt_worker=0, preempt_intervals=(0, 10))
     np.testing.assert_allclose(both.speeds(5), noisy.speeds(5) * [0.01, 1, 1, 1])
     np.testing.assert_array_equal(both.speeds(10), noisy.speeds(10))
+
+
+def test_changes_past_the_runs_end_are_named(tmp_path, capsys):
+    """A trace row or a preemption set at or after the run's last step never applies: the run
+    went on without it and without a word (an async run's trace written in updates, not in
+    rounds of W updates, lost its changes so)."""
+    from omnilearn_jax.engine.timing import check_cluster
+    from tests.test_train import smoke_config
+
+    path = tmp_path / "trace.csv"
+    path.write_text("step,worker,speed\n" + "".join(f"0,{k},1\n" for k in range(4)) + "5,3,4\n")
+    trace = _profile(name="trace", path=str(path))
+    assert trace.unreached(6) == [] and len(trace.unreached(5)) == 1
+    assert (
+        "its speed changes at step(s) 5 never apply, the run has 5 steps" in trace.unreached(5)[0]
+    )
+    late = _profile(name="hl", level=2, preempt_worker=3, preempt_intervals=(5, 8, 20, 21))
+    assert late.unreached(21) == []
+    (said,) = late.unreached(20)
+    assert said.endswith("interval(s) [20, 21) start after the run's 20 steps")
+    config = smoke_config()
+    config.mode, config.train.num_steps, config.hetero.name = "asp", 20, "trace"
+    config.hetero.path = str(path)
+    config.num_workers = config.num_devices = 4  # 20 updates: 5 rounds of 4
+    check_cluster(config, steps_per_epoch=8)
+    assert "step(s) 5 never apply, the run has 5 rounds of 4 updates" in capsys.readouterr().err
+    config.train.num_steps = 24  # 6 rounds: round 5 applies
+    check_cluster(config, steps_per_epoch=8)
+    assert "never apply" not in capsys.readouterr().err

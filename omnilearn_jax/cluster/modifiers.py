@@ -21,6 +21,11 @@ class Modifier:
     def factor(self, step: int) -> np.ndarray:
         raise NotImplementedError
 
+    def unreached(self, num_steps: int, unit: str = "steps") -> list[str]:
+        """What this modifier sets at or after `num_steps`, which never applies (Profile's)."""
+        del num_steps, unit
+        return []
+
 
 class SpeedNoise(Modifier):
     """Independent mean-one lognormal factor per (step, worker): exp(sigma z - sigma^2 / 2)."""
@@ -103,6 +108,13 @@ class Preempt(Modifier):
             out[self._worker] = self._trickle
         return out
 
+    def unreached(self, num_steps: int, unit: str = "steps") -> list[str]:
+        late = self._pairs[self._pairs[:, 0] >= num_steps]
+        if not len(late):
+            return []
+        spans = ", ".join(f"[{a}, {b})" for a, b in late)
+        return [f"{self.description}: interval(s) {spans} start after the run's {num_steps} {unit}"]
+
 
 class ModifiedProfile(Profile):
     """Base profile speeds times the product of its modifiers' factors."""
@@ -118,3 +130,9 @@ class ModifiedProfile(Profile):
         for m in self.modifiers:
             speeds = speeds * m.factor(step)
         return speeds
+
+    def unreached(self, num_steps: int, unit: str = "steps") -> list[str]:
+        said = self.base.unreached(num_steps, unit)
+        for m in self.modifiers:
+            said += m.unreached(num_steps, unit)
+        return said

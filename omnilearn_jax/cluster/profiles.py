@@ -74,6 +74,13 @@ class Profile:
         """One line saying what this profile is, for logs and run summaries."""
         return self._description
 
+    def unreached(self, num_steps: int, unit: str = "steps") -> list[str]:
+        """Sentences naming the changes this profile makes at or after `num_steps` (the run's
+        length in `unit`), which never apply: a trace or an interval set past the run's end
+        ran without them, and without a word."""
+        del num_steps, unit
+        return []
+
     def _speeds(self, step: int) -> np.ndarray:
         raise NotImplementedError
 
@@ -111,3 +118,13 @@ class PiecewiseProfile(Profile):
     def _speeds(self, step: int) -> np.ndarray:
         row = np.searchsorted(self._change_steps, step, side="right") - 1
         return self._table[row]
+
+    def unreached(self, num_steps: int, unit: str = "steps") -> list[str]:
+        late = self._change_steps[self._change_steps >= num_steps]
+        if not late.size:
+            return []
+        shown = ", ".join(str(int(s)) for s in late[:3]) + (", ..." if late.size > 3 else "")
+        return [
+            f"{self._description}: its speed changes at step(s) {shown} never apply, the run "
+            f"has {num_steps} {unit}"
+        ]

@@ -213,12 +213,21 @@ def make_timer(
     )
 
 
+def profile_steps(config) -> tuple[int, str]:
+    """How many steps of the speed profile a run reads, and what they count: its steps, or
+    for an async run its rounds of W updates (a BSP step's samples)."""
+    w, updates = config.num_workers, int(config.train.num_steps)
+    if config.mode == "asp":
+        return -(-updates // w), f"rounds of {w} updates"
+    return updates, "steps"
+
+
 def run_profile(config, steps_per_epoch: int):
     """The run's speed profile. Async runs index it by rounds of W updates (a BSP step's
     samples), so a schedule is checked against the rounds the run has: checked against its
     updates, a schedule's tail could lie past the run's end and never run, silently."""
     w, updates = config.num_workers, int(config.train.num_steps)
-    rounds = -(-updates // w) if config.mode == "asp" else updates
+    rounds, _ = profile_steps(config)
     try:
         return make_profile(
             config.hetero,
@@ -239,9 +248,9 @@ def run_profile(config, steps_per_epoch: int):
 def check_cluster(config, *, steps_per_epoch: int) -> None:
     """Raises the cluster model's clear error for a bad `hetero` or `cost` section, and warns
     (process 0) of a profile's key that the profile in use ignores."""
-    run_profile(config, steps_per_epoch)
+    profile = run_profile(config, steps_per_epoch)
     if jax.process_index() == 0:
-        for sentence in unread_keys(config.hetero):
+        for sentence in [*unread_keys(config.hetero), *profile.unreached(*profile_steps(config))]:
             print(f"warning: {sentence}", file=sys.stderr, flush=True)
     values = config.cost.to_dict()
     if values.get("per_sample_cost") == 0:  # 0 asks for calibration, checked later

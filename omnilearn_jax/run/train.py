@@ -30,7 +30,12 @@ from omnilearn_jax.engine.engine import Engine
 from omnilearn_jax.engine.faults import PlantedFaults
 from omnilearn_jax.engine.memo import Last, key_of
 from omnilearn_jax.engine.mesh import select_devices
-from omnilearn_jax.engine.timing import calibrate_per_sample_cost, check_cluster, make_timer
+from omnilearn_jax.engine.timing import (
+    calibrate_per_sample_cost,
+    check_cluster,
+    make_timer,
+    profile_steps,
+)
 from omnilearn_jax.run import cgroups, distributed, metrics
 from omnilearn_jax.run.checkpoint import has_checkpoint
 from omnilearn_jax.run.runstore import (
@@ -306,8 +311,7 @@ class Trainer:
         with no trickle, a trace's zero) while b_min forces samples on it, or whose loss
         leaves the others too little room, failed only at that step, after compiling and
         with a failed run in the workdir."""
-        w, n = self.config.num_workers, int(self.config.train.num_steps)
-        steps = -(-n // w) if self.config.mode == "asp" else n  # async: rounds of W updates
+        steps, _ = profile_steps(self.config)  # async: rounds of W updates
         for at in range(steps):
             self.step_bounds(self.timer.speeds(at), at)
 
