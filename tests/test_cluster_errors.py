@@ -83,6 +83,10 @@ GOOD_HEAD = "step,worker,speed\n0,0,1\n0,1,1\n0,2,1\n0,3,1\n"
         (GOOD_HEAD + "5,1,2\n5,1,3\n", r"t.csv:7: worker 1 set twice at step 5"),
         ("step,worker,speed\n0,0,1\n0,1,1\n", r"worker\(s\) \[2, 3\] have no speed at step 0"),
         (GOOD_HEAD + "5,1\n", r"t.csv:6: expected 3 fields, got 2"),
+        (  # the last 'step' column was read: "worker(s) [0, 1] have no speed at step 0"
+            "step,worker,speed,step\n0,0,1,5\n0,1,1,5\n",
+            r"t.csv:1: trace header names column\(s\) \['step'\] twice",
+        ),
     ],
 )
 def test_trace_errors_name_line(tmp_path, text, pattern):

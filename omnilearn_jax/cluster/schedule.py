@@ -110,6 +110,9 @@ def trace_profile(path: str, *, num_workers: int) -> PiecewiseProfile:
                         f"{where}: trace header is missing column(s) {missing}; "
                         f"need step,worker,speed, got {header}"
                     )
+                twice = sorted({c for c in header if header.count(c) > 1})
+                if twice:  # the last one was read, and its values blamed on the rows
+                    raise ValueError(f"{where}: trace header names column(s) {twice} twice")
                 continue
             if len(cells) != len(header):
                 raise ValueError(f"{where}: expected {len(header)} fields, got {len(cells)}")
