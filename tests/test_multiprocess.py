@@ -336,6 +336,22 @@ def test_an_error_every_process_says_is_relayed_once(capsys):
     ]
 
 
+@pytest.mark.parametrize(
+    "argv, message",
+    [  # a misspelt --num_processes said only that --num_processes was required
+        (["--num_proceses=2"], "unknown launcher argument '--num_proceses=2' (did you mean "
+         "'--num_processes'?)"),
+        (["--num_processes=2", "--grase=3"], "'--grase=3' (did you mean '--grace'?)"),
+        ([], "--num_processes is required"),
+    ],
+)  # fmt: skip
+def test_the_launcher_names_an_unknown_or_missing_argument(argv, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        launch.parse([*argv, "--", "--config=configs/smoke.py"])
+    assert stop.value.code == 2
+    assert message in capsys.readouterr().err
+
+
 def test_root_cause_is_the_first_death_not_the_aborts_it_caused():
     abort, kill = -signal.SIGABRT, -signal.SIGKILL
     assert launch.root_cause([(1.0, 0, 0), (2.0, 1, 0)]) is None

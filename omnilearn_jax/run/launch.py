@@ -47,6 +47,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from omnilearn_jax.config.args import suggest
 from omnilearn_jax.config.errors import EXIT_USER_ERROR
 from omnilearn_jax.run import cgroups, cpu_limit
 from omnilearn_jax.run.runstore import RunStore, last_checkpoint_step, whole_records
@@ -437,7 +438,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         description="Run omnilearn_jax.main as N processes on this machine.",
         epilog="Arguments after -- go to omnilearn_jax.main unchanged.",
     )
-    parser.add_argument("--num_processes", type=int, required=True)
+    parser.add_argument("--num_processes", type=int, help="processes to run (required)")
     parser.add_argument(
         "--devices_per_process", type=int, default=0, help="CPU devices each (0: 8 // N)"
     )
@@ -463,7 +464,14 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         help="when --cpu_quota applies: start (before exec, the default) or steps (after "
         "compiling and warm-up, from the first step)",
     )
-    args = parser.parse_args(argv[:cut])
+    args, unknown = parser.parse_known_args(argv[:cut])
+    if unknown:  # named first: a misspelt --num_processes was "required" and never named
+        flags = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+        word = unknown[0].split("=", 1)[0]
+        hint = suggest(word, flags) if word.startswith("--") else ""
+        parser.error(f"unknown launcher argument {unknown[0]!r}{hint} (main.py's go after --)")
+    if args.num_processes is None:
+        parser.error("--num_processes is required")
     platforms = os.environ.get("JAX_PLATFORMS", "cpu")
     if platforms not in ("", "cpu"):
         parser.error(
