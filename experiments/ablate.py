@@ -121,6 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.export_sweep:
         from experiments.ablation.sweep import write_sweep
 
+        if args.dry_run:  # each would have been silently dropped
+            print(
+                "ablate: --export_sweep writes a sweep; --dry_run lists cells: give one",
+                file=sys.stderr,
+            )
+            return 2
+
         project = args.project or base.wandb.project
         try:
             write_sweep(

@@ -24,3 +24,25 @@ def test_exported_sweep_mode_can_be_chosen(tmp_path):
     args = [f"--config={ABLATION}", f"--export_sweep={path}", "--sweep_wandb_mode=offline"]
     assert ablate.main(args) == 0
     assert _mode(path) == "offline"
+
+
+def test_a_text_ablations_sweep_minimises_perplexity(tmp_path):
+    """The LM ablation's sweep was told to maximise final_eval_accuracy, which text runs do
+    not report (docs/lm.md: perplexity, lower is better)."""
+    lm, cnn = tmp_path / "lm.yaml", tmp_path / "cnn.yaml"
+    assert ablate.main(["--config=configs/ablation_lm.py:mode=bsp", f"--export_sweep={lm}"]) == 0
+    assert yaml.safe_load(lm.read_text())["metric"] == {
+        "name": "final_eval_perplexity",
+        "goal": "minimize",
+    }
+    assert ablate.main([f"--config={ABLATION}", f"--export_sweep={cnn}"]) == 0
+    assert yaml.safe_load(cnn.read_text())["metric"]["goal"] == "maximize"
+
+
+def test_a_sweep_refuses_a_project_wandb_refuses_and_a_dry_run(tmp_path, capsys):
+    path = tmp_path / "sweep.yaml"
+    args = [f"--config={ABLATION}", f"--export_sweep={path}"]
+    assert ablate.main([*args, "--project=team/proj"]) == 2
+    assert "wandb.project='team/proj' holds '/'" in capsys.readouterr().err
+    assert ablate.main([*args, "--dry_run"]) == 2  # the sweep was written, the flag dropped
+    assert "give one" in capsys.readouterr().err and not path.exists()

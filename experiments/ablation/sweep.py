@@ -24,6 +24,7 @@ from experiments.ablation.spec import (
     devices_per_process,
     format_value,
     launcher_options,
+    run_config,
 )
 
 WANDB_MODES = ("online", "offline", "disabled")
@@ -58,6 +59,9 @@ def sweep_dict(
         raise ValueError(
             f"sweep wandb mode must be one of {', '.join(WANDB_MODES)}, got {wandb_mode!r}"
         )
+    from omnilearn_jax.config.checks import check_wandb
+
+    check_wandb({"project": project})  # a name W&B refuses, as a run's config is refused
     fixed = {**ablation.fixed_overrides(), "wandb.mode": wandb_mode}
     parameters: dict[str, dict] = {
         f"config.{k}": {"values": [_yaml_value(v) for v in values]}
@@ -73,10 +77,19 @@ def sweep_dict(
         "name": ablation.group,
         "project": project,
         "method": "grid",
-        "metric": {"name": "final_eval_accuracy", "goal": "maximize"},
+        "metric": _metric(ablation),
         "parameters": parameters,
         "command": ["${env}", "bash", "-c", script, "omnilearn-sweep", "${args}"],
     }
+
+
+def _metric(ablation: Ablation) -> dict[str, str]:
+    """What the sweep optimises: a text model's final perplexity, lower is better (it was
+    told to maximise accuracy, which text runs do not report), else final accuracy."""
+    cell = ablation.cells()[0]
+    if run_config(ablation, cell).dataset.name == "text":
+        return {"name": "final_eval_perplexity", "goal": "minimize"}
+    return {"name": "final_eval_accuracy", "goal": "maximize"}
 
 
 def write_sweep(
