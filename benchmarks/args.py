@@ -15,3 +15,15 @@ def at_least(parser: argparse.ArgumentParser, **least: tuple[int | float, int | 
     for name, (value, smallest) in least.items():
         if value < smallest:
             parser.error(f"--{name.replace('_', '-')} must be >= {smallest}, got {value}")
+
+
+def writable(parser: argparse.ArgumentParser, **paths: str) -> None:
+    """`flag=path` for each output file ('' = not asked for): one parser error for the first
+    whose folder does not exist, before any run (the file was opened after minutes of runs,
+    with a FileNotFoundError traceback, and the outputs written before it were left behind)."""
+    import os
+
+    for name, path in paths.items():
+        folder = os.path.dirname(os.path.abspath(path)) if path else ""
+        if folder and not os.path.isdir(folder):
+            parser.error(f"--{name.replace('_', '-')} {path}: no folder {folder}")

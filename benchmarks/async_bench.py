@@ -29,7 +29,7 @@ import time
 import jax
 import numpy as np
 
-from benchmarks.args import at_least
+from benchmarks.args import at_least, writable
 
 
 def config(mode: str, args, steps: int, clock: str = "virtual"):
@@ -204,6 +204,7 @@ def main() -> None:
     parser.add_argument("--json", default="", help="also write the results here")
     parser.add_argument("--md", default="", help="and a short Markdown report here")
     args = parser.parse_args()
+    writable(parser, json=args.json, md=args.md)
     at_least(
         parser, rounds=(args.rounds, 1), blocks=(args.blocks, 1), loop_steps=(args.loop_steps, 1)
     )

@@ -45,6 +45,7 @@ import numpy as np
 
 import controllers
 from benchmarks import wall_acceptance as wa
+from benchmarks.args import writable
 from controllers import tracking
 from omnilearn_jax.cluster.profiles import HL_TABLES
 
@@ -254,6 +255,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config value for every job, e.g. controller.persist=0")  # fmt: skip
     args = parser.parse_args(argv)
+    writable(parser, json=args.json, md=args.md)
+    if args.one and (args.dry_run or args.json or args.md or args.merge):  # each was dropped
+        parser.error("--one runs one job and prints one line; --dry_run, --json, --md and "
+                     "--merge are the grid's")  # fmt: skip
     try:
         args.settings = {k: _value(v) for k, v in (item.split("=", 1) for item in args.set)}
     except ValueError:

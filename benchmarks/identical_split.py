@@ -27,6 +27,7 @@ import tempfile
 import numpy as np
 
 import controllers
+from benchmarks.args import writable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKERS, BATCH = 8, 64
@@ -79,6 +80,7 @@ def main(argv=None) -> None:
     parser.add_argument("--cpus", default="fit", help="the launcher's --cpus: fit or none")
     parser.add_argument("--json", default="", help="write the runs here")
     args = parser.parse_args(argv)
+    writable(parser, json=args.json)
     if args.runs < 1 or args.steps < 2:
         parser.error("--runs must be >= 1 and --steps >= 2")
     try:  # a typo had failed after the first controller's runs, losing them

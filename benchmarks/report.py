@@ -26,6 +26,7 @@ import jax
 import numpy as np
 
 import controllers
+from benchmarks.args import writable
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -446,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cpu_devices", type=int, default=8)
     args = parser.parse_args(argv)
+    writable(parser, doc=args.doc)
     # The committed results only when neither --small nor another --out says otherwise.
     committed = not (args.small or args.out)
     args.out = args.out or ("docs/benchmarks" if committed else "runs/benchmarks_small")

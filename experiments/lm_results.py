@@ -401,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
             for mode, rs in runs.items()
         }
+        os.makedirs(os.path.dirname(args.data) or ".", exist_ok=True)  # as --out's folder
         with open(args.data, "w") as f:
             json.dump({**curves, "meta": meta}, f, separators=(",", ":"))
             f.write("\n")

@@ -153,6 +153,23 @@ def test_set_overrides_every_job_and_travels_to_fresh_runs(monkeypatch):
         hw.parse_args(["--controllers", "proportinal", "--dry_run"])
 
 
+def test_outputs_and_one_run_flags_are_checked_before_any_run(tmp_path, capsys):
+    """A --json or --md in a missing folder failed after every run (111 min for the grid) with
+    a traceback, the other file written; --one dropped --dry_run, --json and --md silently."""
+    from benchmarks import hetero_wall as hw
+
+    missing = tmp_path / "nodir" / "hw.md"
+    with pytest.raises(SystemExit) as stop:
+        hw.parse_args(["--json", str(tmp_path / "hw.json"), "--md", str(missing)])
+    assert stop.value.code == 2
+    assert f"--md {missing}: no folder {missing.parent}" in capsys.readouterr().err
+    for extra in (["--dry_run"], ["--json", str(tmp_path / "one.json")]):
+        with pytest.raises(SystemExit):
+            hw.parse_args(["--one", *extra])
+        assert "--one runs one job and prints one line" in capsys.readouterr().err
+    assert hw.parse_args(["--json", str(tmp_path / "hw.json")]).json  # a folder that exists
+
+
 def test_the_prediction_runs_the_controller_the_wall_clock_runs():
     """The virtual clock's own persist is 0 (schema.controller_section); the prediction of a
     wall-clock run holds the wall clock's, or it would predict a faster controller."""
