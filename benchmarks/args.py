@@ -27,3 +27,14 @@ def writable(parser: argparse.ArgumentParser, **paths: str) -> None:
         folder = os.path.dirname(os.path.abspath(path)) if path else ""
         if folder and not os.path.isdir(folder):
             parser.error(f"--{name.replace('_', '-')} {path}: no folder {folder}")
+
+
+def model_name(parser: argparse.ArgumentParser, name: str) -> None:
+    """A parser error for a model name the trainer does not know (it was a ValueError
+    traceback from inside the first run)."""
+    from omnilearn_jax import models
+
+    try:
+        models.check_name(name)
+    except ValueError as e:
+        parser.error(f"--model: {e}")

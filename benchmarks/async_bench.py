@@ -29,7 +29,7 @@ import time
 import jax
 import numpy as np
 
-from benchmarks.args import at_least, writable
+from benchmarks.args import at_least, model_name, writable
 
 
 def config(mode: str, args, steps: int, clock: str = "virtual"):
@@ -206,8 +206,16 @@ def main() -> None:
     args = parser.parse_args()
     writable(parser, json=args.json, md=args.md)
     at_least(
-        parser, rounds=(args.rounds, 1), blocks=(args.blocks, 1), loop_steps=(args.loop_steps, 1)
+        parser,
+        rounds=(args.rounds, 1),
+        blocks=(args.blocks, 1),
+        loop_steps=(args.loop_steps, 1),
+        workers=(args.workers, 1),
+        batch=(args.batch, 1),
     )
+    model_name(parser, args.model)
+    if bad := sorted(set(args.clocks.split(",")) - {"virtual", "wall"}):
+        parser.error(f"--clocks takes virtual and/or wall, got {bad}")
     jax.config.update("jax_num_cpu_devices", max(args.workers, 8))
     load_before = os.getloadavg()[0]
     results = measure(args)

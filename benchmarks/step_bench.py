@@ -25,7 +25,7 @@ import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from benchmarks.args import at_least
+from benchmarks.args import at_least, model_name
 from omnilearn_jax import models
 from omnilearn_jax.engine import buckets
 from omnilearn_jax.engine.mesh import Placement
@@ -166,6 +166,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cpu_devices", type=int, default=8)
     args = parser.parse_args(argv)
     at_least(parser, repeats=(args.repeats, 1), batch=(args.batch, 1))
+    if args.cpu_devices < 1:  # JAX's "Unable to initialize backend 'cpu'" traceback
+        parser.error(f"--cpu_devices must be >= 1, got {args.cpu_devices}")
+    model_name(parser, args.model)
     return args
 
 

@@ -16,6 +16,12 @@ CASES = [
     ("benchmarks.checkpoint_cadence", ["--reps", "0"], "--reps must be >= 1, got 0"),
     ("benchmarks.unplaced_step", ["--rounds", "0"], "--rounds must be >= 1, got 0"),
     ("benchmarks.async_bench", ["--rounds", "0"], "--rounds must be >= 1, got 0"),
+    # Tracebacks from inside the first run before (a ValueError, JAX's backend error):
+    ("benchmarks.step_bench", ["--model", "nosuch"], "--model: unknown model 'nosuch'"),
+    ("benchmarks.step_bench", ["--cpu_devices", "0"], "--cpu_devices must be >= 1, got 0"),
+    ("benchmarks.async_bench", ["--workers", "0"], "--workers must be >= 1, got 0"),
+    ("benchmarks.async_bench", ["--clocks", "bogus"], "--clocks takes virtual and/or wall"),
+    ("benchmarks.async_bench", ["--json", "/nonexistent/x.json"], "no folder /nonexistent"),
     ("benchmarks.controller_noise_bound", ["--draws", "0"], "--draws must be >= 1, got 0"),
     ("benchmarks.predictive_tuning", ["--kw", "jump=0.3"], "--kw 'jump=0.3'"),
     ("benchmarks.predictive_tuning", ["--kw", '{"bogus": 1}'], "unknown argument"),
