@@ -41,7 +41,9 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     if a.seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {a.seeds}")
     c = ml_collections.ConfigDict()
-    if mode == "bsp" and a.budget != 8.0:  # BSP runs its steps (paper_lm refuses it too)
+    given = {item.split("=", 1)[0].strip() for item in arg.split(",") if item.strip()}
+    if mode == "bsp" and "budget" in given:  # BSP runs its steps (paper_lm refuses it too;
+        # budget=8, the default, given by hand had passed)
         raise ValueError(f"budget={a.budget:g} is for mode=asp; BSP cells run their steps")
     budget = f",budget={a.budget}" if mode == "asp" else ""
     c.base = f"configs/paper_lm.py:mode={mode}{budget},target={a.target}"

@@ -380,3 +380,12 @@ def test_set_gives_every_cell_a_key_a_grid_key_cannot_be_set(tmp_path, capsys):
     assert ablate.main([*args, "--set", "wandb.group=2024", "--set", "train.num_steps=3"]) == 0
     for command in capsys.readouterr().out.strip().splitlines():
         assert "--config.wandb.group=2024" in command.split()
+
+
+def test_a_missing_cost_curve_stops_the_ablation_before_any_cell(tmp_path, capsys):
+    """Every cell started and failed on it, and the runner wrote a table of empty rows."""
+    config = "configs/ablation_lm.py:mode=asp,seeds=1,controllers=static,curve=/nonexistent.json"
+    workdir = tmp_path / "w"
+    assert ablate.main([f"--config={config}", f"--workdir={workdir}"]) == 2
+    assert "cost curve /nonexistent.json: [Errno 2]" in capsys.readouterr().err
+    assert not workdir.exists()

@@ -234,6 +234,11 @@ CASES = [
         lambda p: f"text corpus '{p / 'none.txt'}' does not exist",
         FileNotFoundError,
     ),
+    (  # a folder was said not to exist
+        {**TEXT, "dataset.path": lambda p: str(p)},
+        lambda p: f"text corpus '{p}' is a folder, not a file",
+        FileNotFoundError,
+    ),
     ({**TEXT, "dataset.num_train": 10**9}, "sequences of 64 need 64000065538; lower dataset"),
     ({"train.target_perplexity": -1.0}, "train.target_perplexity must be >= 0 (0 = none)"),
     ({"train.target_accuracy": 1.5}, "train.target_accuracy must be in [0, 1] (0 = none)"),

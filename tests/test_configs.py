@@ -339,6 +339,8 @@ def test_paper_lm_refuses_a_budget_for_bsp():
 
     with pytest.raises(ValueError, match="budget=3 is for mode=asp"):
         ablation_lm.get_config("mode=bsp,budget=3")
+    with pytest.raises(ValueError, match="budget=8 is for mode=asp"):  # the default, given
+        ablation_lm.get_config("mode=bsp,budget=8")
 
 
 def test_a_dataset_key_the_data_set_does_not_read_is_warned():

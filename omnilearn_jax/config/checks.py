@@ -400,6 +400,11 @@ def _check_asp(config, num_available_devices: int, num_processes: int) -> None:
 
 def _check_measured_cost(config, num_processes: int) -> None:
     curve = str(config.cost.get("curve", ""))
+    if curve and curve != "measure":  # read here too: an ablation's cells all started, and
+        # each failed on a missing or damaged curve
+        from omnilearn_jax.cluster.curve import load_curve
+
+        load_curve(curve)
     if curve == "measure" and num_processes > 1:  # on every process, before anything runs
         raise ValueError(
             f"cost.curve=measure needs a single-process run, got {num_processes} processes; "

@@ -33,8 +33,9 @@ def stdlib_files() -> list[str]:
 def corpus(path: str = "") -> np.ndarray:
     """The corpus as bytes (uint8): the file at `path`, or the standard library's source."""
     if path:
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"text corpus {path!r} does not exist")
+        if not os.path.isfile(path):  # a folder had been said not to exist
+            what = "is a folder, not a file" if os.path.isdir(path) else "does not exist"
+            raise FileNotFoundError(f"text corpus {path!r} {what}")
         with open(path, "rb") as f:
             raw = f.read()
     else:
