@@ -362,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default="", help="also write every run's eval curve here (JSON)")
     p.add_argument("--render", default="", help="a saved --data JSON: --out from it alone")
     args = p.parse_args(argv)
+    if not args.target > 0:  # a table of "time to perplexity -3" had been written
+        p.error(f"--target must be a perplexity > 0, got {args.target}")
     if missing := [d for d in [*args.bsp, *args.asp, args.render] if d and not os.path.exists(d)]:
         p.error(f"no such file or directory: {missing[0]!r}")  # a traceback before
     if args.render:

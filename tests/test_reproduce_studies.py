@@ -131,6 +131,8 @@ def test_skip_and_only_choose_the_studies(tmp_path):
     assert (only.studies, only.names) == (["cost_curves", "lm_curve"], [])
     with pytest.raises(SystemExit):
         reproduce.parse_args([w, "--skip_study=nope"])
+    with pytest.raises(SystemExit):  # nothing left to run: it said "done" and exit 0
+        reproduce.parse_args([w, "--only=lm", "--skip_study=lm"])
 
 
 def test_small_runs_no_study_but_renders_their_documents_from_committed_json(tmp_path):

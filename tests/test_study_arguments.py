@@ -35,6 +35,11 @@ CASES = [
         "--change 480: at most 440 (room for 5 decisions",
     ),
     ("experiments.async_seeds", ["--seeds", "1"], "--seeds must be >= 2 for an interval"),
+    (  # a table of "time to perplexity -3 (s)", 0 of n reached, had been written
+        "experiments.lm_results",
+        ["--render", "docs/results/lm.json", "--target", "-3"],
+        "--target must be a perplexity > 0, got -3.0",
+    ),
     ("experiments.async_seeds", ["--weighting", "bogus"], "--weighting is one of share, lr"),
     ("experiments.async_staleness", ["--updates", "4", "--settle", "10"], "--settle (10) must"),
     ("experiments.async_staleness", ["--render", "/nonexistent.json"], "no such file"),

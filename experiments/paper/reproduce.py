@@ -152,6 +152,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"unknown study(s) {sorted(set(skip) - set(STUDIES))}; valid: {list(STUDIES)}")
     # --only names the parts to run: an --only without a study runs none.
     args.studies = [n for n in STUDIES if n not in skip and (not only or n in only)]
+    if only and not args.names and not args.studies:  # it said "done" having run nothing
+        p.error(f"--only {args.only} with --skip_study {args.skip_study} leaves nothing to run")
     return args
 
 
