@@ -97,7 +97,11 @@ def named(text: str) -> list[str]:
     if not names:
         raise ValueError(f"--controllers names none; registered: {list(available())}")
     for name in names:
-        _lookup(name)
+        if name not in _FACTORIES:  # _lookup's hint names a config key these scripts lack
+            raise ValueError(
+                f"unknown controller {name!r}; registered: {list(available())} (a plug-in's "
+                "policy is registered once its module is imported)"
+            )
     return names
 
 

@@ -326,3 +326,12 @@ def test_named_policies_from_a_command_line():
     for text, message in [(",", "--controllers names none"), ("pi,propotional", "'propotional'")]:
         with pytest.raises(ValueError, match=message):
             controllers.named(text)
+
+
+def test_a_command_lines_unknown_controller_names_no_config_key():
+    """`--controllers` of the benchmarks: the hint named --config.controller.plugin, which
+    none of those scripts has."""
+    with pytest.raises(ValueError) as err:
+        controllers.named("static,nosuch")
+    assert "unknown controller 'nosuch'" in str(err.value)
+    assert "--config" not in str(err.value)
