@@ -88,7 +88,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--noise", default=str(NOISE), help="comma-separated noise levels (sigma)")
     args = p.parse_args(argv)
     at_least(p, steps=(args.steps, 1), seeds=(args.seeds, 1))
-    levels = [float(x) for x in args.noise.split(",")]
+    try:  # a ValueError traceback before
+        levels = [float(x) for x in args.noise.split(",")]
+    except ValueError:
+        p.error(f"--noise takes comma-separated numbers, got {args.noise!r}")
     if any(not 0 <= x < 2 for x in levels):
         p.error(f"--noise: each level must be in [0, 2), got {args.noise}")
     uniform = BATCH // WORKERS

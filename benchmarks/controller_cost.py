@@ -38,6 +38,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     args = parser.parse_args()
     at_least(parser, steps=(args.steps, 1))
+    if not os.path.isfile(args.config):  # a FileNotFoundError traceback before
+        parser.error(f"--config {args.config}: no such file")
     spec = importlib.util.spec_from_file_location("bench_config", args.config)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

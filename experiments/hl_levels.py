@@ -92,6 +92,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workdir", default="runs/hl_levels")
     parser.add_argument("--cpu_devices", type=int, default=8)
     args = parser.parse_args(argv)
+    if args.cpu_devices < 1:  # JAX's "Unable to initialize backend 'cpu'" before
+        parser.error(f"--cpu_devices must be >= 1, got {args.cpu_devices}")
     if not 0 <= args.settle < args.steps:  # a mean over no step: a table of NaN, after 16 runs
         parser.error(f"--settle ({args.settle}) must be in [0, --steps) ({args.steps})")
     import jax

@@ -366,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--target must be a perplexity > 0, got {args.target}")
     if missing := [d for d in [*args.bsp, *args.asp, args.render] if d and not os.path.exists(d)]:
         p.error(f"no such file or directory: {missing[0]!r}")  # a traceback before
+    if plain := [d for d in [*args.bsp, *args.asp] if not os.path.isfile(f"{d}/ablation.json")]:
+        p.error(f"{plain[0]}: no ablation.json: --bsp and --asp take ablation workdirs")
     if args.render:
         with open(args.render) as f:
             data = json.load(f)

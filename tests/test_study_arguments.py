@@ -35,6 +35,10 @@ CASES = [
         "--change 480: at most 440 (room for 5 decisions",
     ),
     ("experiments.async_seeds", ["--seeds", "1"], "--seeds must be >= 2 for an interval"),
+    ("benchmarks.bias_step_length", ["--noise", "abc"], "--noise takes comma-separated numbers"),
+    ("benchmarks.controller_cost", ["--config", "nosuch.py"], "--config nosuch.py: no such file"),
+    ("experiments.hl_levels", ["--cpu_devices", "0"], "--cpu_devices must be >= 1, got 0"),
+    ("experiments.lm_results", ["--bsp", "configs"], "configs: no ablation.json: --bsp and"),
     (  # a table of "time to perplexity -3 (s)", 0 of n reached, had been written
         "experiments.lm_results",
         ["--render", "docs/results/lm.json", "--target", "-3"],
