@@ -77,7 +77,9 @@ def main(argv=None) -> None:
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--controllers", default="static,proportional")
-    parser.add_argument("--cpus", default="fit", help="the launcher's --cpus: fit or none")
+    parser.add_argument(  # another word failed inside the first launch
+        "--cpus", default="fit", choices=("fit", "none"), help="the launcher's --cpus"
+    )
     parser.add_argument("--json", default="", help="write the runs here")
     args = parser.parse_args(argv)
     writable(parser, json=args.json)

@@ -369,6 +369,10 @@ def main(argv: list[str] | None = None) -> int:
     if plain := [d for d in [*args.bsp, *args.asp] if not os.path.isfile(f"{d}/ablation.json")]:
         p.error(f"{plain[0]}: no ablation.json: --bsp and --asp take ablation workdirs")
     if args.render:
+        ignored = [f for f in ("bsp", "asp", "data", "note") if getattr(args, f)]
+        ignored += ["target"] if args.target != p.get_default("target") else []
+        if ignored:  # each was dropped without a word: a rendering reads the saved JSON alone
+            p.error(f"--render writes --out from its JSON alone; drop --{ignored[0]}")
         with open(args.render) as f:
             data = json.load(f)
         meta = data["meta"]

@@ -39,6 +39,12 @@ CASES = [
     ("benchmarks.controller_cost", ["--config", "nosuch.py"], "--config nosuch.py: no such file"),
     ("experiments.hl_levels", ["--cpu_devices", "0"], "--cpu_devices must be >= 1, got 0"),
     ("experiments.lm_results", ["--bsp", "configs"], "configs: no ablation.json: --bsp and"),
+    (  # dropped without a word: a rendering reads the saved JSON alone
+        "experiments.lm_results",
+        ["--render", "docs/results/lm.json", "--target", "10"],
+        "--render writes --out from its JSON alone; drop --target",
+    ),
+    ("benchmarks.identical_split", ["--cpus", "bogus"], "invalid choice: 'bogus'"),
     (  # a table of "time to perplexity -3 (s)", 0 of n reached, had been written
         "experiments.lm_results",
         ["--render", "docs/results/lm.json", "--target", "-3"],
