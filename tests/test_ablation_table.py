@@ -100,3 +100,23 @@ def test_one_controller_is_not_said_to_agree_with_others(tmp_path):
     it with none."""
     (line,) = table.summary_lines(table.build_table(_workdir(tmp_path, {"pi": (2.0, 2.0)})))
     assert line == "Final accuracy 0.950."
+
+
+def test_runs_without_a_target_say_so_not_zero_of_n(tmp_path):
+    """A sweep with no target set showed "reached target 0/2", as if both runs had missed it;
+    the notebook's table (omnilearn_jax/analysis/table.py) says the same as this one."""
+    import math
+
+    from omnilearn_jax.analysis.table import reached_text
+
+    times = {"static": (2.0, 2.0), "pi": (1.0, 1.0)}
+    rows = table.build_table(
+        _workdir(tmp_path / "none", times, target_accuracy=0.0, time_to_target=None)
+    )
+    assert [r["target_reached"] for r in rows] == ["no target", "no target"]
+    rows = table.build_table(_workdir(tmp_path / "set", times, target_accuracy=0.9))
+    assert [r["target_reached"] for r in rows] == ["2/2", "2/2"]
+    old = table.build_table(_workdir(tmp_path / "old", times))  # no target key: as before
+    assert [r["target_reached"] for r in old] == ["2/2", "2/2"]
+    frame_rows = [{"time_to_target": math.nan, "target_accuracy": 0.0, "target_perplexity": 15.0}]
+    assert reached_text(frame_rows) == "0/1"  # a text run's perplexity target is a target

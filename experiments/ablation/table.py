@@ -28,7 +28,7 @@ import math
 import os
 from typing import Any
 
-from omnilearn_jax.analysis.table import stopped_by_budget, ties
+from omnilearn_jax.analysis.table import reached_text, stopped_by_budget, ties
 
 SEED = "seed"
 CONTROLLER = "controller.name"
@@ -91,8 +91,7 @@ def build_table(workdir: str) -> list[dict[str, Any]]:
         for stat in STATS:
             values = [s[stat] for s in summaries if s.get(stat) is not None]
             row[f"{stat}_mean"], row[f"{stat}_std"] = _mean_std(values)
-        reached = sum(s.get("time_to_target") is not None for s in summaries)
-        row["target_reached"] = f"{reached}/{len(summaries)}"
+        row["target_reached"] = reached_text(summaries)
         # Async cells stopped by a time budget: their total time is that budget plus the last
         # update's overshoot, so they are compared by accuracy, not by speed (an async run
         # with no budget stops after its updates, and its time compares).
