@@ -96,12 +96,8 @@ def named(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise ValueError(f"--controllers names none; registered: {list(available())}")
-    for name in names:
-        if name not in _FACTORIES:  # _lookup's hint names a config key these scripts lack
-            raise ValueError(
-                f"unknown controller {name!r}; registered: {list(available())} (a plug-in's "
-                "policy is registered once its module is imported)"
-            )
+    for name in names:  # the config key's hint: these scripts have no such key
+        _lookup(name, hint="a plug-in's policy is registered once its module is imported")
     return names
 
 
@@ -194,11 +190,9 @@ def _typed(value: Any) -> Any:
     return type(value), value
 
 
-def _lookup(name: str) -> Factory:
+def _lookup(name: str, hint: str = PLUGIN_HINT) -> Factory:
     if name not in _FACTORIES:
-        raise ValueError(
-            f"unknown controller {name!r}; registered: {list(available())} ({PLUGIN_HINT})"
-        )
+        raise ValueError(f"unknown controller {name!r}; registered: {list(available())} ({hint})")
     return _FACTORIES[name]
 
 
