@@ -6,7 +6,8 @@
 Every cell runs `python -m omnilearn_jax.main` (through `omnilearn_jax.launch` when the
 ablation sets num_processes > 1) in its own process and DIR/<cell>/; a rerun
 skips complete cells. The table goes to DIR/results.csv and DIR/results.md. With
---export_sweep the grid is written as a W&B sweep file instead and nothing runs.
+--export_sweep the grid is written as a W&B sweep file instead and nothing runs (each agent's
+run writes to <workdir>/$WANDB_RUN_ID, runs/<group>/$WANDB_RUN_ID without --workdir).
 See docs/ablations.md.
 """
 
@@ -32,7 +33,10 @@ from omnilearn_jax.run import interrupt
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="ablation config: path.py[:arg]")
-    parser.add_argument("--workdir", help="directory for the cells and the results table")
+    parser.add_argument(
+        "--workdir",
+        help="directory for the cells and the results table (with --export_sweep: for the runs)",
+    )
     parser.add_argument("--parallel", type=int, default=1, help="cells to run at once")
     parser.add_argument("--export_sweep", metavar="FILE", help="write a W&B sweep YAML and exit")
     parser.add_argument("--project", default="", help="W&B project for --export_sweep")
@@ -121,9 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.export_sweep:
         from experiments.ablation.sweep import write_sweep
 
-        if args.dry_run:  # each would have been silently dropped
+        if args.dry_run or args.parallel != 1:  # each would have been silently dropped
+            other = "--dry_run lists cells" if args.dry_run else "--parallel runs cells here"
             print(
-                "ablate: --export_sweep writes a sweep; --dry_run lists cells: give one",
+                f"ablate: --export_sweep writes a sweep (its agents run the cells); {other}: "
+                "give one",
                 file=sys.stderr,
             )
             return 2
@@ -131,7 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         project = args.project or base.wandb.project
         try:
             write_sweep(
-                ablation, args.export_sweep, project=project, wandb_mode=args.sweep_wandb_mode
+                ablation,
+                args.export_sweep,
+                project=project,
+                wandb_mode=args.sweep_wandb_mode,
+                workdir=args.workdir or "",
             )
         except ValueError as e:
             print(f"ablate: {e}", file=sys.stderr)

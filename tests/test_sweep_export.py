@@ -46,3 +46,13 @@ def test_a_sweep_refuses_a_project_wandb_refuses_and_a_dry_run(tmp_path, capsys)
     assert "wandb.project='team/proj' holds '/'" in capsys.readouterr().err
     assert ablate.main([*args, "--dry_run"]) == 2  # the sweep was written, the flag dropped
     assert "give one" in capsys.readouterr().err and not path.exists()
+
+
+def test_a_sweep_runs_under_the_given_workdir_and_refuses_parallel(tmp_path, capsys):
+    path = tmp_path / "sweep.yaml"
+    args = [f"--config={ABLATION}", f"--export_sweep={path}"]
+    assert ablate.main([*args, "--parallel=2"]) == 2  # agents run the cells, not this command
+    assert "--parallel runs cells here" in capsys.readouterr().err and not path.exists()
+    assert ablate.main([*args, f"--workdir={tmp_path}/cells"]) == 0
+    script = yaml.safe_load(path.read_text())["command"][3]
+    assert f'--workdir={tmp_path}/cells/"$WANDB_RUN_ID"' in script  # it was runs/<group>/...

@@ -52,9 +52,11 @@ def _entry_point(ablation: Ablation) -> str:
 def sweep_dict(
     ablation: Ablation,
     project: str = "omnilearn-jax",
-    runs_dir: str = "runs",
     wandb_mode: str = "online",
+    workdir: str = "",
 ) -> dict:
+    """The sweep as a dict; each run writes to `workdir/$WANDB_RUN_ID` (default workdir:
+    runs/<group>)."""
     if wandb_mode not in WANDB_MODES:
         raise ValueError(
             f"sweep wandb mode must be one of {', '.join(WANDB_MODES)}, got {wandb_mode!r}"
@@ -71,7 +73,7 @@ def sweep_dict(
     script = (
         f"exec python -m {_entry_point(ablation)} "
         f"--config={shlex.quote(ablation.base)} "
-        f'--workdir={shlex.quote(f"{runs_dir}/{ablation.group}")}/"$WANDB_RUN_ID" "$@"'
+        f'--workdir={shlex.quote(workdir or f"runs/{ablation.group}")}/"$WANDB_RUN_ID" "$@"'
     )
     return {
         "name": ablation.group,
@@ -93,11 +95,15 @@ def _metric(ablation: Ablation) -> dict[str, str]:
 
 
 def write_sweep(
-    ablation: Ablation, path: str, project: str = "omnilearn-jax", wandb_mode: str = "online"
+    ablation: Ablation,
+    path: str,
+    project: str = "omnilearn-jax",
+    wandb_mode: str = "online",
+    workdir: str = "",
 ) -> dict:
     import yaml  # PyYAML, a dependency of wandb
 
-    sweep = sweep_dict(ablation, project=project, wandb_mode=wandb_mode)
+    sweep = sweep_dict(ablation, project=project, wandb_mode=wandb_mode, workdir=workdir)
     with open(path, "w") as f:
         f.write(f"# W&B grid sweep for ablation {ablation.group!r}; see docs/ablations.md\n")
         yaml.safe_dump(sweep, f, sort_keys=False, default_flow_style=False)
