@@ -120,3 +120,13 @@ def test_runs_without_a_target_say_so_not_zero_of_n(tmp_path):
     assert [r["target_reached"] for r in old] == ["2/2", "2/2"]
     frame_rows = [{"time_to_target": math.nan, "target_accuracy": 0.0, "target_perplexity": 15.0}]
     assert reached_text(frame_rows) == "0/1"  # a text run's perplexity target is a target
+
+
+def test_speedup_is_a_ratio_over_the_seeds_both_groups_completed(tmp_path):
+    """Static 10 and 20 s, proportional 5 s with its seed 1 failed: the pair says 2x; the
+    ratio of means over every completed seed said 3x."""
+    workdir = _workdir(tmp_path, {"static": (10.0, 20.0), "proportional": (5.0, 10.0)})
+    (tmp_path / "name-proportional__seed-1" / "summary.json").unlink()
+    rows = {r["controller.name"]: r for r in table.build_table(workdir)}
+    assert rows["proportional"]["speedup_vs_static"] == 2.0
+    assert rows["proportional"]["missing"] == 1

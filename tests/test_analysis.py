@@ -526,3 +526,24 @@ def test_a_damaged_run_store_is_named_not_read_short(ablation, tmp_path):
     (metrics.parent / "summary.json").write_text('{"status": "comp\tlete"}')
     with pytest.raises(ValueError, match=r"seed-0/summary.json is not JSON"):
         analysis.load_runs(str(root), use_cache=False)
+
+
+def test_speedup_pairs_seeds_and_counts_a_seed_run_twice_once():
+    """Static seeds 10, 10, 20 s, proportional 5, 5 s (its seed 2 failed): every pair is 2x,
+    but the ratio of means over all seeds said 2.67x. A seed run twice (a rerun in another
+    folder) counted as two seeds: static 10, 10 (seed 0 twice), 14 gave 3 seeds, mean 11.33."""
+    rows = [("static", 0, 10.0), ("static", 1, 10.0), ("static", 2, 20.0)]
+    rows += [("proportional", 0, 5.0), ("proportional", 1, 5.0)]
+    frame = pd.DataFrame(
+        [{"run": f"{c}{s}", "controller": c, "seed": s, "total_time": t} for c, s, t in rows]
+    ).assign(
+        status="complete", time_to_target=None, final_eval_accuracy=0.9, mean_idle_fraction=0.1
+    )
+    table = analysis.speedup_table(frame, by=["controller"]).set_index("controller")
+    assert table.loc["proportional", "speedup_vs_static"] == pytest.approx(2.0)  # was 2.67
+    twice = pd.concat([frame, frame.iloc[[0]].assign(run="rerun/static0")], ignore_index=True)
+    twice.loc[1, "total_time"] = 14.0
+    with pytest.warns(UserWarning, match=r"seed\(s\) 0 appear in more than one run"):
+        table = analysis.speedup_table(twice, by=["controller"]).set_index("controller")
+    assert table.loc["static", "seeds"] == 3  # seeds 0, 1, 2 (it said 4)
+    assert table.loc["static", "total_time_mean"] == pytest.approx((10 + 14 + 20) / 3)

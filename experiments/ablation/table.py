@@ -10,8 +10,10 @@ cell's summary.json. Rows group the cells by every grid key except `seed`; per g
 - speedup_vs_static = mean total_time of the `static` group with the same other keys /
   this group's mean total_time (> 1: faster than uniform batching);
 - efficiency_vs_oracle = mean total_time of the `oracle` group / this one (1 = as fast
-  as the oracle). Both are ratios of means, empty when that reference group is absent or
-  `controller.name` is not a grid key.
+  as the oracle). Both are ratios of means over the seeds both groups completed (a seed
+  one of them lacks would tilt the ratio: with static's seeds 10, 10, 20 s and a 2x faster
+  group's third seed missing, a ratio over all seeds read 2.67x), empty when that
+  reference group is absent, they share no seed, or `controller.name` is not a grid key.
 Cells without a complete summary are left out and counted in `missing`.
 
 results.csv has one column per number under the names above (for programs); results.md
@@ -77,11 +79,12 @@ def build_table(workdir: str) -> list[dict[str, Any]]:
     groups: dict[tuple, dict[str, Any]] = {}
     for cell in manifest["cells"]:
         gid = tuple(_key(cell["values"][k]) for k in group_keys)
-        group = groups.setdefault(gid, {"cells": 0, "summaries": []})
+        group = groups.setdefault(gid, {"cells": 0, "summaries": [], "times": {}})
         group["cells"] += 1
         summary = _summary(os.path.join(workdir, cell["name"]))
         if summary is not None:
             group["summaries"].append(summary)
+            group["times"][_key(cell["values"].get(SEED))] = summary.get("total_time")
     rows = []
     for gid, group in groups.items():
         row: dict[str, Any] = dict(zip(group_keys, gid, strict=True))
@@ -97,25 +100,32 @@ def build_table(workdir: str) -> list[dict[str, Any]]:
         # with no budget stops after its updates, and its time compares).
         row["budgeted"] = bool(summaries) and all(stopped_by_budget(s) for s in summaries)
         rows.append(row)
-    _add_ratios(rows, group_keys)
+    _add_ratios(rows, group_keys, [g["times"] for g in groups.values()])
     return rows
 
 
-def _add_ratios(rows: list[dict], group_keys: list[str]) -> None:
+def paired_ratio(reference: dict, mine: dict) -> float:
+    """mean of `reference` / mean of `mine` over the seeds both hold a time for; NaN if none."""
+    seeds = [s for s in mine if s in reference and None not in (mine[s], reference[s])]
+    mean = lambda times: sum(times[s] for s in seeds) / len(seeds)  # noqa: E731
+    return mean(reference) / mean(mine) if seeds and mean(mine) else math.nan
+
+
+def _add_ratios(rows: list[dict], group_keys: list[str], times: list[dict]) -> None:
     others = [k for k in group_keys if k != CONTROLLER]
     by_key = {
-        (row.get(CONTROLLER), tuple(row[k] for k in others)): row["total_time_mean"] for row in rows
+        (row.get(CONTROLLER), tuple(row[k] for k in others)): t
+        for row, t in zip(rows, times, strict=True)
     }
-    for row in rows:
+    for row, mine in zip(rows, times, strict=True):
         rest = tuple(row[k] for k in others)
-        mine = row["total_time_mean"]
         for column, reference in (
             ("speedup_vs_static", "static"),
             ("efficiency_vs_oracle", "oracle"),
         ):
-            ref = by_key.get((reference, rest), math.nan) if CONTROLLER in group_keys else math.nan
-            timed = mine and not math.isnan(mine) and not row["budgeted"]
-            row[column] = ref / mine if timed else math.nan
+            ref = by_key.get((reference, rest)) if CONTROLLER in group_keys else None
+            timed = ref is not None and not row["budgeted"]
+            row[column] = paired_ratio(ref, mine) if timed else math.nan
 
 
 def _cell_text(value: Any, digits: int = 4) -> str:

@@ -2,14 +2,17 @@
 
 Same definitions as the ablation runner's table (experiments/ablation/table.py), so the two
 agree on an ablation workdir: complete runs only; mean and sample std (ddof=1, NaN with
-one seed) over seeds; time_to_target over the seeds that reached it; ratios of means. What
-the runner cannot give, this adds: the spread of the speed-up over seeds, as the min and
-max of the per-seed ratios (`static` time of seed s / this group's time of seed s).
+one seed) over seeds; time_to_target over the seeds that reached it; ratios of means over
+the seeds both groups completed. What the runner cannot give, this adds: the spread of the
+speed-up over seeds, as the min and max of the per-seed ratios (`static` time of seed s /
+this group's time of seed s). A tree can hold one seed of a group twice (a rerun in another
+folder): its runs are averaged into one seed, with a warning, so `seeds` counts seeds.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import pandas as pd
@@ -67,24 +70,44 @@ def _std(values: pd.Series) -> float:
 def speedup_table(summaries: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per group of runs (all `by` columns equal; default `group_columns`)."""
     keys = list(by) if by is not None else group_columns(summaries)
+    summaries = summaries.reset_index(drop=True)  # a group's rows are found by index label
     done = summaries[summaries["status"] == "complete"]
     rows = []
     for gid, group in summaries.groupby(keys, sort=True, dropna=False):
         runs = done.loc[done.index.intersection(group.index)]
         row = dict(zip(keys, gid, strict=True))
-        row["seeds"] = len(runs)
+        seeds = _by_seed(runs, row)
+        row["seeds"] = len(seeds)
         row["missing"] = len(group) - len(runs)
         for stat in STATS:  # a stat no run reports (perplexity of a classifier) is NaN
-            values = runs[stat].dropna() if stat in runs else pd.Series(dtype=float)
+            values = seeds[stat].dropna() if stat in seeds else pd.Series(dtype=float)
             row[f"{stat}_mean"] = float(values.mean()) if len(values) else math.nan
             row[f"{stat}_std"] = _std(values)
-        row["target_reached"] = reached_text(runs.to_dict("records"))
+        row["target_reached"] = reached_text(seeds.to_dict("records"))
         rows.append(row)
     table = pd.DataFrame(rows)
     if "controller" in keys:
         for column, reference in REFERENCES:
             _add_ratio(table, done, keys, column, reference)
     return table
+
+
+def _by_seed(runs: pd.DataFrame, where: dict) -> pd.DataFrame:
+    """One row a seed: the runs of a seed run twice averaged (a warning names them); the
+    other columns from its first run. Runs without a seed column are one seed each."""
+    if "seed" not in runs or runs["seed"].isna().any() or runs["seed"].is_unique:
+        return runs
+    twice = sorted(runs["seed"][runs["seed"].duplicated()].unique())
+    warnings.warn(
+        f"{where}: seed(s) {', '.join(map(str, twice))} appear in more than one run "
+        f"({', '.join(map(str, runs[runs['seed'].isin(twice)].get('run', runs.index)))}); "
+        "each seed's runs are averaged into one",
+        stacklevel=3,
+    )
+    first = runs.groupby("seed", sort=False).head(1).set_index("seed")
+    stats = [s for s in STATS if s in runs]
+    first[stats] = runs.groupby("seed", sort=False)[stats].mean()
+    return first.reset_index()
 
 
 def _add_ratio(table: pd.DataFrame, done: pd.DataFrame, keys: list[str], column: str, ref: str):
@@ -98,16 +121,15 @@ def _add_ratio(table: pd.DataFrame, done: pd.DataFrame, keys: list[str], column:
             match &= equal_to(table[k], row[k]).to_numpy()
             mine &= equal_to(done[k], row[k])
             theirs &= equal_to(done[k], row[k])
-        reference = table.loc[match, "total_time_mean"]
-        mean = row["total_time_mean"]
         # Runs a time budget stopped all end at one time: no speed-up (as the runner's table).
         budgeted = bool(mine.any()) and all(stopped_by_budget(r) for _, r in done[mine].iterrows())
-        ok = len(reference) == 1 and mean and not math.isnan(mean) and not budgeted
-        ratio.append(float(reference.iloc[0]) / mean if ok else math.nan)
-        # Per-seed ratios pair the same seed: same data order, same noise draws.
+        # Pairs of the same seed (same data order, same noise draws); the ratio of means
+        # over the seeds both completed, as the runner's table.
         seed_time = lambda rows: rows.groupby("seed")["total_time"].mean()  # noqa: E731
-        per_seed = (seed_time(done[theirs]) / seed_time(done[mine])).dropna()
-        per_seed = per_seed[:0] if budgeted else per_seed
+        pairs = pd.concat([seed_time(done[theirs]), seed_time(done[mine])], axis=1).dropna()
+        ok = match.sum() == 1 and len(pairs) and pairs.iloc[:, 1].mean() and not budgeted
+        ratio.append(float(pairs.iloc[:, 0].mean() / pairs.iloc[:, 1].mean()) if ok else math.nan)
+        per_seed = pairs.iloc[:, 0] / pairs.iloc[:, 1] if not budgeted else pairs.iloc[:0, 0]
         lo.append(float(per_seed.min()) if len(per_seed) else math.nan)
         hi.append(float(per_seed.max()) if len(per_seed) else math.nan)
     table[column] = ratio
