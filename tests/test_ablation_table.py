@@ -130,3 +130,19 @@ def test_speedup_is_a_ratio_over_the_seeds_both_groups_completed(tmp_path):
     rows = {r["controller.name"]: r for r in table.build_table(workdir)}
     assert rows["proportional"]["speedup_vs_static"] == 2.0
     assert rows["proportional"]["missing"] == 1
+
+
+def test_equal_seeds_show_no_spread_not_float_rounding(tmp_path):
+    """Three seeds of 10.977806796539252 s (a noiseless virtual clock): '10.98 ± 2.2e-15'."""
+    import pandas as pd
+
+    from omnilearn_jax import analysis
+
+    t = 10.977806796539252
+    workdir = _workdir(tmp_path, {"static": (t, t, t), "proportional": (t / 3,) * 3})
+    rows = {r["controller.name"]: r for r in table.build_table(workdir)}
+    assert rows["static"]["total_time_std"] == 0.0  # was 2.2e-15
+    assert "| static | 10.98 ± 0 |" in table.to_markdown(list(rows.values()))
+    frame = pd.DataFrame({"controller": "static", "seed": [0, 1, 2], "total_time": t})
+    frame = frame.assign(status="complete", run=["a", "b", "c"])
+    assert analysis.speedup_table(frame, by=["controller"])["total_time_std"].tolist() == [0.0]

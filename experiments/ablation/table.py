@@ -30,7 +30,7 @@ import math
 import os
 from typing import Any
 
-from omnilearn_jax.analysis.table import reached_text, stopped_by_budget, ties
+from omnilearn_jax.analysis.table import reached_text, stopped_by_budget, ties, without_rounding
 
 SEED = "seed"
 CONTROLLER = "controller.name"
@@ -45,7 +45,7 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
     if len(values) < 2:
         return mean, math.nan
     var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
-    return mean, math.sqrt(var)
+    return mean, without_rounding(math.sqrt(var), mean)
 
 
 def write_manifest(workdir: str, grid: dict, cells: list) -> None:

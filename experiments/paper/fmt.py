@@ -8,6 +8,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from omnilearn_jax.analysis.table import without_rounding
+
 
 def fmt(value: Any, digits: int = 3) -> str:
     """`digits` significant digits; '-' for missing values (None or NaN)."""
@@ -26,9 +28,7 @@ def pm(mean: float, std: float, digits: int = 3) -> str:
     """mean ± sample std (the std left out with one seed)."""
     if std is None or (isinstance(std, float) and math.isnan(std)):
         return fmt(mean, digits)
-    if abs(std) <= 1e-9 * max(1.0, abs(mean)):  # equal up to float rounding of a sum
-        std = 0
-    return f"{fmt(mean, digits)} ± {fmt(std, 2)}"
+    return f"{fmt(mean, digits)} ± {fmt(without_rounding(std, mean), 2)}"
 
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
