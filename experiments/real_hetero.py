@@ -265,17 +265,24 @@ def study(
     return out
 
 
+def _median_to_target(times: list[float | None]) -> str:
+    """The median over every run, a run that missed the target counting as never reaching it,
+    and how many reached it: [2.87, None, None] is 'not reached (1/3)' (the median of the
+    runs that reached it said 2.87 s)."""
+    median = np.median([np.inf if t is None else t for t in times])
+    reached = f"({sum(t is not None for t in times)}/{len(times)})"
+    return f"{median:.2f} s {reached}" if np.isfinite(median) else f"not reached {reached}"
+
+
 def table(cells: list[dict]) -> str:
     lines = [
         "| job | quotas | controller | measured speeds | median / static | worst / static | "
-        "predicted reduction | measured (median) | delivered | time to target (median) | "
+        "predicted reduction | measured (median) | delivered | time to target (median, reached) | "
         "final accuracy (median), controller / static |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cells:
-        ttt = [p["controller"]["time_to_target"] for p in c["pairs"]]
-        ttt = [t for t in ttt if t is not None]
-        shown = f"{np.median(ttt):.2f} s" if ttt else "not reached"
+        shown = _median_to_target([p["controller"]["time_to_target"] for p in c["pairs"]])
         meaningful = c["delivered"] is not None and c["predicted_reduction"] > MEANINGFUL
         delivered = f"{100 * c['delivered']:.0f}%" if meaningful else "n/a"
         lines.append(

@@ -244,3 +244,14 @@ def test_cells_of_two_wall_time_kinds_are_not_merged_and_the_text_says_which():
         real_hetero.merged({"cells": [old]}, [new], "cmd")
     assert "periodic evaluations and checkpoints left out" in real_hetero.document([new], "c")
     assert "periodic evaluations" not in real_hetero.document([old], "c")
+
+
+def test_time_to_target_is_the_median_of_every_run_with_how_many_reached_it():
+    """Runs at 2.87 s, missed, missed: the median of those that reached it said '2.87 s'."""
+    cell = _cell([0.9, 0.9, 0.9], 0.2)
+    lines = lambda: real_hetero.table([cell]).splitlines()  # noqa: E731
+    row = lambda: next(line for line in lines() if "proportional" in line)  # noqa: E731
+    cell["pairs"][0]["controller"]["time_to_target"] = 2.87
+    assert "| not reached (1/3) |" in row()
+    cell["pairs"][1]["controller"]["time_to_target"] = 3.5
+    assert "| 3.50 s (2/3) |" in row()  # a miss counts as never: the median of 2.87, 3.5, inf
