@@ -56,6 +56,14 @@ from omnilearn_jax.run.loop import Runner
 from omnilearn_jax.run.runlog import RunLog
 
 
+
+def on_grid(seconds: float) -> float:
+    """A virtual finish time rounded to a picosecond, so that ties go to the lower worker
+    index as documented: sums of durations equal in exact arithmetic differ in their last
+    bits (six 0.04 s iterations end at 0.24000000000000002, one 0.24 s iteration at 0.24),
+    and the heap ordered such ties by that rounding."""
+    return round(seconds, 12)
+
 class Flight(NamedTuple):
     """A worker's gradient in flight: started from server `version` with `rows` samples."""
 
@@ -268,7 +276,8 @@ class AsyncLoop(Runner):
         for k in ready:
             duration = float(times[k]) + self.comm
             self.last_time[k], self.last_rows[k] = duration, group_sizes[k]
-            heapq.heappush(self.events, (self.now + duration, k, self.done, int(group_sizes[k])))
+            finish = on_grid(self.now + duration)
+            heapq.heappush(self.events, (finish, k, self.done, int(group_sizes[k])))
         return ready
 
     def weights(self, b_k: int):
