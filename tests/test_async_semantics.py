@@ -281,18 +281,11 @@ def test_ties_go_to_the_lower_worker_index_whatever_the_float_sums(tmp_path):
     """Speeds 6 and 1, 24 rows each: worker 0's six 0.04 s iterations and worker 1's one
     0.24 s iteration end together. The sum came to 0.24000000000000002, so worker 1 was
     applied first (staleness 5), then worker 0 (staleness 1)."""
+    two = {"num_workers": 2, "num_devices": 2, "global_batch_size": 48, "mode": "asp"}
+    static = {"controller__name": "static", "controller__sizes": (24, 24)}
+    cores = {"hetero__name": "cores", "hetero__cores": (6.0, 1.0)}
     _, records, _ = _run(
-        tmp_path,
-        num_workers=2,
-        num_devices=2,
-        global_batch_size=48,
-        bucket_ratio=FEW_BUCKETS,
-        mode="asp",
-        train__num_steps=8,
-        controller__name="static",
-        controller__sizes=(24, 24),
-        hetero__name="cores",
-        hetero__cores=(6.0, 1.0),
+        tmp_path, bucket_ratio=FEW_BUCKETS, train__num_steps=8, **two, **static, **cores
     )
     assert [(r["worker"], r["staleness"]) for r in records[5:8]] == [(0, 0), (1, 6), (0, 1)]
     assert [r["time"] for r in records[5:7]] == [0.24, 0.24]

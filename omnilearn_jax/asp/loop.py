@@ -56,13 +56,13 @@ from omnilearn_jax.run.loop import Runner
 from omnilearn_jax.run.runlog import RunLog
 
 
-
 def on_grid(seconds: float) -> float:
     """A virtual finish time rounded to a picosecond, so that ties go to the lower worker
     index as documented: sums of durations equal in exact arithmetic differ in their last
     bits (six 0.04 s iterations end at 0.24000000000000002, one 0.24 s iteration at 0.24),
     and the heap ordered such ties by that rounding."""
     return round(seconds, 12)
+
 
 class Flight(NamedTuple):
     """A worker's gradient in flight: started from server `version` with `rows` samples."""
