@@ -289,3 +289,17 @@ def test_ties_go_to_the_lower_worker_index_whatever_the_float_sums(tmp_path):
     )
     assert [(r["worker"], r["staleness"]) for r in records[5:8]] == [(0, 0), (1, 6), (0, 1)]
     assert [r["time"] for r in records[5:7]] == [0.24, 0.24]
+
+
+def test_each_async_computation_draws_its_own_timing_noise(tmp_path):
+    """Worker 1 computes 6 times a round of 2 updates at speeds 6 and 1; the noise was keyed
+    by round, so its computations in one round were charged one time (24 distinct times in
+    its 41 updates)."""
+    two = {"num_workers": 2, "num_devices": 2, "global_batch_size": 48, "mode": "asp"}
+    static = {"controller__name": "static", "controller__sizes": (24, 24)}
+    cores = {"hetero__name": "cores", "hetero__cores": (1.0, 6.0), "cost__noise": 0.2}
+    _, records, _ = _run(
+        tmp_path, bucket_ratio=FEW_BUCKETS, train__num_steps=48, **two, **static, **cores
+    )
+    fast = [r["worker_times"][1] for r in records if r["worker"] == 1]
+    assert len(fast) > 30 and len(set(fast)) == len(fast)

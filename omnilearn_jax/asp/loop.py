@@ -271,7 +271,9 @@ class AsyncLoop(Runner):
                 self._round_of[k] = round_index  # known (apply_next, asp/wall.py)
         if self.wall:
             return ready
-        times = self.t.timer.cost.worker_times(round_index, group_sizes, speeds)
+        times = self.t.timer.cost.worker_times(
+            round_index, group_sizes, speeds, draws=self.iterations
+        )
         times = self.t.timer.accept(round_index, times, group_sizes)
         for k in ready:
             duration = float(times[k]) + self.comm

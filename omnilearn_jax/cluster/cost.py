@@ -181,8 +181,13 @@ class CostModel:
             t = fixed + work / s
         return np.where(b > 0, t, 0.0)
 
-    def worker_times(self, step: int, sizes: np.ndarray, speeds: np.ndarray) -> np.ndarray:
-        """Emulated compute seconds [W] of each worker at `step` (noisy if noise > 0)."""
+    def worker_times(
+        self, step: int, sizes: np.ndarray, speeds: np.ndarray, draws: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Emulated compute seconds [W] of each worker at `step` (noisy if noise > 0). The
+        noise of worker k is drawn for (step, k), or for (draws[k], k) when `draws` is given:
+        async training passes each worker's iteration count, since a fast worker computes
+        several times in one round of W updates and each computation has noise of its own."""
         sizes, speeds = np.asarray(sizes), np.asarray(speeds)
         if sizes.shape != speeds.shape or sizes.ndim != 1:
             raise ValueError(f"sizes {sizes.shape} and speeds {speeds.shape} must both be [W]")
@@ -192,7 +197,8 @@ class CostModel:
             device_rows = np.repeat(per_device, self.layout.workers_per_device)
         t = self._model(sizes, speeds, device_rows)
         if self.noise > 0:
-            z = _rng.normals(self.seed, _rng.STREAM_COST_NOISE, step, np.arange(t.shape[0]))
+            keys = step if draws is None else np.asarray(draws)
+            z = _rng.normals(self.seed, _rng.STREAM_COST_NOISE, keys, np.arange(t.shape[0]))
             t = t * np.exp(self.noise * z - 0.5 * self.noise**2)
         return t
 
