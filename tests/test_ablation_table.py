@@ -146,3 +146,10 @@ def test_equal_seeds_show_no_spread_not_float_rounding(tmp_path):
     frame = pd.DataFrame({"controller": "static", "seed": [0, 1, 2], "total_time": t})
     frame = frame.assign(status="complete", run=["a", "b", "c"])
     assert analysis.speedup_table(frame, by=["controller"])["total_time_std"].tolist() == [0.0]
+
+
+def test_the_summary_sentence_gives_static_time_as_the_table_does(tmp_path):
+    workdir = _workdir(tmp_path, {"static": (10.98, 10.98), "proportional": (5.49, 5.49)})
+    text = table.to_markdown(table.build_table(workdir))
+    assert "| static | 10.98 ± 0 |" in text
+    assert "Against uniform batching (static, 10.98 s)" in text  # it said 11 s

@@ -65,7 +65,7 @@ def test_conclusions_read_as_sentences():
     runs = _runs({"static": 4.0, "proportional": 2.0, "pi": 2.0, "oracle": 1.6})
     text = analysis.conclusions(analysis.speedup_table(runs.summaries), runs)
     assert "- `oracle` is the fastest, at 1.6 s on the run's clock." in text
-    assert "`pi` is 2x as fast as uniform `static` (2x in every seed)" in text
+    assert "`pi` is 2.00x as fast as uniform `static` (2.00x in every seed)" in text  # as tables
     assert (
         "`pi` and `proportional` come closest to the oracle" in text and "80% of its speed" in text
     )

@@ -240,9 +240,8 @@ def _group_sentence(group: list[dict], others: list[str]) -> str:
         first, *rest = moving
         faster = f"{first[CONTROLLER]} finishes {first['speedup_vs_static']:.2f}x faster"
         faster += "".join(f", {r[CONTROLLER]} {r['speedup_vs_static']:.2f}x" for r in rest)
-        parts.append(
-            f"against uniform batching (static, {static['total_time_mean']:.3g} s), {faster}"
-        )
+        uniform = _cell_text(static["total_time_mean"])  # as the table shows it
+        parts.append(f"against uniform batching (static, {uniform} s), {faster}")
     measured = [r for r in moving if r[CONTROLLER] != "oracle"]
     if "oracle" in by_name and measured:
         names = _and([r[CONTROLLER] for r in measured])

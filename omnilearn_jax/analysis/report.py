@@ -48,6 +48,11 @@ def _fmt(value: float, digits: int = 3) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}g}"
 
 
+def _ratio(value: float) -> str:
+    """A speed-up as the tables show one: two decimals (1.30x, where 3 digits gave 1.3x)."""
+    return "n/a" if value is None or math.isnan(value) else f"{value:.2f}"
+
+
 def _names(names: list[str]) -> str:
     quoted = [f"`{n}`" for n in names]
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
@@ -95,7 +100,7 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
         # Ties are common (uniform clusters, or a bound that binds for every policy).
         tied = list(rows[rows["total_time_mean"] <= best * (1 + 1e-9)]["controller"])
         verb = "is the fastest" if len(tied) == 1 else "tie as the fastest"
-        lines.append(f"- {prefix}{_names(tied)} {verb}, at {_fmt(best)} s on the run's clock.")
+        lines.append(f"- {prefix}{_names(tied)} {verb}, at {_fmt(best, 4)} s on the run's clock.")
         static = rows[rows["controller"] == "static"]
         for _, row in rows.iterrows():
             if row["controller"] == "static" or static.empty:
@@ -103,12 +108,12 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
             ref = static.iloc[0]
             low, high = row["speedup_vs_static_min"], row["speedup_vs_static_max"]
             spread = (
-                f"{_fmt(low)}x in every seed"
-                if _fmt(low) == _fmt(high)
-                else f"{_fmt(low)}x to {_fmt(high)}x across seeds"
+                f"{_ratio(low)}x in every seed"
+                if _ratio(low) == _ratio(high)
+                else f"{_ratio(low)}x to {_ratio(high)}x across seeds"
             )
             lines.append(
-                f"- {prefix}`{row['controller']}` is {_fmt(row['speedup_vs_static'])}x as fast "
+                f"- {prefix}`{row['controller']}` is {_ratio(row['speedup_vs_static'])}x as fast "
                 f"as uniform `static` ({spread}); its workers wait at the barrier "
                 f"{_percent(row['mean_idle_fraction_mean'])} of a step on average, against "
                 f"{_percent(ref['mean_idle_fraction_mean'])} under `static`."
