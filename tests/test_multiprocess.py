@@ -295,6 +295,13 @@ def test_two_processes_match_one_process_while_the_split_moves(tmp_path):
     assert others == set(), others
 
 
+def test_a_process_whose_devices_hold_no_rows_sends_zeros(tmp_path):
+    """Process 0's four devices get no rows: it failed in warm-up ('NoneType' object is not
+    callable, nothing launched on it), where one process finishes the same split."""
+    a, _ = compare_runs(tmp_path, "--config.controller.sizes=(0,0,0,0,16,16,16,16)")
+    assert {tuple(r["batch_sizes"]) for r in a} == {(0, 0, 0, 0, 16, 16, 16, 16)}
+
+
 @pytest.mark.parametrize(
     "key,value,message",
     [

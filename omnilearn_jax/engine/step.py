@@ -545,7 +545,8 @@ class Steps:
         results: list = [None] * len(blocks)
         ready, launched = np.zeros(len(blocks)), np.zeros(len(blocks))
         running: list[int] = []
-        out = None
+        # With no rows on any of this process's devices nothing is launched: zeros go out.
+        out = None if todo else self._dispatched(then, self.stack(blocks, results), timed)
         start = time.perf_counter()
         while todo or running:
             now = time.perf_counter() - start
@@ -625,7 +626,9 @@ class Steps:
     def stack(self, blocks: Sequence[DeviceBlock], results: Sequence):
         """Per-device results (packed sums [1, n + 3], None for a device with no rows) as
         one array per leaf [D, ...], sharded over the data axis."""
-        like = next(r for r in results if r is not None)
+        like = next((r for r in results if r is not None), None)
+        if like is None:  # no device of this process has rows (another process has them all)
+            like = next(iter(self.variants.values())).compiled.out_info
         results = [
             r if r is not None else self.zeros(b.position, like)
             for b, r in zip(blocks, results, strict=True)
