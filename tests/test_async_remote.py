@@ -228,3 +228,39 @@ def test_a_worker_process_given_another_config_is_refused_by_the_server():
     worker.optimizer.weight_decay = 0.5
     with pytest.raises(ValueError, match=r"worker 1's process was given another config"):
         remote.check_same_config(server, 1, as_stored(worker))
+
+
+def test_sigint_is_the_servers_so_it_saves_with_the_pushes_in_flight(tmp_path):
+    """The launcher sends SIGINT to every process; a worker process that died of it before
+    the server's save failed that save (RuntimeError: worker 1's process went away; in about
+    half the tries no summary at all). Here worker 1's process is sent SIGINT alone first: it
+    keeps serving; then the launcher's Ctrl-C stops the run with a save at the update reached."""
+    import os
+    import signal
+
+    from tests.test_multiprocess import Output, alive, long_run_args
+
+    cmd = [sys.executable, "-m", "omnilearn_jax.launch", "--num_processes=2", "--"]
+    proc = subprocess.Popen(
+        [*cmd, *long_run_args(tmp_path), *TWO],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    out = Output(proc)
+    try:
+        worker = int(out.wait_for("[launch] started process 1 pid", 30).split()[-1])
+        out.wait_for("[p1] worker 1: compiled, serving", 180)
+        time.sleep(1.0)  # updates under way
+        os.kill(worker, signal.SIGINT)
+        time.sleep(1.0)
+        assert alive(worker), out.text()[-3000:]
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130, out.text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert (summary["status"], summary["error"]) == ("interrupted", "Interrupted: SIGINT")
+    assert summary["last_checkpoint"] == summary["steps"] > 0, summary  # saved where it stopped

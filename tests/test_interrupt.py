@@ -179,3 +179,29 @@ def test_an_interrupt_before_the_first_step_says_so(tmp_path, monkeypatch, capsy
         interrupt.before_steps([*argv, "--config.train.resume=False"]) == f"{said} to start afresh"
     )
     assert interrupt.before_steps([*argv, "--config.distributed.process_id=1"]) == ""
+
+
+def test_a_save_the_signal_cuts_short_still_leaves_an_interrupted_summary(tmp_path, monkeypatch):
+    """The save at the signal failed (a remote worker gone, say): no summary was written, and
+    the run store said nothing of the interruption. The last checkpoint stands."""
+    config = smoke_config(few_buckets=True)
+    config.train.num_steps, config.train.checkpoint_every = 8, 2
+    step, save = Loop.step, Loop.save
+
+    def step_then_signal(self, index, cstate, sizes):
+        out = step(self, index, cstate, sizes)
+        if index == 4:
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    def save_unless_stopping(self, *args):
+        if self.done == 5:  # the save at the signal, after step 5
+            raise RuntimeError("worker 1's process went away")
+        return save(self, *args)
+
+    monkeypatch.setattr(Loop, "step", step_then_signal)
+    monkeypatch.setattr(Loop, "save", save_unless_stopping)
+    with pytest.raises(Interrupted):
+        train_and_evaluate(config, str(tmp_path))
+    summary = _summary(tmp_path)
+    assert (summary["status"], summary["resume_step"], summary["steps"]) == ("interrupted", 4, 5)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import sys
 import tempfile
 import threading
@@ -236,7 +237,10 @@ def serve(make_trainer, config, say=print) -> int:
     """A worker process (k > 0) of an async run across processes: builds the run's trainer,
     compiles its worker's programs (worker k, or k - 1 with `asp.server_process`), joins its
     deferred CPU quota group (`launch --quota_from=steps`), connects to the server and
-    computes each gradient it is sent until told to stop.
+    computes each gradient it is sent until told to stop. While it serves, SIGINT is the
+    server's alone (the launcher sends one to every process): the server saves at the signal
+    with the pushes in flight, then tells each worker to stop; a worker that died of the
+    signal first had failed that save (SIGTERM still stops a worker).
     `make_trainer(config, workdir)` builds a trainer; returns how many gradients it served."""
     from omnilearn_jax.engine import buckets, optim
     from omnilearn_jax.run import cgroups
@@ -254,6 +258,7 @@ def serve(make_trainer, config, say=print) -> int:
         link.send(("ready", k, as_stored(config)))  # the server checks it is its own
         say(f"worker {k}: compiled, serving the server at {config.distributed.coordinator_address}")
         served = 0
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             while (message := link.recv())[0] == "grad":
                 _, rows, step_index, params, delay, coefficient, weight = message
@@ -269,6 +274,7 @@ def serve(make_trainer, config, say=print) -> int:
         except EOFError:
             raise SystemExit(f"worker {k}: the server (process 0) went away") from None
         finally:
+            signal.signal(signal.SIGINT, previous)
             link.close()  # the server's reader ends on it
             executor.close()
         say(f"worker {k}: served {served} gradients")

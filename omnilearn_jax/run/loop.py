@@ -507,11 +507,14 @@ class Runner:
             # `stop.check()` raises at a step boundary: everything up to self.done is whole and
             # can be saved. A bare KeyboardInterrupt may land inside a step: keep the last
             # checkpoint rather than save a half-updated state.
-            if getattr(error, "at_boundary", False) and self.last_saved != self.done:
-                self.flush(log)
-                self.save(cstate, sizes, tracker.run_id)
-            else:
-                self.salvage(log)
+            try:
+                if getattr(error, "at_boundary", False) and self.last_saved != self.done:
+                    self.flush(log)
+                    self.save(cstate, sizes, tracker.run_id)
+                else:
+                    self.salvage(log)
+            except Exception:  # noqa: BLE001 - a save the signal cut short (a worker gone):
+                self.salvage(log)  # the last checkpoint stands, and the summary says so
             log.summary({**self.stopped("interrupted", error), **resumed})
             self.message = stop_message(self.done, num_steps, self.last_saved, unit=self.unit)
             error.told = True  # the command line says nothing more (run/main.py)
