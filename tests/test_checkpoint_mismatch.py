@@ -61,3 +61,33 @@ def test_every_process_of_a_launched_run_resumes_from_the_config_process_0_wrote
     config.distributed.num_processes = 3  # another run
     with pytest.raises(ValueError, match=r"distributed.num_processes: 0 -> 3"):
         check_same_config(str(tmp_path), config)
+
+
+def test_arrays_of_another_shape_are_named_not_restored_as_saved(tmp_path):
+    """Same paths, another shape (the guard's memory of 5 steps where this code keeps 7): the
+    saved (4, 5) array came back and the run went on with it."""
+    ckpt = Checkpointer(str(tmp_path))
+    ckpt.save(5, {"recent": np.zeros((4, 5), np.float32)}, {"evals": []})
+    with pytest.raises(
+        ValueError, match=r"of another shape: recent \(4, 5\) \(this code: \(4, 7\)\)"
+    ):
+        ckpt.restore(5, {"recent": np.zeros((4, 7), np.float32)})
+
+
+def test_damaged_array_bytes_are_a_checkpoint_that_cannot_be_read(tmp_path):
+    """Bytes flipped inside the array data (a small model's, which OCDBT keeps in one data
+    file) were read back as they were, a NaN loss two steps later blamed on the run; the
+    checksum saved beside them finds them."""
+    rng = np.random.default_rng(0)
+    shapes = {"a": (64, 32), "b": (32,), "c": (32, 10), "d": (10,)}
+    tree = {k: rng.normal(size=s).astype(np.float32) for k, s in shapes.items()}
+    Checkpointer(str(tmp_path)).save(5, tree, {"evals": []})
+    files = (tmp_path / "checkpoints" / "5" / "arrays").rglob("*")
+    data = max((f for f in files if f.parent.name == "d"), key=lambda f: f.stat().st_size)
+    raw = bytearray(data.read_bytes())
+    for i in range(len(raw) // 3, len(raw) // 3 + 64):
+        raw[i] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    like = {k: np.zeros_like(v) for k, v in tree.items()}
+    with pytest.raises(ValueError, match="bytes do not match the checksum saved with them"):
+        Checkpointer(str(tmp_path)).restore(5, like)

@@ -166,7 +166,9 @@ class AsyncLoop(Runner):
         out = {}
         for k in self.flights:
             push, loss = self.exec.in_flight(k)
-            out[str(k)] = {"push": push, "loss": loss}
+            # One shape for every executor (a wave's loss sum is [1], a device's []), as
+            # `restore_like` expects it: a checkpoint's arrays are checked against it.
+            out[str(k)] = {"push": push, "loss": np.asarray(loss).reshape(())}
         return out
 
     def extra_arrays(self) -> dict:
@@ -194,7 +196,7 @@ class AsyncLoop(Runner):
 
     def restore_like(self, meta: dict) -> dict:
         params = jax.tree.map(np.asarray, self.t.state.params)
-        like = {"push": params, "loss": np.zeros((1,), np.float32)}
+        like = {"push": params, "loss": np.zeros((), np.float32)}
         extra = self.extra_arrays()
         extra["flights"] = {k: like for k in meta["flights"]}
         return extra

@@ -5,11 +5,14 @@ controller's state, the split for step s + 1, the clock's accumulators, and (as 
 eval records so far and the W&B run id. Data position and noise need no saving: the sampler
 and the cluster model are functions of (seed, step). Orbax writes each step to a temporary
 directory and renames it when complete, so a killed process leaves only whole checkpoints.
+The JSON part also holds a CRC-32 of the arrays' bytes and their dtypes (`integrity`), which
+a restore checks: orbax reads damaged array bytes back without a word.
 """
 
 from __future__ import annotations
 
 import os
+import zlib
 from typing import Any
 
 import jax
@@ -52,6 +55,8 @@ class Checkpointer:
         return self.manager.latest_step()
 
     def save(self, step: int, arrays: Any, meta: dict[str, Any]) -> None:
+        """`arrays`: a tree of host numpy arrays (`host_tree`), the same on every process."""
+        meta = {**meta, INTEGRITY: _integrity(arrays)}
         self.manager.save(
             step,
             args=ocp.args.Composite(
@@ -64,8 +69,10 @@ class Checkpointer:
         """Restores step `step` into the structure, dtypes and shardings of `like`.
 
         A checkpoint whose arrays are not `like`'s (written by another version of the code,
-        whose controller state had other fields) is a ValueError naming the arrays that
-        differ; orbax's own report of it failed with an unrelated message."""
+        whose controller state had other fields or other shapes) is a ValueError naming the
+        arrays that differ; orbax's own report of it failed with an unrelated message, and
+        arrays of another shape were restored as saved. Array bytes that no longer match the
+        checksum saved with them are a damaged checkpoint (`_unreadable`)."""
         try:
             out = self.manager.restore(
                 step,
@@ -80,7 +87,16 @@ class Checkpointer:
             if isinstance(err, UNREADABLE):
                 raise ValueError(self._unreadable(step, err)) from err
             raise  # out of memory, a storage timeout: not the checkpoint's fault
-        return out["arrays"], out["meta"]
+        arrays, meta = out["arrays"], out["meta"]
+        if _shapes(arrays) != _shapes(like):
+            raise ValueError(self._mismatch(step, like))
+        saved = meta.pop(INTEGRITY, None)  # absent from checkpoints before it
+        read = _integrity(arrays)
+        same_dtypes = saved is not None and saved["dtypes"] == read["dtypes"]
+        if same_dtypes and saved["crc32"] != read["crc32"]:
+            damaged = ValueError("its arrays' bytes do not match the checksum saved with them")
+            raise ValueError(self._unreadable(step, damaged))
+        return arrays, meta
 
     def _unreadable(self, step: int, err: Exception) -> str:
         """A checkpoint that cannot be read (half copied, damaged): which one, why in short,
@@ -103,19 +119,24 @@ class Checkpointer:
                 options=ocp.CheckpointManagerOptions(read_only=True),
                 item_handlers={"arrays": ocp.StandardCheckpointHandler()},
             )
-            saved = _paths(reader.item_metadata(step)["arrays"])
+            saved = _shapes(reader.item_metadata(step)["arrays"])
         except Exception:  # noqa: BLE001 - only a better message is at stake
             return ""
-        expected = _paths(like)
+        expected = _shapes(like)
         if saved == expected:
             return ""
-        extra = ", ".join(sorted(saved - expected)[:6]) or "none"
-        missing = ", ".join(sorted(expected - saved)[:6]) or "none"
+        extra = ", ".join(sorted(saved.keys() - expected.keys())[:6]) or "none"
+        missing = ", ".join(sorted(expected.keys() - saved.keys())[:6]) or "none"
+        other = [
+            f"{p} {saved[p]} (this code: {expected[p]})"
+            for p in sorted(saved.keys() & expected.keys())
+            if saved[p] != expected[p]
+        ]
         return (
             f"{self.directory} step {step} holds arrays this code's state does not match "
             f"(a checkpoint of another version?): saved only there: {extra}; expected but "
-            f"not saved: {missing}. Use a new workdir, or --config.train.resume=False to "
-            "start afresh there"
+            f"not saved: {missing}; of another shape: {', '.join(other[:6]) or 'none'}. Use "
+            "a new workdir, or --config.train.resume=False to start afresh there"
         )
 
     def restore_meta(self, step: int) -> dict[str, Any]:
@@ -155,14 +176,29 @@ def _is_key(a: Any) -> bool:
     return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
 
 
-def _paths(tree: Any) -> set[str]:
-    """The leaves' paths of a tree of arrays (or of orbax's metadata of one), as 'a/b/c'."""
+INTEGRITY = "integrity"  # the key of the arrays' checksum and dtypes in a checkpoint's JSON
+
+
+def _integrity(arrays: Any) -> dict[str, Any]:
+    """A CRC-32 of the arrays' bytes in tree order, and their dtypes (a restore into other
+    dtypes casts, and then the bytes differ without damage)."""
+    crc, dtypes = 0, []
+    for leaf in jax.tree.leaves(arrays):
+        leaf = np.asarray(leaf)
+        crc = zlib.crc32(leaf.tobytes(), crc)
+        dtypes.append(str(leaf.dtype))
+    return {"crc32": crc, "dtypes": dtypes}
+
+
+def _shapes(tree: Any) -> dict[str, tuple]:
+    """{path 'a/b/c': shape} of a tree of arrays (or of orbax's metadata of one)."""
     tree = getattr(tree, "tree", tree)  # orbax's tree metadata wraps the tree
     flat = jax.tree_util.tree_flatten_with_path(
         tree, is_leaf=lambda x: not isinstance(x, (dict, list, tuple))
     )[0]
     # An empty node (optax's EmptyState) has no leaf in `like`, a None placeholder in orbax's.
-    return {"/".join(_name(k) for k in path) for path, leaf in flat if leaf is not None}
+    named = {"/".join(_name(k) for k in path): leaf for path, leaf in flat}
+    return {p: tuple(getattr(a, "shape", np.shape(a))) for p, a in named.items() if a is not None}
 
 
 def _name(key: Any) -> str:
