@@ -615,3 +615,30 @@ def test_a_checkpoints_rejection_count_includes_what_saving_settles():
     )
     Runner.save(fake, None, None, "id")
     assert saved["rejected_times"] == guard.rejected == 4 and fake.last_saved == 8
+
+
+def test_a_trace_edited_between_sessions_is_refused_not_followed(tmp_path):
+    """The config names the trace file, not what it held: edited after a crash, it was read
+    afresh on resume, and the resumed run followed another cluster (step 9's speeds 0.1
+    where the run had 0.5)."""
+    trace = tmp_path / "speeds.csv"
+
+    def write(late: float) -> None:
+        rows = [f"{s},{w},{(0.5 if s < 8 else late) if w == 0 else 1.0}" for s in range(12)
+                for w in range(4)]  # fmt: skip
+        trace.write_text("step,worker,speed\n" + "\n".join(rows) + "\n")
+
+    config = smoke_config(few_buckets=True)
+    config.num_workers = config.num_devices = 4
+    config.hetero.name, config.hetero.path = "trace", str(trace)
+    config.train.num_steps, config.train.checkpoint_every = 12, 4
+    write(0.5)
+    config.faults.crash_step = 6
+    with pytest.raises(RuntimeError, match="planted crash"):
+        train_and_evaluate(config, str(tmp_path / "run"))
+    write(0.1)
+    config.faults.crash_step = -1
+    with pytest.raises(ValueError, match=r"hetero.path=.* changed since the run started"):
+        train_and_evaluate(config, str(tmp_path / "run"))
+    write(0.5)  # the file as it was: the run resumes
+    assert train_and_evaluate(config, str(tmp_path / "run"))["status"] == "complete"

@@ -26,7 +26,7 @@ import controllers
 from omnilearn_jax.config.schema import base_config
 from omnilearn_jax.engine import state as held
 from omnilearn_jax.engine.step import SplitDisagreement
-from omnilearn_jax.run import cgroups, distributed
+from omnilearn_jax.run import cgroups, distributed, inputs
 from omnilearn_jax.run.checkpoint import Checkpointer, has_checkpoint, host_tree, keys_restored
 from omnilearn_jax.run.interrupt import Interrupted, deferred, stop_message
 from omnilearn_jax.run.metrics import time_to_target
@@ -170,8 +170,9 @@ def check_same_config(workdir: str, config, *, checkpointed: bool = True) -> Non
         return
     with open(path) as f:
         stored = json.load(f)
-    stored.pop("resolved", None)
-    if detail := config_changes(stored, as_stored(config), RESUMABLE_CHANGES):
+    resolved = stored.pop("resolved", None) or {}
+    detail = config_changes(stored, as_stored(config), RESUMABLE_CHANGES)
+    if detail or (detail := inputs.changed(resolved.get("input_files", []), config)):
         what = "a checkpoint of a run" if checkpointed else "a finished run"
         raise ValueError(
             f"{workdir} holds {what} with a different config ({detail}); use a new workdir, "

@@ -36,7 +36,7 @@ from omnilearn_jax.engine.timing import (
     make_timer,
     profile_steps,
 )
-from omnilearn_jax.run import cgroups, distributed, metrics
+from omnilearn_jax.run import cgroups, distributed, inputs, metrics
 from omnilearn_jax.run.checkpoint import has_checkpoint
 from omnilearn_jax.run.runstore import (
     FINAL_PARAMS,
@@ -526,5 +526,6 @@ class Trainer:
             "per_sample_cost_calibrated": self.calibrated_cost is not None,
             "cost_curve": RUN_FILE if self.cost_curve is not None else "",
             "cpu_quota": cgroups.launched_quotas(),
+            "input_files": inputs.digests(self.config),  # what a resume must find again
         }
         return resolved
