@@ -115,3 +115,16 @@ def test_the_curves_config_replays_the_shipped_cpu_curve():
     table = cost.time_table(np.ones(4), 128)
     np.testing.assert_allclose(table[:, 65], shipped.time(65) * np.array([1, 1, 1, 3]))
     np.testing.assert_allclose(table[:, 64], shipped.time(64))
+
+
+def test_a_resume_whose_measured_curve_is_gone_is_refused_not_measured_again(tmp_path):
+    """cost_curve.json deleted from a run measured with cost.curve=measure: a resume
+    measured the machine again, and the clock changed where the run resumed."""
+    from types import SimpleNamespace
+
+    import ml_collections
+
+    config = ml_collections.ConfigDict({"cost": {"curve": "measure"}})
+    trainer = SimpleNamespace(config=config, workdir=str(tmp_path), resuming=True)
+    with pytest.raises(ValueError, match=r"measured cost curve \(cost_curve.json\) is gone"):
+        run_curve(trainer)

@@ -642,3 +642,19 @@ def test_a_trace_edited_between_sessions_is_refused_not_followed(tmp_path):
         train_and_evaluate(config, str(tmp_path / "run"))
     write(0.5)  # the file as it was: the run resumes
     assert train_and_evaluate(config, str(tmp_path / "run"))["status"] == "complete"
+
+
+def test_a_resume_whose_measured_cost_is_gone_is_refused_not_measured_again(tmp_path, monkeypatch):
+    """measured.json deleted after a crash: the resume measured the machine again, and the
+    run's clock changed where it resumed (0.01406 s a step before, 0.01531 s after, on the
+    same split)."""
+    monkeypatch.setattr(train, "calibrate_per_sample_cost", lambda *a, **k: 1e-3)
+    config = smoke_config(few_buckets=True)
+    config.cost.per_sample_cost = 0.0
+    config.train.num_steps, config.train.checkpoint_every, config.faults.crash_step = 8, 4, 6
+    with pytest.raises(RuntimeError, match="planted crash"):
+        train_and_evaluate(config, str(tmp_path))
+    os.remove(tmp_path / "measured.json")
+    config.faults.crash_step = -1
+    with pytest.raises(ValueError, match=r"calibrated cost \(measured.json\) is gone"):
+        train_and_evaluate(config, str(tmp_path))

@@ -52,6 +52,12 @@ def run_curve(trainer: Any, repeats: int = 5) -> CostCurve | None:
     kept = os.path.join(trainer.workdir, RUN_FILE)
     if os.path.exists(kept):
         return load_curve(kept)
+    if setting == MEASURE and getattr(trainer, "resuming", False):
+        raise ValueError(  # measuring again would change the run's clock where it resumes
+            f"{trainer.workdir} resumes a run whose measured cost curve ({RUN_FILE}) is gone; "
+            "put the file back, or use --config.train.resume=False (or a new workdir) to "
+            "start afresh"
+        )
     if setting == MEASURE:
         # Single-process only (measuring runs the reduction, a collective the other
         # processes would not join): config_check.check_for_devices refuses it on every

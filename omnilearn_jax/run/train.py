@@ -40,6 +40,7 @@ from omnilearn_jax.run import cgroups, distributed, inputs, metrics
 from omnilearn_jax.run.checkpoint import has_checkpoint
 from omnilearn_jax.run.runstore import (
     FINAL_PARAMS,
+    MEASURED_FILE,
     complete_summary,
     start_measured,
     write_measured,
@@ -273,7 +274,7 @@ class Trainer:
         # again): so every process and every resumption model the same machine.
         # A run resumes from its checkpoint, or is complete (its summary says so, checkpoints
         # deleted or not): either keeps what it measured and left (final parameters).
-        resuming = config.train.resume and (
+        self.resuming = resuming = config.train.resume and (
             has_checkpoint(workdir) or complete_summary(workdir) is not None
         )
         kept = distributed.from_main(
@@ -320,6 +321,12 @@ class Trainer:
         resumed, else measured now (process 0's measurement) and kept in measured.json."""
         if "per_sample_cost" in kept:
             return float(kept["per_sample_cost"])
+        if self.resuming:  # measuring again would change the run's clock where it resumes
+            raise ValueError(
+                f"{self.workdir} resumes a run whose calibrated cost ({MEASURED_FILE}) is "
+                "gone; put the file back, or use --config.train.resume=False (or a new "
+                "workdir) to start afresh"
+            )
         cost = float(distributed.main_value(self.calibrate()))
         if jax.process_index() == 0:
             device = jax.devices()[0]
