@@ -418,6 +418,7 @@ def test_launcher_stops_the_run_when_a_process_dies(tmp_path):
     assert not any(alive(pid) for pid in pids)  # the survivor was stopped, not left running
     summary = json.loads((workdir / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["failed_process"] == 1
+    assert summary["exit_code"] == 137  # the launcher's own exit status (it said -9)
     assert len(read_metrics(workdir)) >= 20  # what was logged before the failure is kept
 
 

@@ -422,12 +422,12 @@ def launch(
         return 0
     code = procs[failed].returncode
     error = f"process {failed} of {num_processes} {_describe(code)}"
+    status = code if code > 0 else 128 - code  # shell convention for a signal: 128 + number
     if code != EXIT_USER_ERROR:  # a user error is said before anything is written (main.py)
-        mark_failed(
-            workdir_of(main_args), {"error": error, "failed_process": failed, "exit_code": code}
-        )
+        details = {"error": error, "failed_process": failed, "exit_code": status}
+        mark_failed(workdir_of(main_args), details)  # the code the launcher exits with
     _say(lock, f"[launch] FAILED: {error}")
-    return code if code > 0 else 128 - code  # shell convention for a signal: 128 + number
+    return status
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
