@@ -688,3 +688,26 @@ def test_wall_clock_split_stays_uniform_on_identical_devices_in_two_processes(tm
     assert times.max(axis=1).sum() > 2 * DEFAULT_PERSIST  # decisions were due most steps
     skew = np.abs(sizes - uniform).max(axis=1) / uniform
     assert (skew <= DEFAULT_DEADBAND + 1 / uniform).all(), sizes[skew.argmax()].tolist()
+
+
+def test_a_child_whose_launcher_died_before_it_asked_to_die_with_it_kills_itself():
+    """The kernel sends the death signal only for a parent alive when it is asked for: a
+    launcher killed between the fork and the request left its child running. The child now
+    compares its parent with the launcher's pid taken before the fork."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux's")
+    gone = subprocess.run(
+        [sys.executable, "-c", "print('ran')"],
+        preexec_fn=lambda: launch.die_with_parent(os.getpid() + 10**6),  # not its parent
+        capture_output=True,
+        text=True,
+    )
+    assert gone.returncode == -signal.SIGKILL and gone.stdout == ""
+    parent = os.getpid()
+    kept = subprocess.run(
+        [sys.executable, "-c", "print('ran')"],
+        preexec_fn=lambda: launch.die_with_parent(parent),
+        capture_output=True,
+        text=True,
+    )
+    assert kept.returncode == 0 and kept.stdout == "ran\n"

@@ -203,11 +203,13 @@ class Runner:
         log_file.write("# " + " ".join(cmd) + "\n")
         log_file.flush()
 
+        runner = os.getpid()
+
         def pin() -> None:
             # A cell dies with the runner, even a runner killed by SIGKILL: an orphaned cell
             # went on writing into the directory a rerun had cleared and started again, and
             # the rerun counted the orphan's summary as its own run.
-            die_with_parent()
+            die_with_parent(runner)
             if cores and hasattr(os, "sched_setaffinity"):
                 os.sched_setaffinity(0, cores)
 

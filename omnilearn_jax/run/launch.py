@@ -130,22 +130,28 @@ def process_command(
     ]
 
 
-def die_with_parent() -> None:
+def die_with_parent(parent: int) -> None:
     """Runs in each child before exec: on Linux, the kernel sends it SIGKILL if the launcher
     dies, even by SIGKILL (an ablation runner killing a cell), so no process is orphaned
     holding the port and the CPUs. Elsewhere, only a launcher that exits cleanly stops them.
-    The ablation runner gives its cells the same (experiments/ablation/runner.py)."""
+    The ablation runner gives its cells the same (experiments/ablation/runner.py).
+    `parent`: the launcher's pid, taken before the fork. A launcher that died between the
+    fork and the request never sends the signal: the child, whose parent is then another
+    process, kills itself."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _enter(group: cgroups.Group | None, cores: frozenset[int]) -> Callable[[], None]:
     """A child's `preexec_fn`: die with the launcher, join the quota group, take the cores;
     all before exec, so JAX starts confined."""
+    parent = os.getpid()
 
     def enter() -> None:
-        die_with_parent()
+        die_with_parent(parent)
         if group is not None:
             group.enter()
         elif cores:
