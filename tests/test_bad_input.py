@@ -54,7 +54,7 @@ TEXT = {"dataset.name": "text", "model.name": "transformer", "dataset.num_train"
 CURVE = os.path.join(ROOT, "data", "curves", "cpu_mlp_digits.json")
 DIGITS = {
     "x_train": np.zeros((10, 4)),
-    "y_train": np.zeros(10, int),
+    "y_train": np.arange(10) % 2,  # two classes
     "x_test": np.zeros((5, 4)),
     "y_test": np.zeros(5, int),
 }
@@ -73,6 +73,37 @@ CASES = [
     ({"controller.sizes": (8,) * 7 + (9,)}, "sum to 65, not global_batch_size 64"),
     ({"controller.sizes": (-8, 24) + (8,) * 6}, "controller.sizes must be >= 0"),
     ({"controller.sizes": (8,) * 4}, "has 4 entries for 8 workers"),
+    # A data file the run could not have used: each failed after compiling, or gave
+    # trivially perfect metrics (one class), or blamed the run (a NaN input).
+    ({"dataset.test_fraction": 0.0005}, "leaves 0 of 1797 digits to evaluate on"),
+    (
+        {
+            "dataset.name": "npz",
+            "dataset.path": lambda p: _npz(p, **{**DIGITS, "x_train": np.zeros((10, 0))}),
+        },
+        "x_train (10, 0) holds no features",
+    ),
+    (
+        {
+            "dataset.name": "npz",
+            "dataset.path": lambda p: _npz(p, **{**DIGITS, "x_test": np.full((5, 4), "a")}),
+        },
+        "x_test holds <U1, not numbers",
+    ),
+    (
+        {
+            "dataset.name": "npz",
+            "dataset.path": lambda p: _npz(p, **{**DIGITS, "x_train": np.full((10, 4), np.nan)}),
+        },
+        "x_train holds NaN or infinite values",
+    ),
+    (
+        {
+            "dataset.name": "npz",
+            "dataset.path": lambda p: _npz(p, **{**DIGITS, "y_train": np.zeros(10, int)}),
+        },
+        "its labels are all 0; a classifier needs 2+",
+    ),
     ({"num_workers": 12}, "num_workers=12 is not a multiple of the 8 devices"),
     ({"controller.name": "pid"}, "unknown controller 'pid'; registered: ["),
     ({"controller.b_min": 9}, "infeasible bounds: 8 workers x b_min sum to 72 > global batch 64"),

@@ -208,7 +208,7 @@ def test_npz_scales_each_split_of_bytes_by_its_own_dtype(tmp_path):
     """Byte images are scaled to [0, 1] split by split: decided by x_train alone, a float test
     split beside byte training images was divided by 255 again, and a byte test split beside
     float training images kept 0-255."""
-    rows = {"y_train": np.zeros(4, int), "y_test": np.zeros(2, int)}
+    rows = {"y_train": np.arange(4) % 2, "y_test": np.arange(2)}  # two classes
     for x_train, x_test in (
         (np.full((4, 3), 255, np.uint8), np.full((2, 3), 1.0, np.float32)),
         (np.full((4, 3), 1.0, np.float32), np.full((2, 3), 255, np.uint8)),
@@ -229,7 +229,7 @@ def test_npz_bytes_are_scaled_in_float32_with_the_float64_bits(tmp_path):
     )
     x = np.zeros((2000, 32, 32, 3), np.uint8)
     x[:, 0, 0, 0] = np.arange(2000) % 256
-    y = np.zeros(2000, np.int64)
+    y = np.arange(2000, dtype=np.int64) % 2  # two classes
     path = tmp_path / "d.npz"
     np.savez(path, x_train=x, y_train=y, x_test=x[:500], y_test=y[:500])
     tracemalloc.start()

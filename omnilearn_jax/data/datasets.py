@@ -111,6 +111,11 @@ def _digits(section: Mapping[str, Any]) -> Dataset:
     if not 0 < fraction < 1:  # 0 left nothing to evaluate on, after compiling
         raise ValueError(f"dataset.test_fraction must be in (0, 1), got {fraction}")
     n_test = int(fraction * len(y))
+    if not 1 <= n_test < len(y):  # a fraction that rounds to no test (or no train) image
+        raise ValueError(
+            f"dataset.test_fraction={fraction} leaves {n_test} of {len(y)} digits to evaluate "
+            f"on; give at least {1 / len(y):.6f} and below {1 - 1 / len(y):.6f}"
+        )
     test, train = order[:n_test], order[n_test:]
     return _finish(x[train], y[train], x[test], y[test], 10)
 
@@ -215,8 +220,17 @@ def _npz(section: Mapping[str, Any]) -> Dataset:
             raise ValueError(
                 f"dataset file {path!r}: y_{split} must hold integer labels in [0, 2^31)"
             )
+        if 0 in x.shape[1:]:  # a model of no inputs failed in its initialiser
+            raise ValueError(f"dataset file {path!r}: x_{split} {x.shape} holds no features")
+        real = np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)
+        if not (real or x.dtype == np.bool_):  # strings failed unnamed; complex lost a part
+            raise ValueError(f"dataset file {path!r}: x_{split} holds {x.dtype}, not numbers")
+        if not np.isfinite(x).all():  # a NaN input failed as a non-finite loss, the run blamed
+            raise ValueError(f"dataset file {path!r}: x_{split} holds NaN or infinite values")
     if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:]:
         raise ValueError(f"dataset file {path!r}: train and test inputs differ in shape")
+    if max(arrays["y_train"].max(), arrays["y_test"].max()) < 1:  # every metric trivially 1
+        raise ValueError(f"dataset file {path!r}: its labels are all 0; a classifier needs 2+")
     # Images stored as bytes are scaled to [0, 1], each split by its own dtype (a float test
     # split beside byte training images had been divided by 255 a second time). In float32
     # at once, the bits of the float64 division's: through float64, a CIFAR-sized file
