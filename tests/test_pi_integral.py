@@ -47,3 +47,16 @@ def test_pi_creeps_are_tried_so_a_lasting_bias_the_rows_ignore_leaves_the_split_
     changes = np.flatnonzero((splits[1:] != splits[:-1]).any(axis=1)) + 1
     assert changes[:2].tolist() == [20, 26], changes
     assert (splits[26] == 8).all(), splits[26]
+
+
+def test_pi_holds_the_rounded_target_on_a_noise_free_linear_plant():
+    """Speeds 1.33, 4.68, 4.44, B = 128: the target 16.29 / 57.32 / 54.38 rounds to the
+    optimum [16, 57, 55], but worker 2's -0.62 row passed the half-sample floor and was
+    integrated, so PI cycled through three splits: 15 changes in steps 300-599 (64 at
+    ki 1.0), up to 3.2 % over the optimum. P holds the optimum."""
+    plant = sim.make_plant((1.33, 4.68, 4.44))
+    for ki in (0.1, 1.0):
+        policy = controllers.make("pi", b_min=0, b_max=0, persist=0.0, ki=ki)
+        trace = sim.simulate(policy, plant, global_batch=128, num_steps=600)
+        late = np.asarray(trace.batch_sizes)[300:]
+        assert {tuple(row) for row in late.tolist()} == {(16, 57, 55)}, ki
