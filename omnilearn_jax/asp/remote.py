@@ -258,7 +258,8 @@ def serve(make_trainer, config, say=print) -> int:
         link.send(("ready", k, as_stored(config)))  # the server checks it is its own
         say(f"worker {k}: compiled, serving the server at {config.distributed.coordinator_address}")
         served = 0
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        main = threading.current_thread() is threading.main_thread()  # where handlers live
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
         try:
             while (message := link.recv())[0] == "grad":
                 _, rows, step_index, params, delay, coefficient, weight = message
@@ -274,7 +275,8 @@ def serve(make_trainer, config, say=print) -> int:
         except EOFError:
             raise SystemExit(f"worker {k}: the server (process 0) went away") from None
         finally:
-            signal.signal(signal.SIGINT, previous)
+            if main:
+                signal.signal(signal.SIGINT, previous)
             link.close()  # the server's reader ends on it
             executor.close()
         say(f"worker {k}: served {served} gradients")
