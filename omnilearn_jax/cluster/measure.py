@@ -39,6 +39,15 @@ def device_rows_timer(trainer: Any) -> Callable[[int], float]:
     return run_rows
 
 
+def lost_on_resume(workdir: str, what: str, name: str) -> ValueError:
+    """The error of a resumed run whose measurement (`name` in its directory) is gone:
+    measuring again would change the run's clock where it resumes."""
+    return ValueError(
+        f"{workdir} resumes a run whose {what} ({name}) is gone; put the file back, or use "
+        "--config.train.resume=False (or a new workdir) to start afresh"
+    )
+
+
 def run_curve(trainer: Any, repeats: int = 5) -> CostCurve | None:
     """The cost curve of a run, kept in its directory as `cost_curve.json`.
 
@@ -53,11 +62,7 @@ def run_curve(trainer: Any, repeats: int = 5) -> CostCurve | None:
     if os.path.exists(kept):
         return load_curve(kept)
     if setting == MEASURE and getattr(trainer, "resuming", False):
-        raise ValueError(  # measuring again would change the run's clock where it resumes
-            f"{trainer.workdir} resumes a run whose measured cost curve ({RUN_FILE}) is gone; "
-            "put the file back, or use --config.train.resume=False (or a new workdir) to "
-            "start afresh"
-        )
+        raise lost_on_resume(trainer.workdir, "measured cost curve", RUN_FILE)
     if setting == MEASURE:
         # Single-process only (measuring runs the reduction, a collective the other
         # processes would not join): config_check.check_for_devices refuses it on every

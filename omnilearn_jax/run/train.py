@@ -22,7 +22,7 @@ import numpy as np
 import controllers
 from omnilearn_jax import models
 from omnilearn_jax.cluster.curve import RUN_FILE, curve_from_dict
-from omnilearn_jax.cluster.measure import run_curve
+from omnilearn_jax.cluster.measure import lost_on_resume, run_curve
 from omnilearn_jax.config import checks, schema
 from omnilearn_jax.data import datasets
 from omnilearn_jax.engine import buckets, optim, step
@@ -321,12 +321,8 @@ class Trainer:
         resumed, else measured now (process 0's measurement) and kept in measured.json."""
         if "per_sample_cost" in kept:
             return float(kept["per_sample_cost"])
-        if self.resuming:  # measuring again would change the run's clock where it resumes
-            raise ValueError(
-                f"{self.workdir} resumes a run whose calibrated cost ({MEASURED_FILE}) is "
-                "gone; put the file back, or use --config.train.resume=False (or a new "
-                "workdir) to start afresh"
-            )
+        if self.resuming:
+            raise lost_on_resume(self.workdir, "calibrated cost", MEASURED_FILE)
         cost = float(distributed.main_value(self.calibrate()))
         if jax.process_index() == 0:
             device = jax.devices()[0]
