@@ -26,6 +26,8 @@ example a controller setting, to compare two values in two runs of the benchmark
 repetitions, modes, settings and wait order) into one table, a later file's cells (level,
 inject, controller) replacing an earlier one's (`--pool`: pooling their runs), and says
 which cells came from which file (wall_acceptance.merge); it measures nothing.
+With `--json`, each run is also kept in JSON.partial as it ends; after a failed run or a
+Ctrl-C the same command goes on from the complete pairs there (the file is removed at the end).
 Run it on a quiet machine: every other process's load lands in the figures.
 """
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import math
 import os
 import subprocess
 import sys
@@ -183,7 +186,8 @@ def acceptance(args: argparse.Namespace) -> dict:
     plan = wa.schedule(levels, injects, controllers, args.reps, modes)
     speeds = speeds_by_level(levels, args.steps)
     batch = job(levels[0], "static", "wall", args.steps, 0.0).global_batch_size
-    virtual = len(levels) * len(injects) * (1 + len(controllers))
+    # Each cell's static and controllers, once as predicted and once with compute charged
+    virtual = 2 * len(levels) * len(injects) * (1 + len(controllers))
     estimate = wa.estimate_seconds(plan, args.steps, speeds, batch)
     estimate += virtual * (wa.IN_PROCESS_START + args.steps * wa.STEP_OVERHEAD)
     print(
@@ -196,21 +200,37 @@ def acceptance(args: argparse.Namespace) -> dict:
     began = time.perf_counter()
     predicted = predictions(levels, injects, controllers, args.steps)
     print(f"[hetero_wall] virtual predictions: {time.perf_counter() - began:.0f} s", flush=True)
-    runs = []
+    partial = f"{args.json}.partial" if args.json else ""
+    setup = {"steps": args.steps, "settings": dict(SETTINGS), "cpu_devices": args.cpu_devices}
+    runs = kept_runs(partial, setup, plan)
+    if runs:
+        print(f"[hetero_wall] {len(runs)} runs kept from {partial}", flush=True)
     for i, run in enumerate(plan, 1):
+        if any(_plan_key(r) == _plan_key(run) for r in runs):
+            continue
         began = time.perf_counter()
-        if run["mode"] == "fresh":
-            done = run_fresh(run, args.steps, args.cpu_devices)
-        else:
-            done = run_here(run, args.steps)
+        try:
+            if run["mode"] == "fresh":
+                done = run_fresh(run, args.steps, args.cpu_devices)
+            else:
+                done = run_here(run, args.steps)
+        except BaseException:
+            if partial:
+                print(f"[hetero_wall] run {i} failed: {len(runs)} runs kept in {partial}; the "
+                      "same command goes on from them", file=sys.stderr, flush=True)  # fmt: skip
+            raise
         done["elapsed"] = time.perf_counter() - began  # start-up and compile included
         runs.append(done)
+        if partial:
+            _write_json(partial, {"setup": setup, "runs": runs})
         print(
             f"[hetero_wall] {i}/{len(plan)} {run['mode']} HL{run['level']} inject "
             f"{run['inject']:g} rep {run['rep']} {run['controller']}: {done['seconds']:.2f} s "
             f"(load {done['load'][0]:.1f}; {done['elapsed']:.0f} s in all)",
             flush=True,
         )
+    if partial and os.path.exists(partial):
+        os.remove(partial)
     aware = compute_predictions(runs, controllers, args.steps)
     rows = wa.summarise(wa.pair_ratios(runs), predicted, aware)
     return {
@@ -236,6 +256,55 @@ def acceptance(args: argparse.Namespace) -> dict:
     }
 
 
+def check_settings(args: argparse.Namespace) -> None:
+    """Every job the plan makes passes the trainer's config checks, with `--set`'s values,
+    before any run (a mistyped key passed --dry_run and failed the first run, a traceback)."""
+    from omnilearn_jax.config.checks import check_config
+
+    for name in ("static", *args.controllers):
+        for clock in ("wall", "virtual"):
+            try:
+                check_config(job(args.levels[0], name, clock, args.steps, args.injects[0]))
+            except ValueError as e:
+                raise SystemExit(f"hetero_wall: {e}") from None
+
+
+def _plan_key(run: dict) -> tuple:
+    return tuple((k, run.get(k)) for k in ("mode", "level", "inject", "rep", "controller", "pair"))
+
+
+def _write_json(path: str, value) -> None:
+    """`value` as JSON at `path`, replaced whole (a kill mid-write leaves the last copy)."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(value, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def kept_runs(path: str, setup: dict, plan: list[dict]) -> list[dict]:
+    """The runs an earlier call with the same `setup` (steps, settings, devices) saved at
+    `path` before it failed or was stopped, those of `plan` whose pair (a controller run and
+    its static neighbour) is complete; [] where there is no such file. Another set-up's file
+    is refused: its runs would be paired with this one's. Before, a failed run lost every run
+    before it (216 in the default grid)."""
+    if not path or not os.path.exists(path):
+        return []
+    with open(path) as f:
+        saved = json.load(f)
+    if saved.get("setup") != setup:
+        raise SystemExit(
+            f"hetero_wall: {path} holds runs of another set-up ({saved.get('setup')}, this "
+            f"one: {setup}); delete it or give another --json"
+        )
+    planned = {_plan_key(r) for r in plan}
+    runs = [r for r in saved["runs"] if _plan_key(r) in planned]
+
+    def pair(r: dict) -> tuple:
+        return r["mode"], r["level"], r["inject"], r["rep"], r.get("pair", r["controller"])
+
+    halves = [pair(r) for r in runs]
+    return [r for r, p in zip(runs, halves, strict=True) if halves.count(p) == 2]
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])  # the sentence
     parser.add_argument("--levels", default="2,4,8")
@@ -259,6 +328,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.one and (args.dry_run or args.json or args.md or args.merge):  # each was dropped
         parser.error("--one runs one job and prints one line; --dry_run, --json, --md and "
                      "--merge are the grid's")  # fmt: skip
+    if args.dry_run and (args.json or args.md or args.merge):  # each was dropped, or run
+        parser.error("--dry_run prints the plan and writes nothing; leave out --json, --md "
+                     "and --merge")  # fmt: skip
     try:
         args.settings = {k: _value(v) for k, v in (item.split("=", 1) for item in args.set)}
     except ValueError:
@@ -270,6 +342,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f"--levels and --injects take numbers, got {args.levels!r}, {args.injects!r}")
     if bad := sorted(set(args.levels) - set(HL_TABLES["bsp"])):
         parser.error(f"--levels {bad}: the paper's levels are {sorted(HL_TABLES['bsp'])}")
+    # 0 is not "no wait": the virtual job reads a per_sample_cost of 0 as "measure this
+    # machine's compute", so its prediction answered another question (20.6 % at HL4).
+    if bad := [v for v in args.injects if not (math.isfinite(v) and v > 0)]:
+        parser.error(f"--injects takes seconds a sample > 0, got {bad}")
+    for name, values in (("levels", args.levels), ("injects", args.injects)):
+        if len(set(values)) < len(values):  # the plan ran twice, then failed pairing its runs
+            parser.error(f"--{name} repeats a value: {values}")
     try:  # zero runs had passed every goal; a typo failed a run in, with a traceback
         args.controllers = controllers.named(args.controllers)
     except ValueError as e:
@@ -304,8 +383,15 @@ def merged_record(paths, pool: bool = False) -> dict:
     the highest load averages of all."""
     records = []
     for path in paths:
-        with open(path) as f:
-            records.append(json.load(f))
+        try:
+            with open(path) as f:
+                record = json.load(f)
+            ok = record.get("benchmark") == "hetero_wall" and "cells" in record.get("result", {})
+        except (OSError, ValueError, AttributeError):
+            ok = False
+        if not ok:  # a KeyError traceback before
+            raise SystemExit(f"hetero_wall --merge: {path} is not a result of this benchmark")
+        records.append(record)
     machine = dict(records[0]["machine"])
     loads = [r["machine"]["load_average"] for r in records]
     machine["load_average"] = [max(column) for column in zip(*loads, strict=True)]
@@ -332,6 +418,7 @@ def main(argv=None) -> None:
         return
     SETTINGS.update(args.settings)
     jax.config.update("jax_num_cpu_devices", args.cpu_devices)
+    check_settings(args)
     if args.one:
         run = {"level": args.levels[0], "inject": args.injects[0]}
         done = run_here({**run, "controller": args.controllers[0]}, args.steps)

@@ -92,10 +92,13 @@ def load_plugin(module: str) -> None:
 
 def named(text: str) -> list[str]:
     """Policy names from a comma-separated list (a command line's `--controllers`), each
-    registered: ValueError for none or an unknown one, before any run is made."""
+    registered: ValueError for none, an unknown one or one named twice, before any run is
+    made (a name given twice ran its whole plan twice, then failed pairing the runs)."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise ValueError(f"--controllers names none; registered: {list(available())}")
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        raise ValueError(f"--controllers names {', '.join(twice)} more than once")
     for name in names:  # the config key's hint: these scripts have no such key
         _lookup(name, hint="a plug-in's policy is registered once its module is imported")
     return names

@@ -323,7 +323,11 @@ def test_a_policy_whose_sizes_the_trainer_must_repair_is_warned_at_warm_up(
 
 def test_named_policies_from_a_command_line():
     assert controllers.named("static, pi,") == ["static", "pi"]
-    for text, message in [(",", "--controllers names none"), ("pi,propotional", "'propotional'")]:
+    for text, message in [
+        (",", "--controllers names none"),
+        ("pi,propotional", "'propotional'"),
+        ("pi, static,pi", "names pi more than once"),
+    ]:
         with pytest.raises(ValueError, match=message):
             controllers.named(text)
 

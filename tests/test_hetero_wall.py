@@ -281,8 +281,15 @@ def test_merge_with_pool_keeps_every_files_runs_of_a_cell():
         (["--controllers", ","], "--controllers names none"),  # zero runs passed every goal
         (["--levels", "3"], "--levels [3]: the paper's levels are [1, 2, 4, 8]"),
         (["--levels", "abc"], "--levels and --injects take numbers"),
+        (["--levels", "4,4"], "--levels repeats a value: [4, 4]"),
+        (["--injects", "0.003,0.0030"], "--injects repeats a value"),
+        (["--controllers", "pi,pi"], "names pi more than once"),
+        (["--injects", "0"], "--injects takes seconds a sample > 0, got [0.0]"),
+        (["--injects", "0.003,nan"], "got [nan]"),
+        (["--injects", "-0.003"], "got [-0.003]"),
         (["--pool"], "--pool pools the runs of --merge's files"),
         (["--merge", "/nonexistent.json", "--json", "x"], "no such file '/nonexistent.json'"),
+        (["--dry_run", "--json", "x.json"], "--dry_run prints the plan and writes nothing"),
     ],
 )
 def test_bad_arguments_stop_before_any_run(argv, message, capsys):
@@ -291,3 +298,57 @@ def test_bad_arguments_stop_before_any_run(argv, message, capsys):
     with pytest.raises(SystemExit):
         hw.parse_args(argv)
     assert message in capsys.readouterr().err
+
+
+def test_a_failed_run_keeps_the_runs_before_it_and_the_same_command_goes_on(
+    tmp_path, monkeypatch, capsys
+):
+    """One failed run lost every run before it (only in memory); a rerun of the command now
+    runs only what is missing, and a half-made pair again whole."""
+    from benchmarks import hetero_wall as hw
+
+    out = tmp_path / "hw.json"
+    argv = ["--levels", "4", "--injects", "0.003", "--controllers", "pi", "--reps", "2"]
+    args = hw.parse_args([*argv, "--json", str(out)])
+    made = []
+
+    def fake(run, steps, *more):
+        made.append((run["mode"], run["rep"], run["controller"]))
+        if len(made) == fails_at:
+            raise RuntimeError("planted failure")
+        return {**run, "seconds": 1.0 if run["controller"] == "static" else 0.6, "load": [0.0]}
+
+    monkeypatch.setattr(hw, "run_here", fake)
+    monkeypatch.setattr(hw, "run_fresh", fake)
+    monkeypatch.setattr(hw, "predictions", lambda *a: {(4, 0.003, "pi"): 0.5})
+    monkeypatch.setattr(hw, "compute_predictions", lambda *a: {})
+    fails_at = 6  # 8 runs: 2 reps x 2 modes x (static, pi); the 6th is half of a pair
+    with pytest.raises(RuntimeError, match="planted"):
+        hw.acceptance(args)
+    assert "5 runs kept in" in capsys.readouterr().err
+    partial = tmp_path / "hw.json.partial"
+    assert len(hw.json.loads(partial.read_text())["runs"]) == 5
+    made.clear()
+    fails_at = 0
+    result = hw.acceptance(args)
+    assert "4 runs kept from" in capsys.readouterr().out  # the 5th's partner failed
+    assert len(made) == 4 and len(result["runs"]) == 8 and not partial.exists()
+    (row,) = result["cells"]
+    assert row["all"]["n"] == 4 and row["all"]["median"] == pytest.approx(0.6)
+    other = hw.parse_args([*argv, "--steps", "30", "--json", str(out)])
+    partial.write_text(hw.json.dumps({"setup": {"steps": 60}, "runs": []}))
+    with pytest.raises(SystemExit, match="holds runs of another set-up"):
+        hw.acceptance(other)
+
+
+def test_a_mistyped_setting_and_a_foreign_merge_file_stop_with_one_line(tmp_path, monkeypatch):
+    from benchmarks import hetero_wall as hw
+
+    args = hw.parse_args(["--levels", "4", "--set", "controller.persit=0", "--dry_run"])
+    monkeypatch.setattr(hw, "SETTINGS", dict(args.settings))
+    with pytest.raises(SystemExit, match="did you mean 'controller.persist'"):
+        hw.check_settings(args)
+    foreign = tmp_path / "other.json"
+    foreign.write_text('{"benchmark": "step_bench", "result": {}}')
+    with pytest.raises(SystemExit, match="is not a result of this benchmark"):
+        hw.merged_record([str(foreign)])
