@@ -49,11 +49,9 @@ import numpy as np
 
 import controllers
 from benchmarks.args import SKIPPED  # a run's first steps, left out of its seconds per row
+from benchmarks.wall_acceptance import MEANINGFUL, delivered_fraction
 from omnilearn_jax.run import cgroups
 
-# A predicted reduction below this (1%) has no fraction delivered worth printing: async
-# balancing is predicted to change nothing, and measured / 0.2% is noise over a tiny number.
-MEANINGFUL = 0.01
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMAND = "python -m experiments.real_hetero "
 CONFIG = "configs/paper_{mode}.py:runlocal,model=cnn,hetero=uniform,controller={controller}"
@@ -259,7 +257,7 @@ def study(
                 "statics": statics, "pairs": pairs,
                 "median_ratio": float(np.median(ratios)), "worst_ratio": float(max(ratios)),
                 "predicted_reduction": reduction, "measured_reduction": measured,
-                "delivered": measured / reduction if reduction > MEANINGFUL else None,
+                "delivered": delivered_fraction(measured, reduction),
             })  # fmt: skip
         print(f"[real_hetero] quotas {quotas}: {time.perf_counter() - began:.0f} s", flush=True)
     return out

@@ -352,3 +352,30 @@ def test_a_mistyped_setting_and_a_foreign_merge_file_stop_with_one_line(tmp_path
     foreign.write_text('{"benchmark": "step_bench", "result": {}}')
     with pytest.raises(SystemExit, match="is not a result of this benchmark"):
         hw.merged_record([str(foreign)])
+
+
+def test_no_fraction_delivered_of_a_reduction_not_predicted():
+    """Over a prediction of -1 % a controller 1.5 % slower than static "delivered" 150 % and
+    passed the judged cell; over 1e-9 it delivered -1.5e7."""
+    runs = pairs_of("fresh", 4, 0.003, "pi", [1.0] * 3, [1.015] * 3)
+    for predicted in (-0.01, 1e-9, 0.01):
+        (row,) = wa.summarise(wa.pair_ratios(runs), {(4, 0.003, "pi"): predicted})
+        assert row["delivered"] is None and row["delivered_ok"] is False
+    assert not wa.passed([row])
+    (row,) = wa.summarise(wa.pair_ratios(runs), {(4, 0.003, "pi"): 0.02}, {(4, 0.003, "pi"): -0.5})
+    assert row["delivered"] == pytest.approx(-0.75) and row["delivered_compute"] is None
+
+
+def test_a_pooled_table_says_how_many_runs_its_cells_hold_and_pools_again_in_any_order():
+    a = _result(4, 0.003, [1.0] * 3, [0.5, 0.5, 0.9], 0.4)
+    b = _result(4, 0.003, [2.0] * 3, [1.4, 1.6, 1.6], 0.5)
+    c = _result(4, 0.003, [1.0] * 3, [0.6, 0.6, 0.6], 0.5)
+    pooled = wa.merge([a, b], ["a.json", "b.json"], pool=True)
+    assert ", 6 repetitions in each mode" in wa.section(pooled)  # it said 3
+    hl8 = _result(8, 0.003, [1.0] * 3, [0.5] * 3, 0.5)
+    assert ", 3-6 repetitions in each mode" in wa.section(wa.merge([pooled, hl8], ["p", "h"]))
+    for parts in ([pooled, c], [c, pooled]):  # the second order met repetition 3 twice
+        m = wa.merge(parts, ["x", "y"], pool=True)
+        assert sorted(r["rep"] for r in m["runs"] if r["controller"] == "pi") == list(range(9))
+        assert m["cells"][0]["fresh"]["n"] == 9
+        assert m["cells"][0]["all"]["median"] == pytest.approx(0.6)  # the 5th of the nine
