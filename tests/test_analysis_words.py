@@ -1,6 +1,7 @@
 """The analysis reads like a person wrote it: ties named, shared scales, a picked run explained."""
 
 import pandas as pd
+import pytest
 
 from omnilearn_jax import analysis
 from omnilearn_jax.analysis import plots, report
@@ -180,3 +181,75 @@ def test_a_group_whose_setting_is_missing_finds_its_reference():
     summaries.loc[summaries.run.str.endswith("b"), "total_time"] *= 2
     table = analysis.speedup_table(summaries).set_index(["controller", "x.y"], drop=False)
     assert table["speedup_vs_static"].tolist() == [2.0, 2.0, 1.0, 1.0]
+
+
+def _async_steps(finals: dict[str, tuple[int, float]]) -> Runs:
+    """Runs of `pi`, one a name: seed, then evaluations every 10 updates to its last update,
+    accuracy rising 0.1 an evaluation to its final value at its last one."""
+    steps = []
+    for run, (seed, last, final) in finals.items():
+        points = list(range(10, last, 10)) + [last]
+        for i, step in enumerate(points):
+            value = final - 0.1 * (len(points) - 1 - i)
+            steps.append({"run": run, "controller": "pi", "seed": seed, "step": step,
+                          "time": step / 100, "eval_accuracy": value})  # fmt: skip
+    summaries = pd.DataFrame(
+        [{"run": r, "controller": "pi", "seed": s, "status": "complete"} for r, (s, *_) in
+         finals.items()]
+    )  # fmt: skip
+    for column in RUN_COLUMNS:
+        if column not in summaries:
+            summaries[column] = "same"
+    return Runs(pd.DataFrame(steps), pd.DataFrame(columns=["run", "step"]), summaries)
+
+
+def test_an_async_curve_ends_at_the_seeds_mean_final_value():
+    """Seeds a time budget stopped at updates 30, 40 and 31: the tail's points were each one
+    seed's or two (times going back and forth), and the curve did not end at the table's
+    mean final accuracy; a seed run twice counted twice."""
+    runs = _async_steps({"a": (0, 30, 0.6), "b": (1, 40, 0.9), "c": (2, 31, 0.3),
+                         "a2": (0, 30, 0.8)})  # fmt: skip
+    (line,) = analysis.plot_accuracy_vs_time(runs).axes[0].get_lines()
+    x, y = line.get_xdata(), line.get_ydata()
+    assert list(x[:3]) == pytest.approx([0.1, 0.2, 0.3])  # the updates every seed reached
+    # at 10: seed 0's two runs (0.4, 0.6) as one (0.5), seed 1's 0.6, seed 2's 0.0
+    assert y[0] == pytest.approx((0.5 + 0.6 + 0.0) / 3)
+    assert len(x) == 4 and y[-1] == pytest.approx((0.7 + 0.9 + 0.3) / 3)  # the seeds' finals
+    assert x[-1] == pytest.approx((0.30 + 0.40 + 0.31) / 3)
+
+
+def test_a_facet_with_a_missing_setting_and_staleness_per_facet_get_their_sentences():
+    """A facet whose key is missing (runs of older code) had no sentence; staleness was one
+    sentence a controller over every facet (HL2's mean with HL8's maximum) and unfinished
+    runs."""
+    runs = _runs({"static": 4.0, "proportional": 2.0})
+    summaries = pd.concat([runs.summaries, runs.summaries.assign(run=lambda f: f.run + "b")])
+    summaries["x.y"] = pd.array([None] * 4 + [1] * 4, dtype="Int64")
+    summaries["staleness_mean"] = [1.0, 1.0, 2.0, 2.0, 5.0, 5.0, 6.0, 6.0]
+    summaries["staleness_max"] = [3, 3, 4, 4, 9, 9, 12, 15]
+    summaries.iloc[7, summaries.columns.get_loc("status")] = "failed"
+    runs = Runs(runs.steps, runs.workers, summaries.reset_index(drop=True))
+    text = analysis.conclusions(analysis.speedup_table(runs.summaries), runs)
+    assert "**x.y=nan**: `proportional` is the fastest" in text
+    assert "**x.y=1.0**: `proportional` is the fastest" in text
+    assert (
+        "**x.y=nan**: Under asynchronous `static`, an update is on average 1 updates stale (max 3)"
+        in text
+    )
+    stale = "Under asynchronous `proportional`, an update is on average 6 updates stale"
+    assert f"**x.y=1.0**: {stale} (max 12)" in text
+
+
+def test_bookkeeping_keys_and_an_unread_level_tell_no_runs_apart():
+    from omnilearn_jax.analysis import frames, settings
+
+    config = {"train": {"resume": False, "save_params": True, "num_steps": 5}}
+    assert settings.to_json(config, set()) == '{"train.num_steps": 5}'
+    level = {
+        "schedule": {"name": "schedule", "level": 8},
+        "hl": {"name": "hl", "level": 2},
+        "noise over hl": {"name": "noise", "base": "hl", "level": 4},
+        "noise over uniform": {"name": "noise", "base": "uniform", "level": 8},
+    }
+    got = {k: frames.run_columns("r", {"hetero": h})["level"] for k, h in level.items()}
+    assert got == {"schedule": None, "hl": 2, "noise over hl": 4, "noise over uniform": None}

@@ -15,7 +15,7 @@ import warnings
 
 import pandas as pd
 
-VERSION = 2  # bump when the frame schema changes: old caches are then ignored
+VERSION = 3  # bump when the frames change (3: no level for non-hl profiles): old caches ignored
 FRAMES = ("steps", "workers", "summaries")
 
 

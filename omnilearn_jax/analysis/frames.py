@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from omnilearn_jax.analysis import settings
+from omnilearn_jax.cluster.registry import MODIFIER_PROFILES
 
 # Run-level columns, taken from the resolved config and repeated on every row so that a
 # `groupby('controller')` needs no join. (column, dotted config key)
@@ -82,6 +83,12 @@ def run_columns(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"run": name}
     for column, key in RUN_KEYS:
         out[column] = config_value(config, key)
+    # hetero.level is read by the hl profile alone (or a modifier over it): a schedule's runs
+    # were described as the default level 8 they never ran
+    name = out["hetero"]
+    base = config_value(config, "hetero.base") if name in MODIFIER_PROFILES else name
+    if base != "hl":
+        out["level"] = None
     return out
 
 

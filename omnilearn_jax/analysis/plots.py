@@ -138,14 +138,8 @@ def plot_metric_vs_time(
     fig = _figure(len(facets), sharey=True)
     for ax, (title, rows) in zip(fig.axes, facets, strict=True):
         lines = {}
-        for controller, per in rows.groupby("controller", sort=True):
-            agg = per.groupby("step").agg(
-                time=("time", "mean"),
-                mean=(metric, "mean"),
-                low=(metric, "min"),
-                high=(metric, "max"),
-                std=(metric, "std"),
-            )
+        for controller, per in rows.groupby("controller", sort=True, dropna=False):
+            agg = _across_seeds(per, metric)
             if band == "std":
                 agg["low"], agg["high"] = agg["mean"] - agg["std"], agg["mean"] + agg["std"]
             lines[str(controller)] = agg
@@ -156,6 +150,26 @@ def plot_metric_vs_time(
             ax.fill_between(agg["time"], agg["low"], agg["high"], alpha=0.2, color=line.get_color())
         _label(ax, "time (s, run clock)", _LABELS.get(metric, metric), title)
     return fig
+
+
+def _across_seeds(per: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """One controller's curve over its seeds, indexed by step (time, mean, low, high, std):
+    a seed run twice averaged first, as the table does; the steps every seed reached; and
+    where the seeds stopped at different steps (async runs a time budget stopped), their last
+    values as one last point at their mean time, so the curve ends at the table's mean final
+    value. Grouped by step alone, the tail's points were one seed's or two, their times going
+    back and forth, and a seed run twice counted twice."""
+    by_seed = per.groupby(["seed", "step"], dropna=False)[["time", metric]].mean().reset_index()
+    seeds = by_seed["seed"].nunique(dropna=False)
+    reached = by_seed.groupby("step")["seed"].transform("size") == seeds
+    stats = {"time": ("time", "mean"), "mean": (metric, "mean"), "low": (metric, "min")}
+    stats |= {"high": (metric, "max"), "std": (metric, "std")}
+    agg = by_seed[reached].groupby("step").agg(**stats)
+    last = by_seed.sort_values("step").groupby("seed", dropna=False).tail(1)
+    if last["step"].nunique() > 1:
+        end = last.assign(step=last["step"].max()).groupby("step").agg(**stats)
+        agg = pd.concat([agg, end])
+    return agg
 
 
 def plot_accuracy_vs_time(runs: Runs, **kwargs) -> Figure:

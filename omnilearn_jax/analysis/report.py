@@ -68,7 +68,9 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
     that does not change said in words rather than as "differs by 0"."""
     others = [c for c in table.columns[: list(table.columns).index("seeds")] if c != "controller"]
     lines = []
-    facets = table.groupby(others, sort=True) if others else [((), table)]
+    # dropna=False, as the table groups: a facet whose key is missing (runs of older code)
+    # was in the table and had no sentence
+    facets = table.groupby(others, sort=True, dropna=False) if others else [((), table)]
     for values, rows in facets:
         where = ", ".join(f"{k}={v}" for k, v in zip(others, values, strict=True))
         prefix = f"**{where}**: " if where else ""
@@ -84,6 +86,7 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
                 f"{'perplexity' if text_runs else 'accuracy'} at equal time, not by speed."
             )
             lines += _perplexity(rows, prefix, "") if text_runs else _accuracy(rows, prefix, "")
+            lines += _staleness(runs, where_values, prefix)
             continue
         # A controller with no complete run (failed, interrupted) has no time to compare.
         empty = rows[rows["seeds"] == 0]
@@ -131,15 +134,23 @@ def conclusions(table: pd.DataFrame, runs: Runs | None = None) -> str:
         bsp = runs is None or "asp" not in set(_facet(runs, where_values)["mode"].dropna())
         lines += _accuracy(rows, prefix, reason=SAME_UPDATE if bsp else "")
         lines += _perplexity(rows, prefix, SAME_UPDATE if bsp else "")
-    if runs is not None and "staleness_mean" in runs.summaries:
-        stale = runs.summaries.dropna(subset=["staleness_mean"])
-        for controller, rows in stale.groupby("controller", sort=True):
-            lines.append(
-                f"- Under asynchronous `{controller}`, an update is on average "
-                f"{_fmt(rows['staleness_mean'].mean())} updates stale "
-                f"(max {int(rows['staleness_max'].max())})."
-            )
+        lines += _staleness(runs, where_values, prefix)
     return "\n".join(lines) + "\n"
+
+
+def _staleness(runs: Runs | None, where: dict, prefix: str) -> list[str]:
+    """A facet's staleness sentences, one a controller, over its complete async runs (over
+    every run of a controller, HL2's mean and HL8's maximum were given as one setting's)."""
+    if runs is None or "staleness_mean" not in runs.summaries:
+        return []
+    s = _facet(runs, where)
+    stale = s[(s["status"] == "complete") & s["staleness_mean"].notna()]
+    return [
+        f"- {prefix}Under asynchronous `{controller}`, an update is on average "
+        f"{_fmt(rows['staleness_mean'].mean())} updates stale "
+        f"(max {int(rows['staleness_max'].max())})."
+        for controller, rows in stale.groupby("controller", sort=True)
+    ]
 
 
 SAME_UPDATE = ": the split changes how long a step takes, not the update"

@@ -19,10 +19,12 @@ import pandas as pd
 SETTINGS = "settings"  # the summaries column holding each run's config as JSON
 # Bookkeeping: where a run logs and checkpoints, derived values, what the W&B side adds
 # (`meta`: workdir, host), and the shape of the launch (one process or several, the CPU
-# devices a process makes), which changes no update beyond float rounding.
+# devices a process makes), which changes no update beyond float rounding; whether a run
+# resumed and kept its parameters (a resumed run's updates are the same).
 IGNORED = (
     "wandb.", "resolved.", "meta.", "distributed.", "cpu_devices",
     "train.log_every", "train.checkpoint_every", "train.keep_checkpoints",
+    "train.resume", "train.save_params",
 )  # fmt: skip
 # ... except the CPU quotas a launched run's processes ran under: another machine, in effect.
 KEPT = ("resolved.cpu_quota",)
