@@ -14,8 +14,9 @@ on the wall clock. For each cluster:
 
 1. `static` (uniform batches) runs first; each process's seconds per row in it are its
    measured speed (relative to the fastest);
-2. every controller then runs, each repetition beside a static repetition (interleaved, so
-   drifting load hits both); the oracle is told the measured speeds (`hetero=cores` with
+2. every controller then runs, each repetition beside a static repetition (interleaved, the
+   static one second in even repetitions and first in odd ones, so drifting load hits both
+   alike); the oracle is told the measured speeds (`hetero=cores` with
    those speeds and nothing injected: the profile only informs the oracle);
 3. the virtual clock predicts, for the measured speeds and a cost linear in the rows, the
    wall time of each controller against static; the study reports how much of that
@@ -48,8 +49,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 import controllers
-from benchmarks.args import SKIPPED  # a run's first steps, left out of its seconds per row
+from benchmarks.args import SKIPPED, at_least  # SKIPPED: a run's first steps, not timed
 from benchmarks.wall_acceptance import MEANINGFUL, delivered_fraction
+from controllers import tracking
 from omnilearn_jax.run import cgroups
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -184,7 +186,9 @@ def measured(train: list[dict], summary: dict) -> dict:
     """A run's figures from its summary and its training records (metrics.jsonl)."""
     rows = np.array([r["batch_sizes"] for r in train[SKIPPED:]], float)
     times = np.array([r["worker_times"] for r in train[SKIPPED:]], float)
-    per_row = np.median(np.where(rows > 0, times / np.maximum(rows, 1), np.nan), axis=0)
+    # nanmedian: a step where a worker held no rows says nothing of its speed (median made
+    # the whole column NaN)
+    per_row = np.nanmedian(np.where(rows > 0, times / np.maximum(rows, 1), np.nan), axis=0)
     return {
         "wall_s": float(summary["steps_wall_time"]),  # first step to last, start-up apart
         # steps_wall_time leaves periodic evaluations and saves out since 2026-12-05 (before,
@@ -213,6 +217,8 @@ def predicted(controller: str, speeds: list[float], steps: int, mode: str = "bsp
     c.cost.linear = True
     c.cost.per_sample_cost = 1e-3
     c.cost.fixed_cost = 0.0
+    if "persist" in controllers.accepted_kwargs(controller):  # the wall clock's, as measured
+        c.controller.persist = tracking.DEFAULT_PERSIST  # (the virtual clock's default is 0)
     c.train.num_steps = c.train.eval_every = steps * len(speeds) if mode == "asp" else steps
     c.train.checkpoint_every = 0
     c.asp.time_budget = 0.0
@@ -242,8 +248,13 @@ def study(
             pairs = []
             for rep in range(reps):
                 told = speeds if controller == "oracle" else None
+                # Which side goes first alternates, so a steady drift favours neither (until
+                # 2026-12-06 the controller's run always went first)
+                if rep % 2:
+                    beside = uniform()
                 mine = run(quotas, controller, steps, target, told, setting)
-                beside = uniform()
+                if not rep % 2:
+                    beside = uniform()
                 pairs.append({"controller": mine, "static": beside, "rep": rep})
                 print(f"  {controller} rep {rep}: {mine['wall_s']:.2f} s against static "
                       f"{beside['wall_s']:.2f} s, split {mine['final_split']} "
@@ -452,6 +463,7 @@ def main(argv=None) -> None:
         "--merge", action="store_true", help="keep --json's cells of other clusters/controllers"
     )
     args = p.parse_args(argv)
+    at_least(p, reps=(args.reps, 1))  # 0 failed after the cluster's runs, a TypeError
     if args.server_quota and args.mode != "asp":
         p.error("--server_quota gives an async run's server a process of its own: add --mode asp")
     if args.render and not args.md:

@@ -255,3 +255,47 @@ def test_time_to_target_is_the_median_of_every_run_with_how_many_reached_it():
     assert "| not reached (1/3) |" in row()
     cell["pairs"][1]["controller"]["time_to_target"] = 3.5
     assert "| 3.50 s (2/3) |" in row()  # a miss counts as never: the median of 2.87, 3.5, inf
+
+
+def test_pairs_alternate_who_goes_first_and_the_prediction_holds_the_wall_clocks_persist(
+    monkeypatch,
+):
+    """The controller's run always went first (the docstring said interleaved: a steady drift
+    favoured one side every time); the virtual prediction ran with the virtual clock's persist
+    (0) where the measured runs had the wall clock's (0.1)."""
+    order = []
+
+    def fake_run(quotas, controller, *rest):
+        order.append(controller)
+        return {"seconds_per_row": [1.0, 4.0], "wall_s": 1.0, "final_split": [64, 64],
+                "load": 0.0, "final_accuracy": 0.9, "time_to_target": None}  # fmt: skip
+
+    monkeypatch.setattr(real_hetero, "run", fake_run)
+    monkeypatch.setattr(real_hetero, "predicted", lambda c, *a: 1.0 if c == "static" else 0.5)
+    real_hetero.study([[1.0, 0.25]], ["proportional"], 4, 10, 0.8)
+    assert order == ["static"] * 4 + ["proportional", "static", "static", "proportional"] * 2
+    seen = {}
+
+    def fake_train(config, workdir):
+        seen[config.controller.name] = config.controller.get("persist")
+        return {"total_time": 1.0}
+
+    import omnilearn_jax.run.job as job
+
+    monkeypatch.undo()
+    monkeypatch.setattr(job, "train_and_evaluate", fake_train)
+    for name in ("pi", "static"):
+        real_hetero.predicted(name, [1.0, 0.25], 10)
+    assert seen["pi"] == 0.1 != seen["static"]  # static takes none: left at its default
+
+
+def test_a_zero_row_step_leaves_a_workers_speed_and_no_reps_is_refused(capsys):
+    steps = [{"batch_sizes": [64, 64], "worker_times": [0.064, 0.128]} for _ in range(8)]
+    steps[6] = {"batch_sizes": [128, 0], "worker_times": [0.128, 0.0]}
+    summary = {"steps_wall_time": 1.0, "total_time": 1.0, "final_eval_accuracy": 0.9}
+    got = real_hetero.measured([{**s, "step": i, "step_time": 0.1} for i, s in
+                                enumerate(steps)], summary)["seconds_per_row"]  # fmt: skip
+    assert got == pytest.approx([0.001, 0.002])  # [0.001, nan] with a plain median
+    with pytest.raises(SystemExit):
+        real_hetero.main(["--reps", "0"])
+    assert "--reps must be >= 1, got 0" in capsys.readouterr().err
