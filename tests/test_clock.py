@@ -392,3 +392,18 @@ def test_workers_sharing_a_device_are_charged_its_time_by_their_rows():
     sizes = np.array([30, 10, 20, 0])
     _, _, record = timer.train_step(steps, state, [], 0, sizes, np.ones(4))
     assert np.asarray(record["worker_times"]) == pytest.approx([0.3, 0.1, 0.2, 0.0])
+
+
+def test_workers_sharing_a_device_each_report_their_own_injected_wait(tmp_path):
+    """8 workers on 4 devices: a device's time was split by rows, so a worker of speed 0.25
+    beside one of speed 1 reported half of both waits (80 ms each, under its own 128 ms)."""
+    config = wall_config((1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.25), 0.004, few_buckets=True)
+    config.num_workers = 8
+    config.train.num_steps = config.train.eval_every = 3
+    train_and_evaluate(config, str(tmp_path))
+    speeds = np.array(config.hetero.cores)
+    for record in [r for r in read_metrics(tmp_path) if "worker_times" in r]:
+        times = np.array(record["worker_times"])
+        assert record["batch_sizes"] == [8] * 8
+        assert (times >= 0.004 * 8 / speeds - 1e-4).all(), record  # each its own wait
+        assert times[7] > 3 * times[6], record  # 128 ms + compute against 32 ms + compute

@@ -153,7 +153,16 @@ class WallTimer(Timer):
         rows = np.asarray(sizes, np.float64).reshape(len(device_times), -1)
         per_device_rows = rows.sum(axis=1, keepdims=True)
         share = np.divide(rows, per_device_rows, out=np.zeros_like(rows), where=per_device_rows > 0)
-        times = self.accept(step, (share * device_times[:, None]).reshape(-1), sizes)
+        # A device's compute is shared by its workers' rows; an injected wait is each worker's
+        # own (inject * b_k / speed_k). Shared by rows too, two workers on one device, of
+        # speeds 4 and 32, each reported half of both waits: the 8x spread read as 1.2x, and
+        # a worker's time fell below its own wait.
+        wait = np.zeros_like(rows)
+        if self.inject > 0:
+            slow = np.maximum(np.asarray(speeds, np.float64).reshape(rows.shape), 1e-9)
+            wait = self.inject * rows / slow
+        compute = np.maximum(device_times - wait.sum(axis=1), 0.0)
+        times = self.accept(step, (share * compute[:, None] + wait).reshape(-1), sizes)
         comm = max(wall - float(times.max()), 0.0)  # reduce + update + host overhead
         record = self.clock.step(times, comm, batch_sizes=sizes)
         return state, metrics, record
