@@ -75,6 +75,9 @@ GOOD_HEAD = "step,worker,speed\n0,0,1\n0,1,1\n0,2,1\n0,3,1\n"
         (GOOD_HEAD + "5,1,fast\n", r"t.csv:6: column 'speed' is not a number: 'fast'"),
         (GOOD_HEAD + "5,1.5,2\n", r"t.csv:6: column 'worker' must be an integer"),
         (GOOD_HEAD + "5,1,0\n", r"t.csv:6: speed must be finite and > 0, got 0.0"),
+        # an OverflowError without file or line, and a wrong "must increase"
+        (GOOD_HEAD + "1e20,1,2\n", r"t.csv:6: column 'step' is '1e20', over 9007199254740992"),
+        (GOOD_HEAD + f"{2**63 - 1},1,2\n", r"t.csv:6: column 'step' is '9223372036854775807'"),
         (GOOD_HEAD + "5,1,-2\n", r"t.csv:6: speed must be finite and > 0"),
         (
             GOOD_HEAD + "9,1,2\n\n4,1,2\n",
@@ -114,6 +117,10 @@ def test_modifier_errors():
 def test_cost_errors():
     with pytest.raises(ValueError, match=r"per_sample_cost > 0"):
         CostModel(per_sample_cost=0.0)
+    # an infinite latency ran to the end, every time inf; an infinite bandwidth is no cost
+    with pytest.raises(ValueError, match=r"need \['latency finite'\]"):
+        CostModel(latency=float("inf"))
+    assert CostModel(bandwidth=float("inf")).bandwidth == float("inf")
     with pytest.raises(ValueError, match=r"must both be \[W\]"):
         CostModel().worker_times(0, np.array([1, 2]), np.array([1.0]))
     with pytest.raises(ValueError, match="step must be >= 0"):
@@ -173,8 +180,9 @@ def test_virtual_clock_rejects_bad_times():
     # Sizes without speeds (or speeds without sizes) cannot name a lost worker: no hint.
     with pytest.raises(ValueError, match=r"got \[1.0, inf, 1.0, 1.0\]$"):
         clock.step(np.array([1.0, np.inf, 1.0, 1.0]), batch_sizes=[1, 1, 1, 1])
-    with pytest.raises(ValueError, match=r"^comm_time must be >= 0, got -1.0$"):
-        clock.step(np.ones(4), comm_time=-1.0)
+    for bad in (-1.0, float("inf"), float("nan")):  # inf and nan made the clock's time so
+        with pytest.raises(ValueError, match=rf"^comm_time must be finite and >= 0, got {bad}$"):
+            clock.step(np.ones(4), comm_time=bad)
     assert clock.steps == 0 and clock.time == 0.0  # nothing was counted
     with pytest.raises(ValueError, match=r"^num_workers must be >= 1, got 0$"):
         VirtualClock(0)

@@ -72,8 +72,8 @@ class VirtualClock:
                 lost = unavailable_workers(batch_sizes, speeds)
             hint = f"; worker(s) {lost} have speed 0 but were given samples" if lost else ""
             raise ValueError(f"worker times must be finite and >= 0, got {t.tolist()}{hint}")
-        if comm_time < 0:
-            raise ValueError(f"comm_time must be >= 0, got {comm_time}")
+        if not np.isfinite(comm_time) or comm_time < 0:
+            raise ValueError(f"comm_time must be finite and >= 0, got {comm_time}")
 
         slowest = float(t.max())
         step_time = slowest + float(comm_time)

@@ -29,6 +29,7 @@ With `linear=True` the time is exactly b * per_sample_cost / s (noise still appl
 """
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -98,6 +99,11 @@ class CostModel:
             "memory_limits >= 0": all(m >= 0 for m in self.memory_limits),
             "memory_factor >= 1": self.memory_factor >= 1,
         }
+        # Finite too (NaN fails every comparison above; inf passed them, and an infinite
+        # latency ran to the end with every time inf); bandwidth may be inf (no cost a byte)
+        finite = ("per_sample_cost", "fixed_cost", "overhead", "cliff_penalty", "noise")
+        finite += ("latency", "memory_factor")
+        checks |= {f"{name} finite": math.isfinite(getattr(self, name)) for name in finite}
         failed = [k for k, ok in checks.items() if not ok]
         if failed:
             raise ValueError(f"bad cost config: need {failed}; got {self}")

@@ -69,6 +69,11 @@ def schedule_profile(
     )
 
 
+# The largest step a trace may name: far past any run, and within int64 (a step of 1e20 was
+# an OverflowError without file or line, one of 2**63 - 1 a wrong "must increase").
+MAX_STEP = 2**53
+
+
 def _parse(text: str, kind: type, column: str, where: str) -> int | float:
     try:
         value = float(text)
@@ -77,7 +82,13 @@ def _parse(text: str, kind: type, column: str, where: str) -> int | float:
     if kind is int:
         if not value.is_integer():
             raise ValueError(f"{where}: column {column!r} must be an integer, got {text!r}")
-        return int(value)
+        try:  # exact where the text is an integer literal (a float holds 53 bits)
+            whole = int(text.strip())
+        except ValueError:
+            whole = int(value)
+        if abs(whole) > MAX_STEP:
+            raise ValueError(f"{where}: column {column!r} is {text!r}, over {MAX_STEP}")
+        return whole
     return value
 
 
