@@ -497,6 +497,8 @@ def test_runs_stopped_before_their_first_step_are_counted_not_failed_on(ablation
     runs = analysis.load_runs(str(root), use_cache=False)
     assert len(runs.summaries) == 5 and runs.steps["run"].nunique() == 4
     assert "8-8 steps a run (1 of them logged none); 4 of 5 complete" in report.describe_setup(runs)
+    # a schedule reads no hetero.level: it was described as 'level 8', the default
+    assert "heterogeneity schedule; seeds" in report.describe_setup(runs)
     alone = analysis.load_runs(str(empty), use_cache=False)
     assert "no steps; 0 of 1 complete" in report.describe_setup(alone)
     assert not plots.plot_worker_times(alone).axes[0].axison  # says why, as an empty panel

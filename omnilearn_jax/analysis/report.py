@@ -35,13 +35,19 @@ def describe_setup(runs: Runs) -> str:
         logged += f" ({len(s) - len(steps)} of them logged none)"
     return (
         f"{len(s)} runs ({runs.source}): controllers {_values(s, 'controller')}; "
-        f"heterogeneity {_values(s, 'hetero')} (level {_values(s, 'level')}); "
+        f"heterogeneity {_values(s, 'hetero')}{_level(s)}; "
         f"seeds {_values(s, 'seed')}; mode {_values(s, 'mode')}, clock {_values(s, 'clock')}. "
         f"Model {_values(s, 'model')} on {_values(s, 'dataset')}, "
         f"{_values(s, 'num_workers')} workers, global batch {_values(s, 'global_batch_size')}, "
         f"{logged}; "
         f"{int((s['status'] == 'complete').sum())} of {len(s)} complete."
     )
+
+
+def _level(s: pd.DataFrame) -> str:
+    """' (level 2, 8)' where a profile read hetero.level (hl), else '' (a schedule said
+    'level 8', the default it never ran)."""
+    return f" (level {_values(s, 'level')})" if s["level"].notna().any() else ""
 
 
 def _fmt(value: float, digits: int = 3) -> str:
