@@ -26,3 +26,13 @@ def test_each_wall_time_is_a_ratio_to_the_same_size_unpinned():
     assert collective_cost.table({"rows": [_row("pinned", 1, 1.0)]}).endswith(
         "| - | - | 1.00 / 2.00 | nanx |"
     )
+
+
+def test_the_waiting_rows_ratio_leaves_out_the_delay_it_waits_for():
+    """Process 0 sleeps 20 ms before each call: the row said 21.88 ms and 14.43x unpinned,
+    the sleep counted as all-reduce time (1.88 ms: 1.24x)."""
+    late = {**_row("unpinned, process 0 20 ms late", 4096, 21.88), "late_ms": 20.0}
+    older = _row("unpinned, process 0 20 ms late", 4096, 21.88)  # saved before late_ms
+    for row in (late, older):
+        text = collective_cost.table({"rows": [_row("unpinned", 4096, 1.52), row]})
+        assert text.endswith("| 4096 | 21.88 (20 of it the delay) | - | - | 1.00 / 2.00 | 1.24x |")
