@@ -22,6 +22,7 @@ import numpy as np
 from experiments import stats
 from experiments.async_fair import ARMS, SETTINGS, TUNE_SEEDS
 from experiments.paper import stamp
+from experiments.paper.fmt import fixed, signed
 
 EARLY = 2.0  # virtual seconds: accuracy there shows the speed of training, not its end
 TARGET = 0.95  # accuracy for time to target
@@ -79,8 +80,10 @@ def metrics(r: dict) -> dict[str, float]:
 
 def fmt_iv(mean: float, lo: float, hi: float, scale: float = 1.0, digits: int = 3) -> str:
     if math.isnan(lo):
-        return f"{mean * scale:.{digits}f}"
-    return f"{mean * scale:.{digits}f} [{lo * scale:.{digits}f}, {hi * scale:.{digits}f}]"
+        return fixed(mean * scale, digits)
+    return (
+        f"{fixed(mean * scale, digits)} [{fixed(lo * scale, digits)}, {fixed(hi * scale, digits)}]"
+    )
 
 
 def paired(a: dict, b: dict, key: str) -> tuple[float, float, float, int]:
@@ -257,11 +260,11 @@ def conclusions(summary: dict, facts: dict) -> list[str]:
         lines.append(
             "- **Against OmniLearn's +6.9%.** At the budget, proportional minus uniform is "
             + "; ".join(
-                f"{s} {100 * m:+.2f} points [{100 * lo:+.2f}, {100 * hi:+.2f}]"
+                f"{s} {signed(100 * m)} points [{signed(100 * lo)}, {signed(100 * hi)}]"
                 for s, (m, lo, hi) in finals.items()
             )
             + f". {_which(sig)} "
-            f"significant; the largest mean gain is {100 * finals[best][0]:+.2f} points "
+            f"significant; the largest mean gain is {signed(100 * finals[best][0])} points "
             f"({best}). With each arm tuned and run to convergence, nothing near +6.9 points "
             "holds here."
         )
@@ -271,7 +274,8 @@ def conclusions(summary: dict, facts: dict) -> list[str]:
         lines.append(
             f"- **Before convergence (at {EARLY:g} s).** Proportional minus uniform: "
             + "; ".join(
-                f"{s} {100 * m:+.2f} points [{100 * lo:+.2f}, {100 * hi:+.2f}], {verdict(lo, hi)}"
+                f"{s} {signed(100 * m)} points [{signed(100 * lo)}, {signed(100 * hi)}], "
+                f"{verdict(lo, hi)}"
                 for s, (m, lo, hi) in early.items()
             )
             + "."
@@ -282,7 +286,9 @@ def conclusions(summary: dict, facts: dict) -> list[str]:
         sig = [s for s, (m, lo, hi) in ttt.items() if lo > 0 or hi < 0]
         lines.append(
             f"- **Time to {TARGET} accuracy.** Proportional minus uniform: "
-            + "; ".join(f"{s} {m:+.2f} s [{lo:+.2f}, {hi:+.2f}]" for s, (m, lo, hi) in ttt.items())
+            + "; ".join(
+                f"{s} {signed(m)} s [{signed(lo)}, {signed(hi)}]" for s, (m, lo, hi) in ttt.items()
+            )
             + f" ({len(sig)} of {len(ttt)} significant; positive: proportional is slower)."
         )
     why = []
@@ -293,7 +299,8 @@ def conclusions(summary: dict, facts: dict) -> list[str]:
             continue
         kept = c[1] > 0 or c[2] < 0
         why.append(
-            f"{s}: {a[0]:+.2f} s async, {c[0]:+.2f} s [{c[1]:+.2f}, {c[2]:+.2f}] in the control, "
+            f"{s}: {signed(a[0])} s async, {signed(c[0])} s [{signed(c[1])}, {signed(c[2])}] "
+            "in the control, "
             + (
                 "so the gap stays without staleness: the update sizes and order, not "
                 f"staleness, account for {'most' if c[0] >= 0.5 * a[0] else 'part'} of it"
@@ -312,7 +319,9 @@ def conclusions(summary: dict, facts: dict) -> list[str]:
         for arm in ARMS:
             v = summary.get((s, f"staleness cost, {arm}", "final"))
             if v:
-                cost.append(f"{s} {arm} {100 * v[0]:+.2f} [{100 * v[1]:+.2f}, {100 * v[2]:+.2f}]")
+                cost.append(
+                    f"{s} {arm} {signed(100 * v[0])} [{signed(100 * v[1])}, {signed(100 * v[2])}]"
+                )
     if cost:
         lines.append(
             "- **What staleness costs** (control minus async, final accuracy, points): "

@@ -22,6 +22,7 @@ import sys
 
 import numpy as np
 
+from experiments.paper.fmt import signed
 from experiments.stats import mean_half
 
 ARMS = ("static", "proportional")
@@ -113,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     lines += [
         "",
-        f"Paired difference, proportional minus uniform: {d_mean * 100:+.2f} points, 95% "
-        f"interval [{(d_mean - d_half) * 100:+.2f}, {(d_mean + d_half) * 100:+.2f}] points: "
+        f"Paired difference, proportional minus uniform: {signed(d_mean * 100)} points, 95% "
+        f"interval [{signed((d_mean - d_half) * 100)}, {signed((d_mean + d_half) * 100)}] points: "
         f"{verdict}. OmniLearn reports up to +6.9%.",
         "",
     ]

@@ -22,6 +22,7 @@ import numpy as np
 
 from benchmarks import controller_noise_bound as noise_bound
 from experiments.paper import stamp
+from experiments.paper.fmt import signed
 from experiments.stats import mean_half
 
 RESULTS = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results"
@@ -176,7 +177,7 @@ def trainer_section(report: dict) -> list[str]:
             said = {"lower": "shorter", "higher": "longer"}.get(v, "no significant difference")
             lines.append("")
             lines.append(
-                f"Predictive's total time minus {other}'s, paired by seed: {mean:+.4f} ± "
+                f"Predictive's total time minus {other}'s, paired by seed: {signed(mean, 4)} ± "
                 f"{half:.4f} s ({said})."
             )
     return lines

@@ -96,3 +96,26 @@ def test_acsos_sentence_follows_its_numbers():
     sentence = claims.acsos_sentence(curves)
     assert "gives 1.50x, more than the linear 1.33x" in sentence
     assert "is 2.10x (`kink`), so `kink` reaches" in sentence
+
+
+def test_the_scale_out_sentence_counts_the_clocks_fixed_cost():
+    """It said a 2-core worker's balanced share is 2.9 rows (B x 2 / 350, the fixed cost left
+    out); under (0.05 + 0.01 b) / cores it is (512 * 0.01 + 32 * 0.05) / 350 * 2 / 0.01 - 5 =
+    -1.16: no rows at all."""
+    from experiments.paper import discussion
+
+    text = discussion._slowest_share(COST)
+    assert "gives a 2-core worker no rows at all (its share, -1.2, is below zero" in text
+    linear = discussion._slowest_share({"fixed_cost": 0.0, "per_sample_cost": 0.01})
+    assert linear == "against a balanced share of 2.9 rows for a 2-core worker"
+    assert "no rows at all (its share, -1.2" in _read("docs", "RESULTS.md")
+
+
+def test_a_value_that_rounds_to_zero_has_no_minus_sign():
+    from experiments.paper.fmt import fixed, signed
+
+    assert signed(-2.2e-15) == "+0.00" and fixed(-2.2e-15) == "0.00"  # printed as -0.00
+    assert (
+        signed(-0.006) == "-0.01" and signed(1.25, 1) == "+1.2" and fixed(-3.14159, 3) == "-3.142"
+    )
+    assert not re.search(r"-0\.0+(?![0-9])", _read("docs", "RESULTS.md"))

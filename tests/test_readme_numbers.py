@@ -15,6 +15,7 @@ import re
 import numpy as np
 
 from experiments import async_fair_doc, async_seeds, real_hetero
+from experiments.paper.fmt import signed
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -130,8 +131,8 @@ def test_async_gain_is_the_fair_study():
     _, summary = async_fair_doc.build(_json("docs", "results", "async_fair.json"))
     finals = [v for (_, what, key), v in summary.items() if key == "final" and "async" in what]
     significant = sum(1 for _, lo, hi in finals if lo > 0 or hi < 0)
-    assert m.group(1) == f"{100 * min(v[0] for v in finals):+.2f}"
-    assert m.group(2) == f"{100 * max(v[0] for v in finals):+.2f}"
+    assert m.group(1) == signed(100 * min(v[0] for v in finals))
+    assert m.group(2) == signed(100 * max(v[0] for v in finals))
     assert (int(m.group(3)), int(m.group(4))) == (len(finals), significant)
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from experiments.paper import claims
 from experiments.paper import paper_facts as paper
 from experiments.paper.common import hl_cores
-from experiments.paper.fmt import fmt, pct
+from experiments.paper.fmt import fmt, pct, signed
 
 if TYPE_CHECKING:
     from experiments.paper.tracedoc import Doc
@@ -39,8 +39,8 @@ def _fair_sentence(fair: dict | None) -> str:
     return (
         " In the tuned study (docs/results/async_fair.md: HL8, each arm's own learning rate, "
         "runs to convergence, 5 paired seeds) proportional minus uniform at the budget is "
-        f"{min(100 * v[0] for v in finals.values()):+.2f} to "
-        f"{max(100 * v[0] for v in finals.values()):+.2f} points over {len(finals)} settings, "
+        f"{signed(min(100 * v[0] for v in finals.values()))} to "
+        f"{signed(max(100 * v[0] for v in finals.values()))} points over {len(finals)} settings, "
         f"{sig} significant, and proportional reaches 0.95 significantly later in {slower} of "
         f"{len(ttt)}."
     )
@@ -100,8 +100,25 @@ def _async_curve_sentence(asy: dict | None) -> str:
         else ""
     )
     return (
-        f"{ON_CURVE} gains range {100 * min(gains.values()):+.1f} to "
-        f"{100 * max(gains.values()):+.1f} points{spread}."
+        f"{ON_CURVE} gains range {signed(100 * min(gains.values()), 1)} to "
+        f"{signed(100 * max(gains.values()), 1)} points{spread}."
+    )
+
+
+def _slowest_share(cost: dict) -> str:
+    """What a balanced split under the clock's cost (`cost`: the cells' section) gives the
+    scale-out's 2-core worker. B x cores / total cores (2.9 rows) left the fixed cost out: under
+    it the share is below zero."""
+    from experiments.paper.scaleout import BATCH, CORES
+
+    fixed, per = float(cost.get("fixed_cost", 0.0)), float(cost.get("per_sample_cost", 0.01))
+    share = min(claims.balanced_shares(CORES, BATCH, fixed, per))
+    if share > 0:
+        return f"against a balanced share of {share:.1f} rows for a {min(CORES)}-core worker"
+    return (
+        f"where a balanced split under the clock's cost gives a {min(CORES)}-core worker no "
+        f"rows at all (its share, {share:.1f}, is below zero: its fixed cost alone outlasts "
+        "the balanced step)"
     )
 
 
@@ -213,9 +230,10 @@ def discussion(
             verdict = f"{len(gains) - len(within)} of {len(gains)} beyond one standard deviation"
         out.append(
             f"- **Async accuracy.** The largest gain over uniform batches at equal time is "
-            f"{100 * gains[best]:+.1f} points (`{best[1]}` at HL{best[0]}; paper: up to "
+            f"{signed(100 * gains[best], 1)} points (`{best[1]}` at HL{best[0]}; paper: up to "
             f"+{100 * paper.ASYNC_GAIN:.1f}%); gains range "
-            f"{100 * min(gains.values()):+.1f} to {100 * max(gains.values()):+.1f} points, "
+            f"{signed(100 * min(gains.values()), 1)} to "
+            f"{signed(100 * max(gains.values()), 1)} points, "
             f"{verdict}. {stale_text}These runs share one untuned learning rate and stop "
             f"before convergence.{_async_curve_sentence(curves.get('async'))}"
             f"{_fair_sentence(fair)} The paper's async runs train larger "
@@ -229,8 +247,8 @@ def discussion(
                 f"`proportional` saves {pct(p8)} "
                 f"with b_min = 8 and {pct(p0)} with b_min = 0 (ideal {pct(scale['ideal'])}): "
                 "at this spread the paper's lower bound keeps the slowest workers at 8 samples, "
-                f"against a balanced share of {scale['slow_share']:.1f} for a 2-core worker, "
-                "and they set the step time." + _scaleout_curve_sentence(curves.get("scaleout"))
+                f"{_slowest_share(cost)}, and they set the step time."
+                + _scaleout_curve_sentence(curves.get("scaleout"))
             )
     if res:
         from experiments.paper.resnet import CORES as RESNET_CORES

@@ -17,7 +17,7 @@ from experiments.paper import groups as G
 from experiments.paper import paper_facts as paper
 from experiments.paper.curve_section import bsp_curve_section
 from experiments.paper.discussion import discussion, pct_range
-from experiments.paper.fmt import curve_name, fmt, md_table, rel
+from experiments.paper.fmt import curve_name, fmt, md_table, rel, signed
 from experiments.paper.sections import (
     async_section,
     bsp_section,
@@ -234,7 +234,7 @@ def _fair_text(fair: dict | None, label: str) -> str:
     sig = sum(1 for _, lo, hi in finals if lo > 0 or hi < 0)
     lo, hi = min(m for m, _, _ in finals), max(m for m, _, _ in finals)
     return (
-        f"{100 * lo:+.2f} to {100 * hi:+.2f} points over {len(finals)} tuned settings, "
+        f"{signed(100 * lo)} to {signed(100 * hi)} points over {len(finals)} tuned settings, "
         f"{sig} significant (paired 95% intervals; docs/results/async_fair.md; time {label})"
     )
 
@@ -273,16 +273,18 @@ def summary_table(
             (
                 _fair_text(fair, label)
                 or (
-                    f"{100 * max(gains):+.1f} points at best of {len(gains)} cells (time {label})"
+                    f"{signed(100 * max(gains), 1)} points at best of {len(gains)} cells "
+                    f"(time {label})"
                     if gains
                     else "-"
                 )
             )
             + (
                 f"; one untuned learning rate (the two asynchronous tables): "
-                f"{100 * min(gains):+.1f} to {100 * max(gains):+.1f} points over {len(gains)} "
-                f"cells under the formula, {100 * min(gains_curve):+.1f} to "
-                f"{100 * max(gains_curve):+.1f} over {len(gains_curve)} on the curve "
+                f"{signed(100 * min(gains), 1)} to {signed(100 * max(gains), 1)} points over "
+                f"{len(gains)} "
+                f"cells under the formula, {signed(100 * min(gains_curve), 1)} to "
+                f"{signed(100 * max(gains_curve), 1)} over {len(gains_curve)} on the curve "
                 f"({curve_label})"
                 if gains_curve and gains
                 else ""

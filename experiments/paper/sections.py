@@ -12,7 +12,7 @@ import numpy as np
 from experiments.paper import groups as G
 from experiments.paper import paper_facts as paper
 from experiments.paper.common import LEVELS, TARGET, hl_cores
-from experiments.paper.fmt import fmt, md_table, pct
+from experiments.paper.fmt import fmt, md_table, pct, signed
 from experiments.paper.tracedoc import Doc, compare
 from omnilearn_jax.cluster import uniform_vs_balanced_reduction
 
@@ -212,7 +212,7 @@ def async_section(doc: Doc, runs: list[G.Group], curve: str = "") -> dict[str, A
                 f"HL{level}",
                 name,
                 doc.num(table, label, g, "final_eval_accuracy"),
-                "-" if name == "static" else f"{100 * gain:+.1f} points",
+                "-" if name == "static" else f"{signed(100 * gain, 1)} points",
                 fmt(float(np.mean(stale))) if stale else "-",
                 in_rows,
                 fmt(facts["spread"][(level, name)]),
@@ -287,7 +287,6 @@ def scaleout_section(doc: Doc, runs: list[G.Group], curve: str = "") -> dict[str
             ]
         )
     facts["ideal"] = ideal
-    facts["slow_share"] = BATCH * min(CORES) / sum(CORES)
     doc.add(
         _titled(f"## Scale-out: {WORKERS} workers, 2 to 32 cores", curve),
         "",
