@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import shlex
 import sys
 
 from experiments.ablation import spec, table
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:  # what a run would do: complete cells are skipped
         for cell in cells:
             done = is_complete(os.path.join(args.workdir, cell.name))
-            command = " ".join(cell_command(ablation, cell, args.workdir))
+            command = shlex.join(cell_command(ablation, cell, args.workdir))
             print(f"# complete, skipped: {command}" if done else command)
         return 0
     table.write_manifest(args.workdir, ablation.grid, cells)

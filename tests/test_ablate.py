@@ -5,6 +5,7 @@ import itertools
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -254,8 +255,8 @@ def test_a_failing_cell_is_reported_and_does_not_stop_the_others(tmp_path):
     config.write_text(
         "def get_config(arg=''):\n"
         "    return {'base': 'configs/paper_bsp.py:runlocal,model=mlp',\n"
-        "            'grid': {'hetero.name': ('uniform', 'trace')},\n"
-        "            'overrides': {'hetero.path': '/nonexistent/trace.csv',\n"
+        "            'grid': {'dataset.name': ('digits', 'npz')},\n"
+        "            'overrides': {'dataset.path': '/nonexistent/data.npz',\n"
         "                          'train.num_steps': 2, 'train.eval_every': 2}}\n"
     )
     workdir = tmp_path / "run"
@@ -267,16 +268,17 @@ def test_a_failing_cell_is_reported_and_does_not_stop_the_others(tmp_path):
         timeout=200,
     )
     assert proc.returncode == 1
-    failed_log = workdir / "name-trace" / "log.txt"
-    # A user error in the cell (a missing trace file) exits with status 2, saying so.
-    assert f"FAILED name-trace (exit 2); log: {failed_log}" in proc.stdout
-    assert "trace file not found: '/nonexistent/trace.csv'" in failed_log.read_text()
-    ok = read_json(workdir / "name-uniform" / "summary.json")
+    failed_log = workdir / "name-npz" / "log.txt"
+    # A user error found in the cell (a missing data file: the runner's check of every cell
+    # loads no data) exits with status 2, saying so.
+    assert f"FAILED name-npz (exit 2); log: {failed_log}" in proc.stdout
+    assert "dataset file '/nonexistent/data.npz' does not exist" in failed_log.read_text()
+    ok = read_json(workdir / "name-digits" / "summary.json")
     assert ok["status"] == "complete" and ok["steps"] == 2
     rows = table.build_table(str(workdir))
-    assert [(r["hetero.name"], r["seeds"], r["missing"]) for r in rows] == [
-        ("uniform", 1, 0),
-        ("trace", 0, 1),
+    assert [(r["dataset.name"], r["seeds"], r["missing"]) for r in rows] == [
+        ("digits", 1, 0),
+        ("npz", 0, 1),
     ]
 
 
@@ -388,4 +390,59 @@ def test_a_missing_cost_curve_stops_the_ablation_before_any_cell(tmp_path, capsy
     workdir = tmp_path / "w"
     assert ablate.main([f"--config={config}", f"--workdir={workdir}"]) == 2
     assert "cost curve /nonexistent.json: [Errno 2]" in capsys.readouterr().err
+    assert not workdir.exists()
+
+
+def test_strings_in_a_tuple_are_quoted_and_equal_or_overlong_grid_values_refused():
+    """`(hl8,paper)` is one string to ml_collections: every cell of an ablation with
+    wandb.tags=('hl8','paper') failed; grid values 1 and 1.0 ran one config twice, which the
+    table averaged as two seeds; a cell name over 255 bytes failed as an OSError traceback."""
+    text = spec.format_value(("hl8", "paper"))
+    assert text == "('hl8','paper')"
+    argv = ["prog", "--config=configs/smoke.py", f"--config.wandb.tags={text}"]
+    holder = flags.FlagValues()
+    config_flags.DEFINE_config_file("config", None, "", flag_values=holder, sys_argv=argv)
+    holder(argv)
+    assert tuple(holder.config.wandb.tags) == ("hl8", "paper")
+    base = {"base": "configs/smoke.py"}
+    with pytest.raises(ValueError, match=r"repeats a value: \(1, 1.0\)"):
+        spec.from_config({**base, "grid": {"optimizer.learning_rate": (1, 1.0)}})
+    long = {"controller.sizes": ((1,) * 64 + (0,) * 64, (0,) * 64 + (1,) * 64)}
+    with pytest.raises(ValueError, match="bytes, over the file system's 255"):
+        spec.from_config({**base, "grid": long}).cells()
+
+
+def test_a_complete_cell_in_a_workdir_with_a_space_is_skipped_on_a_rerun(tmp_path):
+    """The log header was joined with spaces and split on them: a rerun read the workdir as
+    two arguments and refused its own complete cells as run with another command."""
+    from experiments.ablation import runner
+
+    ablation = spec.from_config({"base": "configs/smoke.py", "grid": {"seed": (0,)}})
+    workdir = str(tmp_path / "a b")
+    (cell,) = ablation.cells()
+    os.makedirs(os.path.join(workdir, cell.name))
+    cmd = runner.cell_command(ablation, cell, workdir)
+    with open(os.path.join(workdir, cell.name, "log.txt"), "w") as f:
+        f.write("# " + __import__("shlex").join([*cmd, "--config.wandb.group=a b"]) + "\n")
+    with open(os.path.join(workdir, cell.name, "summary.json"), "w") as f:
+        json.dump({"status": "complete"}, f)
+    assert runner.stale_cells(ablation, workdir) == [cell.name]  # another group: stale
+    with open(os.path.join(workdir, cell.name, "log.txt"), "w") as f:
+        f.write("# " + __import__("shlex").join(cmd) + "\n")
+    assert runner.stale_cells(ablation, workdir) == []
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("hetero.level=3", "unknown hl level 3"),
+        ("cost.noise=-1.0", r"need \['noise >= 0'\]"),
+    ],
+)
+def test_bad_cluster_values_stop_the_ablation_before_any_cell(tmp_path, capsys, override, message):
+    """The runner's check of every cell passed them; each cell then failed as it started."""
+    config = "configs/ablation_smoke.py"
+    workdir = tmp_path / "w"
+    assert ablate.main([f"--config={config}", f"--workdir={workdir}", "--set", override]) == 2
+    assert re.search(message, capsys.readouterr().err)
     assert not workdir.exists()

@@ -153,3 +153,18 @@ def test_the_summary_sentence_gives_static_time_as_the_table_does(tmp_path):
     text = table.to_markdown(table.build_table(workdir))
     assert "| static | 10.98 ± 0 |" in text
     assert "Against uniform batching (static, 10.98 s)" in text  # it said 11 s
+
+
+def test_a_slower_controller_takes_longer_and_one_without_a_paired_seed_is_named(tmp_path):
+    """It said "proportional finishes 0.82x faster" of a controller 1.22x as slow, and
+    "nanx faster" of one with no seed in common with static."""
+    times = {"static": (10.0, 10.0), "pi": (8.0, 8.0), "proportional": (12.0, 12.5)}
+    (line,) = table.summary_lines(table.build_table(_workdir(tmp_path / "a", times)))
+    assert (
+        "(static, 10 s), pi finishes 1.25x faster, while proportional takes 1.22x as long" in line
+    )
+    rows = table.build_table(_workdir(tmp_path / "b", times))
+    rows[1]["speedup_vs_static"] = float("nan")  # pi, as with no seed in common
+    (line,) = table.summary_lines(rows)
+    assert "proportional takes 1.22x as long (pi: no seed in common with static)" in line
+    assert "nan" not in line

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -67,7 +68,7 @@ def stale_cells(ablation: Ablation, workdir: str) -> list[str]:
             continue
         try:
             with open(os.path.join(cell_dir, "log.txt")) as f:
-                ran = args(f.readline().removeprefix("# ").split())
+                ran = args(shlex.split(f.readline().removeprefix("# ")))
         except OSError:
             ran = []
         if ran != args(cell_command(ablation, cell, workdir)):
@@ -200,7 +201,9 @@ class Runner:
         cmd = cell_command(self.ablation, cell, self.workdir)
         cores = self.slots[slot]
         log_file = open(os.path.join(cell_dir, "log.txt"), "w")  # noqa: SIM115
-        log_file.write("# " + " ".join(cmd) + "\n")
+        # Quoted as a shell would need it: an argument with a space (a workdir, a string
+        # override) read back as two, and a rerun refused its complete cells
+        log_file.write("# " + shlex.join(cmd) + "\n")
         log_file.flush()
 
         runner = os.getpid()

@@ -74,6 +74,12 @@ class Ablation:
             name = "__".join(f"{labels[k]}-{_safe(v)}" for k, v in zip(keys, combo, strict=True))
             if name in names:
                 raise ValueError(f"two grid cells share the directory name {name!r}")
+            if len(name.encode()) > MAX_NAME:  # an OSError traceback once the cells ran
+                raise ValueError(
+                    f"grid cell name {name[:60]}... is {len(name.encode())} bytes, over the "
+                    f"file system's {MAX_NAME}: give the long values fewer elements, or ablate "
+                    "them as named variants of the base config"
+                )
             names.add(name)
             cells.append(Cell(name or "base", dict(zip(keys, combo, strict=True))))
         return cells
@@ -91,6 +97,16 @@ class Ablation:
         return {**self.fixed_overrides(), **cell.values}
 
 
+# The longest file name most file systems take, in bytes (a cell is a directory).
+MAX_NAME = 255
+
+
+def _equal_values(values) -> bool:
+    """Whether two of `values` are equal numbers (1 and 1.0; not 1 and '1')."""
+    numbers = [v for v in values if isinstance(v, int | float)]
+    return len(set(numbers)) < len(numbers)
+
+
 def _labels(keys: list[str]) -> dict[str, str]:
     """Short directory labels: the last key component unless two keys share it."""
     last = [k.rpartition(".")[2] for k in keys]
@@ -106,13 +122,17 @@ def _safe(value: Any) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]", "_", str(value)) or "empty"
 
 
-def format_value(value: Any) -> str:
-    """A value as `--config.KEY=VALUE` text that ml_collections parses back to the same value."""
+def format_value(value: Any, inside: bool = False) -> str:
+    """A value as `--config.KEY=VALUE` text that ml_collections parses back to the same value.
+    A string inside a tuple is quoted: `(hl8,paper)` is read as the one string '(hl8,paper)',
+    and every cell of an ablation with `wandb.tags=('hl8','paper')` failed."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, tuple | list):
-        inner = ",".join(format_value(v) for v in value)
+        inner = ",".join(format_value(v, inside=True) for v in value)
         return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, str) and inside:
+        return repr(value)
     return repr(value) if isinstance(value, float) else str(value)
 
 
@@ -166,7 +186,9 @@ def from_config(config: Any, default_group: str = "ablation") -> Ablation:
             )
         if not values:
             raise ValueError(f"grid[{key!r}] has no values; give at least one")
-        if len(set(map(repr, values))) != len(values):
+        # by repr (0.1 and "0.1" differ) and by value (1 and 1.0, True and 1: one config
+        # run twice, its two cells then averaged as two seeds of one setting by the table)
+        if len(set(map(repr, values))) != len(values) or _equal_values(values):
             raise ValueError(f"grid[{key!r}] repeats a value: {tuple(values)!r}")
     overrides = _plain(config.get("overrides"), "overrides")
     both = sorted(set(grid) & set(overrides))

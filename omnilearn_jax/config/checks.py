@@ -155,6 +155,27 @@ def check_config(config: Any) -> None:
         schema.make_controller(config)
     except TypeError as e:  # unknown keyword argument of the policy
         raise ValueError(str(e)) from None
+    _check_cluster_values(config)
+
+
+def _check_cluster_values(config: Any) -> None:
+    """The `hetero` and `cost` sections' values, before the data is loaded: a bad level,
+    variant or cost (hetero.level=3, cost.noise=-1) passed the ablation runner's check of every
+    cell and failed each cell as it started. An epoch is taken as one step here, so a
+    schedule counted in epochs is checked against the run's length once the trainer knows the
+    epoch's (engine/timing.check_cluster)."""
+    from omnilearn_jax.cluster import make_profile
+    from omnilearn_jax.engine.timing import check_cost, profile_steps
+
+    steps, _ = profile_steps(config)
+    make_profile(
+        config.hetero,
+        num_workers=config.num_workers,
+        num_steps=max(steps, 1),
+        steps_per_epoch=1,
+        seed=config.seed,
+    )
+    check_cost(config)
 
 
 CLOCKS = ("virtual", "wall")

@@ -261,8 +261,13 @@ def check_cluster(config, *, steps_per_epoch: int) -> None:
     if jax.process_index() == 0:
         for sentence in [*unread_keys(config.hetero), *profile.unreached(*profile_steps(config))]:
             print(f"warning: {sentence}", file=sys.stderr, flush=True)
+    check_cost(config).time_table(np.ones(config.num_workers), 1)  # one memory limit a worker
+
+
+def check_cost(config) -> CostModel:
+    """The cost model of the config's `cost` section, built to raise its clear error for a
+    bad value (a per_sample_cost of 0 asks for calibration, checked later)."""
     values = config.cost.to_dict()
-    if values.get("per_sample_cost") == 0:  # 0 asks for calibration, checked later
+    if values.get("per_sample_cost") == 0:
         values["per_sample_cost"] = 1.0
-    cost = CostModel.from_config(values, seed=config.seed)
-    cost.time_table(np.ones(config.num_workers), 1)  # one memory limit per worker
+    return CostModel.from_config(values, seed=config.seed)
