@@ -1,6 +1,7 @@
 """Data sets, the global-batch sampler, models' per-example normalisation, optimisers."""
 
 import collections
+import re
 
 import jax
 import jax.numpy as jnp
@@ -254,3 +255,16 @@ def test_npz_labels_far_past_the_classes_that_appear_are_warned_of(tmp_path, cap
     assert datasets.load({"name": "npz", "path": str(path)}).num_classes == stray + 1
     said = capsys.readouterr().err
     assert ("labels run to 255 but only 10 distinct values appear" in said) is warned, said
+
+
+@pytest.mark.parametrize(
+    "key, value, says",
+    [("momentum", 1.5, "in [0, 1)"), ("momentum", -0.5, "in [0, 1)"),
+     ("weight_decay", -1.0, ">= 0"), ("warmup_steps", -5, ">= 0"), ("b2", 1.0, "in [0, 1)")],
+)  # fmt: skip
+def test_optimizer_values_out_of_range_are_refused(key, value, says):
+    """Each trained to the end, status complete (momentum 1.5 diverges)."""
+    section = {"name": "sgd", "learning_rate": 0.1, "momentum": 0.9, key: value}
+    with pytest.raises(ValueError, match=rf"optimizer.{key} must be {re.escape(says)}, got"):
+        optim.check(section)
+    optim.check({**section, key: 0})  # the edge each range keeps

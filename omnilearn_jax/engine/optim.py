@@ -26,6 +26,18 @@ def check(section: Mapping[str, Any]) -> None:
         )
     if section["learning_rate"] <= 0:
         raise ValueError(f"optimizer.learning_rate must be > 0, got {section['learning_rate']}")
+    # Each out-of-range value trained to the end (momentum 1.5 diverges, a negative weight
+    # decay grows the weights, negative warm-up steps left optax's schedule undefined)
+    ranges = {
+        "momentum": (lambda v: 0 <= v < 1, "in [0, 1)"),
+        "weight_decay": (lambda v: v >= 0, ">= 0"),
+        "warmup_steps": (lambda v: v >= 0, ">= 0"),
+        "b1": (lambda v: 0 <= v < 1, "in [0, 1)"),
+        "b2": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    }
+    for key, (ok, says) in ranges.items():
+        if key in section and not ok(section[key]):
+            raise ValueError(f"optimizer.{key} must be {says}, got {section[key]}")
 
 
 def learning_rate(section: Mapping[str, Any], num_steps: int) -> optax.Schedule | float:
