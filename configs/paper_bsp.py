@@ -46,6 +46,17 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     return build(parse_arg(arg, **VARIANTS))
 
 
+def steps_per_epoch(c: ml_collections.ConfigDict):
+    """A new lazy reference to the steps of an epoch: the training rows over the global batch
+    (synthetic: dataset.num_train; digits: what dataset.test_fraction leaves, as data._digits
+    splits, int() of the share)."""
+    if c.dataset.name == "synthetic":
+        train_rows = c.dataset.get_ref("num_train")
+    else:
+        train_rows = DIGITS - (c.dataset.get_ref("test_fraction") * DIGITS).to_int()
+    return train_rows // c.get_ref("global_batch_size")
+
+
 def build(a: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """The config of parsed variants `a` (VARIANTS' keys)."""
     c = base_config()
@@ -73,15 +84,11 @@ def build(a: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     c.model.name = check_choice("model", a.model, MODELS)
     if a.runlocal:
         c.model.width, c.model.features, c.model.hidden = 8, (8, 16), 32
-    if data == "synthetic":
-        train_rows = c.dataset.get_ref("num_train")
-    else:  # follows --config.dataset.test_fraction, as data._digits splits (int() of the share)
-        train_rows = DIGITS - (c.dataset.get_ref("test_fraction") * DIGITS).to_int()
     # Each derived key gets its own reference expression: one shared reference would tie them,
     # so overriding eval_every on the command line would silently change num_steps too.
-    c.train.num_steps = a.epochs * (train_rows // b)
-    c.train.eval_every = train_rows // b
-    c.train.log_every = train_rows // b
+    c.train.num_steps = a.epochs * steps_per_epoch(c)
+    c.train.eval_every = steps_per_epoch(c)
+    c.train.log_every = steps_per_epoch(c)
     c.train.eval_batch_size = 256
     c.train.target_accuracy = a.target
 

@@ -117,6 +117,14 @@ def test_overriding_the_batch_size_leaves_no_stale_derived_value():
         "--config.global_batch_size=64",
     )
     assert (c.train.num_steps, c.controller.b_min) == (7, 8)
+    # The async update cap is 4 W times BSP's steps, following B and W too (it kept the
+    # number computed at B = 128)
+    c = parse_cli(
+        "--config=configs/paper_asp.py:epochs=3,runlocal", "--config.global_batch_size=256"
+    )
+    assert c.train.num_steps == 4 * 4 * 3 * ((1797 - int(0.2 * 1797)) // 256) == 240
+    c = parse_cli("--config=configs/paper_asp.py:epochs=3", "--config.num_workers=8")
+    assert c.train.num_steps == 4 * 8 * 3 * (10240 // 128)
 
 
 def test_run_with_overridden_batch_size_uses_the_new_derived_values(tmp_path):
