@@ -344,3 +344,14 @@ def test_reproduce_refuses_an_empty_only_and_no_parallel_cells(argv, message, ca
     with pytest.raises(SystemExit):
         reproduce.parse_args(argv)
     assert message in capsys.readouterr().err
+
+
+def test_the_curves_trainer_command_runs_the_seeds_its_table_means():
+    """It named configs/ablation_curves.py alone (one seed) under a table of five seeds."""
+    with open(os.path.join(REPO, "docs", "results", "cost_curves.md")) as f:
+        text = f.read()
+    for variant, means in re.findall(
+        r"ablation_curves\.py(\S*) --workdir.*?means over (\d+) seed", text
+    ):
+        assert f"seeds={means}" in variant
+    assert len(re.findall(r"ablation_curves\.py\S* --workdir", text)) == 2

@@ -290,8 +290,12 @@ def trainer_section(data: dict) -> str:
     rows, limits, runs = data["controllers"], tuple(data["limits"]), data["runs"]
     if not rows:
         return ""
-    variant = f":limit={max(limits)}" if any(limits) else ""
     seeds = max(len(v) for v in rows.values())
+    # the seeds too: without them the command ran one seed where the table means five
+    args = ([f"limit={max(limits)}"] if any(limits) else []) + (
+        [f"seeds={seeds}"] if seeds > 1 else []
+    )
+    variant = ":" + ",".join(args) if args else ""
     base = _mean([r["total_time"] for r in rows.get("static", [])])
     limit = f"memory limits {list(limits)} rows, time x3 past them" if any(limits) else "no limit"
     ran = f", runs at commit `{data['stamp']['commit']}`" if data.get("stamp") else ""
