@@ -23,13 +23,17 @@ import controllers
 from benchmarks.args import at_least
 
 
-def _median_time(fn, repeats: int) -> float:
-    samples = []
+def _median_times(fns, repeats: int) -> list[float]:
+    """Median seconds of each of `fns`, timed in turn within each repeat: side by side, so a
+    change of the machine's load reaches both (timed in two blocks, the same step was 7-16 ms
+    across controllers, and each fraction divided two moments)."""
+    samples = [[] for _ in fns]
     for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        samples.append(time.perf_counter() - start)
-    return float(np.median(samples))
+        for fn, out in zip(fns, samples, strict=True):
+            start = time.perf_counter()
+            jax.block_until_ready(fn())
+            out.append(time.perf_counter() - start)
+    return [float(np.median(x)) for x in samples]
 
 
 def main() -> None:
@@ -81,9 +85,9 @@ def measure(config, steps: int) -> tuple[float, float]:
         obs = trainer.observe(0, sizes, np.full(w, 0.1), speeds)
         return trainer.next_sizes(cstate, obs)[0]
 
-    _median_time(train_step, 3)  # compile and warm up
-    _median_time(decide, 3)
-    return _median_time(train_step, steps), _median_time(decide, steps)
+    _median_times([train_step, decide], 3)  # compile and warm up
+    step, decision = _median_times([train_step, decide], steps)
+    return step, decision
 
 
 if __name__ == "__main__":

@@ -54,3 +54,14 @@ def test_an_empty_only_or_no_devices_is_refused(argv, message, capsys):
     with pytest.raises(SystemExit):
         report.main(argv)
     assert message in capsys.readouterr().err
+
+
+def test_a_decision_is_timed_beside_the_step_it_is_a_fraction_of():
+    """The steps were timed in one block and the decisions in another: each fraction divided
+    two moments of the machine's load (the same step read 7-16 ms across controllers)."""
+    from benchmarks import controller_cost
+
+    order = []
+    step, decide = (lambda: order.append("step") or 0), (lambda: order.append("decide") or 0)
+    medians = controller_cost._median_times([step, decide], 3)
+    assert order == ["step", "decide"] * 3 and len(medians) == 2
