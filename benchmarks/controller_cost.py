@@ -79,7 +79,9 @@ def measure(config, steps: int) -> tuple[float, float]:
         trainer.state, metrics, _ = trainer.timer.train_step(
             trainer.engine.steps, trainer.state, trainer.batch(t, sizes), t, sizes, speeds
         )
-        return metrics
+        # the update too: its dispatch returns before it is done, and the decision timed
+        # next would wait for it
+        return trainer.state, metrics
 
     def decide():
         obs = trainer.observe(0, sizes, np.full(w, 0.1), speeds)

@@ -163,7 +163,8 @@ def controller_cost(small: bool) -> dict:
         config.controller.name = name
         step_s, decide_s = measure(config, 10 if small else 40)
         out[name] = {"step_s": step_s, "decision_s": decide_s, "fraction": decide_s / step_s}
-    return {"config": "configs/default.py", "controllers": out}
+    # interleaved: each decision timed right after a step (controller_cost._median_times)
+    return {"config": "configs/default.py", "controllers": out, "interleaved": True}
 
 
 def controller_sim(small: bool) -> dict:
