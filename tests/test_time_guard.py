@@ -134,3 +134,16 @@ def test_rejections_are_said_one_line_a_step_for_the_first_steps_then_counted(ca
     assert "; rejected measured time 100.0s of worker 3 (batch 10)" in lines[0]
     assert "counted in summary.json's rejected_times" in lines[-1]
     assert "counted" not in lines[-2]
+
+
+def test_a_slow_first_reading_does_not_reject_the_normal_ones_after_it(capsys):
+    """The first timed step of a wall run read 15 ms against 1.4 ms after it: as the reference
+    it rejected the next step's normal times and put the slow one in their place."""
+    guard = TimeGuard(2, outlier_factor=10.0)
+    guard(0, [0.015, 0.015], [10, 10])
+    np.testing.assert_allclose(guard(1, [0.0014, 0.0014], [10, 10]), [0.0014, 0.0014])
+    assert guard.rejected == 0 and capsys.readouterr().err == ""
+    np.testing.assert_allclose(guard(2, [0.0014, 0.0014], [10, 10]), [0.0014, 0.0014])
+    # with two readings behind it, a reading 10x under the reference is an outlier again
+    np.testing.assert_allclose(guard(3, [0.0014, 0.00001], [10, 10]), [0.0014, 0.0014])
+    assert guard.rejected == 1

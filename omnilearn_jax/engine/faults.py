@@ -156,7 +156,11 @@ class TimeGuard:
         # manager costs more than the arithmetic; entries left NaN are never read)
         rate = np.divide(times, sizes, out=np.full_like(times, np.nan), where=busy & ~bad)
         ratio = np.divide(rate, self.per_sample, out=np.full_like(times, np.nan), where=known)
-        outlier = known & ((ratio > self.factor) | (ratio < 1 / self.factor))
+        # A reading far below a reference of one reading is taken: a first timed step can be
+        # slow (15 ms against 1.4 ms after it, a wall run), never fast, and the next step's
+        # normal times were rejected and replaced by the slow one. Far above, a spike.
+        once = np.isfinite(self.recent).sum(axis=1) < 2
+        outlier = known & ((ratio > self.factor) | ((ratio < 1 / self.factor) & ~once))
         # One far-off reading is rejected; a second in a row means the worker really changed
         # speed (a preempted node), so it is accepted: the guard filters spikes, not trends.
         confirmed = outlier & (self.suspect if trusted is None else self.suspect | trusted)
