@@ -290,7 +290,7 @@ def kept_runs(path: str, setup: dict, plan: list[dict]) -> list[dict]:
         return []
     with open(path) as f:
         saved = json.load(f)
-    if saved.get("setup") != setup:
+    if saved.get("setup") != json.loads(json.dumps(setup)):  # as saved: a tuple is a list
         raise SystemExit(
             f"hetero_wall: {path} holds runs of another set-up ({saved.get('setup')}, this "
             f"one: {setup}); delete it or give another --json"

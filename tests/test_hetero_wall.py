@@ -309,7 +309,8 @@ def test_a_failed_run_keeps_the_runs_before_it_and_the_same_command_goes_on(
 
     out = tmp_path / "hw.json"
     argv = ["--levels", "4", "--injects", "0.003", "--controllers", "pi", "--reps", "2"]
-    args = hw.parse_args([*argv, "--json", str(out)])
+    args = hw.parse_args([*argv, "--json", str(out), "--set", "controller.sizes=(16,16,16,80)"])
+    monkeypatch.setattr(hw, "SETTINGS", dict(args.settings))  # a tuple: a list once saved
     made = []
 
     def fake(run, steps, *more):
