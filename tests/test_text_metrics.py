@@ -225,3 +225,20 @@ def test_lm_results_refuse_cells_of_another_mode_or_no_text(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         lm_results.main(["--bsp", str(digits), "--out", str(tmp_path / "x.md")])
     assert e.value.code == 2 and "no complete text cell" in capsys.readouterr().err
+
+
+def test_an_async_reach_in_the_overrun_past_the_budget_does_not_count(tmp_path):
+    """Async runs pass the 8 s budget by different amounts: proportional reaching perplexity
+    15 at 8.012 s (static's run ended at 8.001) counted as reached, 0.48x static's time."""
+    from experiments import lm_results
+
+    curves = {
+        ("static", 0): [(4.0, 14.0), (8.001, 13.0)],
+        ("proportional", 0): [(4.0, 40.0), (8.012, 14.0)],
+    }
+    (tmp_path / "a").mkdir()
+    runs = lm_results.read_runs(_lm_ablation(tmp_path / "a", curves, mode="asp"))
+    rows = lm_results.summarise(runs, target=15.0, asp=True)[8]["rows"]
+    assert rows["proportional"]["reached"] == "0/1" and rows["static"]["reached"] == "1/1"
+    rows = lm_results.summarise(runs, target=15.0)[8]["rows"]  # BSP: each in its own time
+    assert rows["proportional"]["reached"] == "1/1"
