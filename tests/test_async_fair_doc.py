@@ -31,6 +31,9 @@ def test_interval_and_verdict():
 
 def test_curve_reading():
     curve = [[0.5, 0.6], [1.0, 0.9], [1.5, 0.96]]
-    assert doc.at_time(curve, 1.2) == 0.9
+    # linear between the evals either side (it read 0.9, the eval before: arms whose evals
+    # fall at other times were read at other times)
+    assert doc.at_time(curve, 1.2) == pytest.approx(0.9 + 0.4 * 0.06)
+    assert doc.at_time(curve, 0.2) == 0.6 and doc.at_time(curve, 2.0) == 0.96
     assert doc.time_to(curve, 0.95) == 1.5
     assert doc.time_to(curve, 0.99) != doc.time_to(curve, 0.99)  # NaN: never reached
