@@ -205,3 +205,93 @@ def test_a_save_the_signal_cuts_short_still_leaves_an_interrupted_summary(tmp_pa
         train_and_evaluate(config, str(tmp_path))
     summary = _summary(tmp_path)
     assert (summary["status"], summary["resume_step"], summary["steps"]) == ("interrupted", 4, 5)
+
+
+def test_a_second_signal_during_the_save_or_one_while_closing_leaves_the_right_summary(
+    tmp_path, monkeypatch
+):
+    """A second Ctrl-C during the save the first asked for, and a Ctrl-C while the run store
+    closed (the tracker's finish) after a complete run, each left summary.json "running",
+    steps 0, and the command line said the run stopped before its first step."""
+    from omnilearn_jax.tracking import trackers
+
+    config = smoke_config(few_buckets=True)
+    config.train.num_steps, config.train.checkpoint_every = 8, 0
+    step, save = Loop.step, Loop.save
+
+    def step_then_signal(self, index, cstate, sizes):
+        out = step(self, index, cstate, sizes)
+        if index == 4:
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    def save_twice_stopped(self, *args):
+        if self.done == 5:  # the second Ctrl-C, during the save
+            os.kill(os.getpid(), signal.SIGINT)
+        return save(self, *args)
+
+    monkeypatch.setattr(Loop, "step", step_then_signal)
+    monkeypatch.setattr(Loop, "save", save_twice_stopped)
+    with pytest.raises(Interrupted):
+        train_and_evaluate(config, str(tmp_path / "a"))
+    summary = _summary(tmp_path / "a")
+    assert (summary["status"], summary["steps"], summary["resume_step"]) == ("interrupted", 5, 0)
+    monkeypatch.setattr(Loop, "step", step)
+    monkeypatch.setattr(Loop, "save", save)
+    closed = []
+
+    def close_stopped(self, exit_code=0):
+        closed.append(exit_code)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(trackers.NullTracker, "close", close_stopped)
+    done = train_and_evaluate(config, str(tmp_path / "b"))
+    assert closed == [0] and done["status"] == "complete"
+    summary = _summary(tmp_path / "b")
+    assert (summary["status"], summary["steps"]) == ("complete", 8)
+
+
+def test_a_non_finite_loss_stops_the_run_at_its_step_and_is_no_interruption(tmp_path, monkeypatch):
+    """The summary said the steps done (20) where the non-finite loss was found at step 2,
+    its records written lazily; found by the save a Ctrl-C asked for, it was reported as an
+    interruption."""
+    from omnilearn_jax.run.loop import NonFiniteLoss
+
+    config = smoke_config(few_buckets=True)
+    config.optimizer.learning_rate = 1e30
+    config.train.num_steps, config.train.log_every, config.train.eval_every = 40, 20, 20
+    with pytest.raises(NonFiniteLoss) as stop:
+        train_and_evaluate(config, str(tmp_path / "a"))
+    recorded = [r["step"] for r in read_metrics(str(tmp_path / "a")) if "loss" in r]
+    assert _summary(tmp_path / "a")["steps"] == stop.value.step == recorded[-1] < 20
+    config = smoke_config(few_buckets=True)
+    config.train.num_steps, config.train.checkpoint_every = 12, 5
+    config.faults.nan_step = 6
+    step = Loop.step
+
+    def step_then_signal(self, index, cstate, sizes):
+        out = step(self, index, cstate, sizes)
+        if index == 6:
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    monkeypatch.setattr(Loop, "step", step_then_signal)
+    with pytest.raises(NonFiniteLoss):
+        train_and_evaluate(config, str(tmp_path / "b"))
+    summary = _summary(tmp_path / "b")
+    assert (summary["status"], summary["steps"], summary["resume_step"]) == ("failed", 7, 5)
+    assert summary["error"].startswith("NonFiniteLoss: non-finite loss (nan) at step 7")
+
+
+def test_a_resumed_run_that_completes_clears_the_stop_from_the_trackers_summary(tmp_path):
+    """W&B merges a run's summary updates: the finished run kept the error, last checkpoint
+    and resume step of the session a signal had stopped."""
+    from omnilearn_jax.run.runlog import RunLog
+    from omnilearn_jax.tracking.trackers import MemoryTracker
+
+    tracker = MemoryTracker()
+    log = RunLog(str(tmp_path), tracker=tracker)
+    log.summary({"status": "interrupted", "error": "Interrupted: SIGINT", "resume_step": 3})
+    log.summary({"status": "complete", "steps": 8})
+    assert tracker.summaries["error"] is None and tracker.summaries["resume_step"] is None
+    assert tracker.summaries["status"] == "complete"

@@ -264,7 +264,12 @@ PENDING_LIMIT = 256
 
 class NonFiniteLoss(FloatingPointError):
     """A non-finite training loss that stops the run (`train.nan_policy=stop`, or past
-    `train.max_skipped` in a row under `skip`); the command line says it in one line."""
+    `train.max_skipped` in a row under `skip`); the command line says it in one line.
+    `step`: the step (or update) whose loss it was, the last one the run recorded."""
+
+    def __init__(self, message: str, step: int) -> None:
+        super().__init__(message)
+        self.step = step
 
 
 class Runner:
@@ -497,13 +502,15 @@ class Runner:
                         stop.check()
                         if preempted(done):  # SIGTERM in a multi-process run
                             raise Interrupted(signal.SIGTERM, at_boundary=True)
-            self.sync()
-            # `resumed_from` stays in every later summary: W&B merges summary updates, so
-            # its summary of a resumed run kept the key that summary.json had dropped.
-            summary = {**self.summary(time.perf_counter() - start, tracker.run_id), **resumed}
-            log.summary(summary)
-            if cfg.train.save_params and log.is_main:
-                save_params(t.state.params, os.path.join(t.workdir, FINAL_PARAMS))
+                # Still deferred: a first signal now (the run is done) is not a stop, and one
+                # here had left summary.json "running" (a second one stops it, as in a step)
+                self.sync()
+                # `resumed_from` stays in every later summary: W&B merges summary updates, so
+                # its summary of a resumed run kept the key that summary.json had dropped.
+                summary = {**self.summary(time.perf_counter() - start, tracker.run_id), **resumed}
+                log.summary(summary)
+                if cfg.train.save_params and log.is_main:
+                    save_params(t.state.params, os.path.join(t.workdir, FINAL_PARAMS))
         except KeyboardInterrupt as error:
             # `stop.check()` raises at a step boundary: everything up to self.done is whole and
             # can be saved. A bare KeyboardInterrupt may land inside a step: keep the last
@@ -514,8 +521,14 @@ class Runner:
                     self.save(cstate, sizes, tracker.run_id)
                 else:
                     self.salvage(log)
-            except Exception:  # noqa: BLE001 - a save the signal cut short (a worker gone):
-                self.salvage(log)  # the last checkpoint stands, and the summary says so
+            except NonFiniteLoss as nan:  # the save's flush found it: the run failed there
+                log.summary({**self.stopped("failed", nan), **resumed})
+                raise nan from None
+            # A save the signal cut short (a worker gone), or a second signal during it: the
+            # last checkpoint stands, and the summary says so (a second Ctrl-C had left it
+            # "running")
+            except BaseException:  # noqa: BLE001
+                self.salvage(log)
             log.summary({**self.stopped("interrupted", error), **resumed})
             self.message = stop_message(self.done, num_steps, self.last_saved, unit=self.unit)
             error.told = True  # the command line says nothing more (run/main.py)
@@ -526,8 +539,11 @@ class Runner:
             raise
         finally:
             heap_released()
-            log.close()
-            self.ckpt.close()
+            # A first signal while the run store closes waits (a Ctrl-C during W&B's finish
+            # had left summary.json "running"); a second stops it, the summary still written
+            with deferred(enabled=jax.process_count() == 1):
+                log.close()
+                self.ckpt.close()
             if self.message:
                 log.say(self.message)
         perplexity = summary.get("final_eval_perplexity")  # text: the measure that matters
@@ -559,7 +575,9 @@ class Runner:
         return {
             "status": status,
             "error": f"{type(error).__name__}: {error}",
-            "steps": self.done,
+            # a non-finite loss is found when its record is written, steps after it ran: the
+            # run's last step is its (it said 20 where 2 were recorded)
+            "steps": error.step if isinstance(error, NonFiniteLoss) else self.done,
             "last_checkpoint": self.last_saved,
             "resume_step": self.last_saved or 0,
         }
@@ -595,13 +613,15 @@ class Runner:
             raise NonFiniteLoss(
                 f"non-finite loss ({loss}) at {self.unit} {step}, {self.skipped} in a row: "
                 f"past train.max_skipped={limit} the update is applied, so the run stops; last "
-                f"good checkpoint: {where}"
+                f"good checkpoint: {where}",
+                step,
             )
         raise NonFiniteLoss(
             f"non-finite loss ({loss}) at {self.unit} {step}; last good checkpoint: {where}. "
             f"To drop such updates, rerun with --config.train.nan_policy=skip in a new workdir "
             f"or with --config.train.resume=False (a checkpoint of nan_policy=stop holds another "
-            f"optimiser state: it cannot be continued under skip)"
+            f"optimiser state: it cannot be continued under skip)",
+            step,
         )
 
     def wrote(self, log: RunLog, step: int, loss: float, sizes, clock: float) -> None:

@@ -11,6 +11,9 @@ from typing import Any
 
 from omnilearn_jax.run.runstore import RunStore
 
+# The keys only a stopped run's summary has (Runner.stopped)
+STOPPED_KEYS = ("error", "last_checkpoint", "resume_step")
+
 
 class RunLog:
     def __init__(self, workdir: str, *, is_main: bool = True, tracker=None, append: bool = False):
@@ -45,7 +48,10 @@ class RunLog:
         that everything of the run, its W&B files included, is on disk (the ablation runner
         skips such a cell on a rerun, even if it was killed just after)."""
         if self.tracker is not None:
-            self.tracker.summary(summary)
+            # W&B merges a run's summary updates: a resumed run that completes clears what
+            # an earlier session's stop said (its error stayed on the finished run)
+            cleared = {k: None for k in STOPPED_KEYS} if summary.get("status") == "complete" else {}
+            self.tracker.summary({**cleared, **summary})
         if summary.get("status") == "running":
             if self.store:
                 self.store.write_summary(summary)
@@ -53,10 +59,12 @@ class RunLog:
             self._final = summary
 
     def close(self) -> None:
-        if self.tracker is not None:  # a failed or interrupted run is not "finished" in W&B
-            final = (self._final or {}).get("status")
-            self.tracker.close(exit_code=0 if final in (None, "complete") else 1)
-        if self.store:
-            if self._final is not None:
-                self.store.write_summary(self._final)
-            self.store.close()
+        try:
+            if self.tracker is not None:  # a failed or interrupted run is not "finished" in W&B
+                final = (self._final or {}).get("status")
+                self.tracker.close(exit_code=0 if final in (None, "complete") else 1)
+        finally:  # the run store says how the run ended, whatever the tracker's close raised
+            if self.store:
+                if self._final is not None:
+                    self.store.write_summary(self._final)
+                self.store.close()
