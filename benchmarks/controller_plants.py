@@ -44,6 +44,7 @@ def draw(rng: np.random.Generator, *, change: int, noise: float | None = None) -
         limits[fastest] = max(2, int(share * rng.uniform(0.4, 0.8)))
         factor = float(rng.uniform(2.0, 4.0))
     changed = rng.permutation(speeds * rng.uniform(0.5, 2.0, NUM_WORKERS))
+    drawn_noise = float(rng.uniform(0.0, 0.2))
     return {
         "kind": kind,
         "cliff": bool(limits.any()),
@@ -53,7 +54,11 @@ def draw(rng: np.random.Generator, *, change: int, noise: float | None = None) -
         "curve": (knots, times),
         "limits": limits.tolist(),
         "limit_factor": factor,
-        "noise": float(rng.uniform(0.0, 0.2)) if noise is None else float(noise),
+        # drawn whatever `noise` says, so a family with its noise fixed (the quiet runs that
+        # count adjustments) holds the same plants: drawn only when not given, every plant
+        # after the first was another plant (the adjustments were counted on other plants
+        # than the ratios, until 2026-12-06)
+        "noise": float(noise) if noise is not None else drawn_noise,
     }
 
 

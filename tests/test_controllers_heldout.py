@@ -45,6 +45,29 @@ def test_families_are_seeded_and_disjoint():
             assert 0 < plant["limits"][fastest] < share
 
 
+def test_the_quiet_runs_count_adjustments_on_the_plants_the_ratios_are_read_on():
+    """A family drawn with its noise fixed (the 10 % runs that count adjustments) drew one
+    number fewer a plant: from plant 1 on, every quiet plant was another plant."""
+    for seed in (0, heldout.HELD_OUT[0]):
+        main = plants.family(seed, 8, change=heldout.CHANGE)
+        quiet = plants.family(seed, 8, change=plants.NEVER, noise=0.1)
+        for a, b in zip(main, quiet, strict=True):
+            same = ("kind", "speeds", "curve", "limits", "limit_factor", "changed_speeds")
+            assert {k: a[k] for k in same} == {k: b[k] for k in same}
+            assert b["noise"] == 0.1 and b["change"] == plants.NEVER
+
+
+def test_the_held_out_families_were_never_developed_on():
+    """Predictive's constants were chosen on seeds 2 and 3 and its response trials on plants
+    of seed 1, the held-out families until 2026-12-06; the tuning script refuses the new ones."""
+    from benchmarks import predictive_tuning
+
+    developed = {0, 1, 2, 3, 4, 5, *range(100, 109)}
+    assert not developed & set(heldout.HELD_OUT) and heldout.TUNING_SEED == 0
+    with pytest.raises(SystemExit):
+        predictive_tuning.main(["--seeds", f"0,{heldout.HELD_OUT[2]}"])
+
+
 def test_noise_floor_splits_on_the_speeds_its_window_measured():
     # Two equal workers, t = b / speed; worker 0 measured 10 % slow in the window [4, 10) and
     # 5x slow before it. Estimated speeds (1 / 1.1, 1) give the split [61, 67] (slowest
@@ -98,8 +121,9 @@ def test_committed_noise_floor_is_reproduced():
     kwargs = {
         k: float(v) if "." in v else int(v) for k, v in (s.split("=") for s in setting.split(", "))
     }
-    descs = plants.family(1, report["held_out_plants"], change=heldout.CHANGE)[:PREFIX]
-    main = heldout.run("predictive", kwargs, descs, heldout.STEPS, 1)
+    seed = report.get("held_out_seed", 1)
+    descs = plants.family(seed, report["held_out_plants"], change=heldout.CHANGE)[:PREFIX]
+    main = heldout.run("predictive", kwargs, descs, heldout.STEPS, seed)
     found = heldout.noise_floor(descs, main, heldout.checkpoints(main["decisions"]))
     floor = report["noise_floor"]
     for key in ("after_5", "after_60", "after_change_5"):
