@@ -15,7 +15,7 @@ import warnings
 
 import pandas as pd
 
-VERSION = 3  # bump when the frames change (3: no level for non-hl profiles): old caches ignored
+VERSION = 4  # bump when the frames change (4: cleared W&B keys left out): old caches ignored
 FRAMES = ("steps", "workers", "summaries")
 
 

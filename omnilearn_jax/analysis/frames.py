@@ -128,10 +128,14 @@ def split_rows(rows: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
 
 
 def summary_row(summary: Mapping[str, Any], history_keys: set[str]) -> dict[str, Any]:
-    """Scalar summary fields; W&B's copies of the last metric values are left out."""
+    """Scalar summary fields; W&B's copies of the last metric values are left out, and so is
+    a null beyond the standard columns (a key cleared in W&B's merged summary: a resumed run
+    that completes clears its earlier stop's `error`, `resume_step`, ...)."""
     out: dict[str, Any] = {c: None for c in SUMMARY_COLUMNS}
     for key, value in summary.items():
         if key.startswith("_") or "/" in key or key in history_keys or not _scalar(value):
+            continue
+        if value is None and key not in out:
             continue
         out[key] = value
     return out
