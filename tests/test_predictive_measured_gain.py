@@ -1,6 +1,6 @@
 """A move that measured a faster step stands, answered or not (controllers/predictive.py,
 FASTER_ERRORS; issue 26, points 1 and 4). Two tuning-side plants (benchmarks/controller_plants.py,
-never the held-out seeds 1-5) on which a right move answered its plan too weakly and was
+never the held-out families) on which a right move answered its plan too weakly and was
 undone, the split then frozen: plant 33 of seed 100 (saturating, the slow worker moved below
 its knee; 1.19x the optimum from step 11 to 110 and from 119 to 252) and plant 39 of seed 103
 (the undo went back to a split over a memory cliff: 1.63x from step 16 to 115)."""

@@ -25,7 +25,7 @@ CASES = [
     ("benchmarks.controller_noise_bound", ["--draws", "0"], "--draws must be >= 1, got 0"),
     ("benchmarks.predictive_tuning", ["--kw", "jump=0.3"], "--kw 'jump=0.3'"),
     ("benchmarks.predictive_tuning", ["--kw", '{"bogus": 1}'], "unknown argument"),
-    ("benchmarks.predictive_tuning", ["--seeds", "0,2"], "--seeds [2] are held-out families"),
+    ("benchmarks.predictive_tuning", ["--seeds", "0,7"], "--seeds [7] are held-out families"),
     ("benchmarks.predictive_tuning", ["--at-steps", "30,500"], "each step in [0, 500)"),
     ("benchmarks.predictive_tuning", ["--at-steps", "x"], "--at-steps: invalid literal"),
     ("benchmarks.predictive_tuning", ["--change", "5"], "--change must be >= 10, got 5"),
