@@ -21,6 +21,19 @@ def _summary(workdir) -> dict:
     return json.loads((workdir / "summary.json").read_text())
 
 
+def signal_in_step(index: int, signum: int = signal.SIGINT):
+    """Loop.step that sends `signum` to this process inside step `index` (0-based)."""
+    step = Loop.step
+
+    def step_then_signal(self, i, cstate, sizes):
+        out = step(self, i, cstate, sizes)
+        if i == index:
+            os.kill(os.getpid(), signum)
+        return out
+
+    return step_then_signal
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_saves_the_step_reached_and_the_same_run_resumes_there(
     tmp_path, monkeypatch, capsys, signum
@@ -28,14 +41,8 @@ def test_a_signal_saves_the_step_reached_and_the_same_run_resumes_there(
     config = smoke_config(few_buckets=True)
     config.train.num_steps, config.train.checkpoint_every = 8, 0  # no periodic checkpoint
     step = Loop.step
-
-    def step_then_signal(self, index, cstate, sizes):
-        out = step(self, index, cstate, sizes)
-        if index == 4:  # the signal arrives inside step 5; the loop stops after it
-            os.kill(os.getpid(), signum)
-        return out
-
-    monkeypatch.setattr(Loop, "step", step_then_signal)
+    # the signal arrives inside step 5; the loop stops after it
+    monkeypatch.setattr(Loop, "step", signal_in_step(4, signum))
     before = signal.getsignal(signal.SIGINT)  # SIG_IGN where pytest runs under nohup
     with pytest.raises(Interrupted) as stopped:
         train_and_evaluate(config, str(tmp_path))
@@ -186,20 +193,14 @@ def test_a_save_the_signal_cuts_short_still_leaves_an_interrupted_summary(tmp_pa
     the run store said nothing of the interruption. The last checkpoint stands."""
     config = smoke_config(few_buckets=True)
     config.train.num_steps, config.train.checkpoint_every = 8, 2
-    step, save = Loop.step, Loop.save
-
-    def step_then_signal(self, index, cstate, sizes):
-        out = step(self, index, cstate, sizes)
-        if index == 4:
-            os.kill(os.getpid(), signal.SIGINT)
-        return out
+    save = Loop.save
 
     def save_unless_stopping(self, *args):
         if self.done == 5:  # the save at the signal, after step 5
             raise RuntimeError("worker 1's process went away")
         return save(self, *args)
 
-    monkeypatch.setattr(Loop, "step", step_then_signal)
+    monkeypatch.setattr(Loop, "step", signal_in_step(4))
     monkeypatch.setattr(Loop, "save", save_unless_stopping)
     with pytest.raises(Interrupted):
         train_and_evaluate(config, str(tmp_path))
@@ -219,18 +220,12 @@ def test_a_second_signal_during_the_save_or_one_while_closing_leaves_the_right_s
     config.train.num_steps, config.train.checkpoint_every = 8, 0
     step, save = Loop.step, Loop.save
 
-    def step_then_signal(self, index, cstate, sizes):
-        out = step(self, index, cstate, sizes)
-        if index == 4:
-            os.kill(os.getpid(), signal.SIGINT)
-        return out
-
     def save_twice_stopped(self, *args):
         if self.done == 5:  # the second Ctrl-C, during the save
             os.kill(os.getpid(), signal.SIGINT)
         return save(self, *args)
 
-    monkeypatch.setattr(Loop, "step", step_then_signal)
+    monkeypatch.setattr(Loop, "step", signal_in_step(4))
     monkeypatch.setattr(Loop, "save", save_twice_stopped)
     with pytest.raises(Interrupted):
         train_and_evaluate(config, str(tmp_path / "a"))
@@ -267,15 +262,7 @@ def test_a_non_finite_loss_stops_the_run_at_its_step_and_is_no_interruption(tmp_
     config = smoke_config(few_buckets=True)
     config.train.num_steps, config.train.checkpoint_every = 12, 5
     config.faults.nan_step = 6
-    step = Loop.step
-
-    def step_then_signal(self, index, cstate, sizes):
-        out = step(self, index, cstate, sizes)
-        if index == 6:
-            os.kill(os.getpid(), signal.SIGINT)
-        return out
-
-    monkeypatch.setattr(Loop, "step", step_then_signal)
+    monkeypatch.setattr(Loop, "step", signal_in_step(6))
     with pytest.raises(NonFiniteLoss):
         train_and_evaluate(config, str(tmp_path / "b"))
     summary = _summary(tmp_path / "b")
