@@ -29,8 +29,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     c.optimizer.momentum = 0.0  # plain SGD on the server, as in parameter-server ASGD
     c.optimizer.schedule = "constant"
     # Updates, not steps: a generous cap; the time budget ends the run. A reference, as BSP's
-    # step count is (a number computed here kept 1,408 updates at B = 256, where 4 W times
-    # BSP's steps is 640).
+    # step count is (a number computed here kept its B = 128 value under
+    # --config.global_batch_size=256, twice 4 W times BSP's steps).
     c.train.num_steps = a.epochs * paper_bsp.steps_per_epoch(c) * c.get_ref("num_workers") * 4
     c.asp.time_budget = a.budget or (3.0 if a.runlocal else 60.0)
     return c

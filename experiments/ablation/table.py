@@ -219,9 +219,9 @@ def summary_lines(rows: list[dict]) -> list[str]:
 
 
 def _speeds(moving: list[dict]) -> str:
-    """'a finishes 1.46x faster, b 1.32x; c takes 1.22x as long; d has no seed in common with
-    static' (a slower controller was said to finish 0.82x faster, one without a paired seed
-    nanx faster)."""
+    """'a finishes 1.46x faster, b 1.32x, while c takes 1.22x as long (d: no seed in common
+    with static)' (a slower controller was said to finish 0.82x faster, one without a paired
+    seed nanx faster)."""
     speed = {r[CONTROLLER]: r["speedup_vs_static"] for r in moving}
     faster = [n for n, v in speed.items() if v >= 1]
     slower = [n for n, v in speed.items() if v < 1]

@@ -20,15 +20,15 @@ def fmt(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}g}"
 
 
-def fixed(value: float, digits: int = 2) -> str:
-    """`value` to `digits` decimals; a value that rounds to zero is 0.00 (a paired mean of
-    -2.2e-17 printed as -0.00)."""
-    return f"{round(value, digits) + 0.0:.{digits}f}"
+def fixed(value: float, digits: int = 2, sign: str = "") -> str:
+    """`value` to `digits` decimals (`sign` "+": with its sign); a value that rounds to zero
+    is 0.00, +0.00 (a paired mean of -2.2e-17 printed as -0.00)."""
+    return f"{round(value, digits) + 0.0:{sign}.{digits}f}"
 
 
 def signed(value: float, digits: int = 2) -> str:
     """`fixed` with its sign: +0.00 for a value that rounds to zero."""
-    return f"{round(value, digits) + 0.0:+.{digits}f}"
+    return fixed(value, digits, "+")
 
 
 def pct(value: float | None) -> str:
