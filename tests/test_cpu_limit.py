@@ -114,6 +114,20 @@ def test_xla_sizes_its_compute_pool_to_the_limit():
     assert probe("default", shared=cores) == [1, cores]
 
 
+@pytest.mark.skipif(not LINUX or len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores")
+def test_a_quota_above_the_fair_share_sizes_the_threads(monkeypatch):
+    # Processes as many as the cores share them (a fair share of 1 core each), and this one
+    # has a quota of 1.5 cores: it may use 2 cores' threads, not the fair share's 1.
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.setenv(cpu_limit.SHARED_ENV, str(cores))
+    monkeypatch.setattr(cpu_limit, "cpu_limit", lambda: 1.5)
+    with cpu_limit.threads_for_limit() as narrowed:
+        assert narrowed == (2 if cores > 2 else None)
+    monkeypatch.setattr(cpu_limit, "cpu_limit", lambda: None)  # no quota: the fair share
+    with cpu_limit.threads_for_limit() as narrowed:
+        assert narrowed == 1
+
+
 def test_throttled_seconds_read_from_v1_and_v2_cpu_stat():
     from benchmarks.quota_throttle import throttled
 

@@ -180,6 +180,12 @@ def confine(
     pinned = tuple(frozenset(c) for c in cpus)
     if pinned and len(pinned) != num_processes:
         raise ValueError(f"--cpus gives {len(pinned)} entries for {num_processes} processes")
+    for i, cores in enumerate(pinned):  # sets given from Python, checked as the text's are
+        if not cores or not cores <= usable:
+            raise ValueError(
+                f"--cpus gives process {i} the cores {sorted(cores)}, not within the cores "
+                f"{sorted(usable)}"
+            )
     if not quotas:
         return quotas, pinned
     cpus = pinned or (usable,) * num_processes  # unpinned: they share every usable core

@@ -98,14 +98,18 @@ def fair_share(cores: int, environ: dict | None = None) -> float | None:
 @contextlib.contextmanager
 def threads_for_limit(limit: float | None = None) -> Iterator[int | None]:
     """While inside, the process's affinity holds only ceil(`limit`) of its cores (default:
-    the smaller of `cpu_limit()` and `fair_share`), so a thread pool sized then is sized to
-    the limit; on leaving, every thread of the process gets the whole mask back. Yields the
-    cores narrowed to, or None where there is nothing to narrow (no limit, a limit of at least
-    the mask's cores, or no affinity)."""
+    `cpu_limit()`, or where no quota is set `fair_share`), so a thread pool sized then is
+    sized to the limit; on leaving, every thread of the process gets the whole mask back.
+    Yields the cores narrowed to, or None where there is nothing to narrow (no limit, a limit
+    of at least the mask's cores, or no affinity).
+
+    A quota wins over the fair share: the launcher's quotas fit the cores they share
+    (`cgroups.confine`), so a process may use all of its own. The smaller of the two sized a
+    1.5-core process beside a 0.25-core one on 2 cores to one thread, a 1.0/0.25 cluster."""
     get = getattr(os, "sched_getaffinity", None)
     allowed = get(0) if get is not None else set()
     if limit is None and get is not None:
-        limit = min((v for v in (cpu_limit(), fair_share(len(allowed))) if v), default=None)
+        limit = cpu_limit() or fair_share(len(allowed))
     cores = math.ceil(limit) if limit else 0
     if not cores or cores >= len(allowed):
         yield None

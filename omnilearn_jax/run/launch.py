@@ -162,8 +162,21 @@ def _enter(group: cgroups.Group | None, cores: frozenset[int]) -> Callable[[], N
 
 def _say(lock: threading.Lock, message: str) -> None:
     with lock:  # whole lines only: the reader threads write to the same stdout
-        sys.stdout.write(message if message.endswith("\n") else message + "\n")
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(message if message.endswith("\n") else message + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _silence_stdout()
+
+
+def _silence_stdout() -> None:
+    """Whoever read the launcher's output has gone (`... | head`): what follows goes to
+    /dev/null, so the reader threads go on draining the processes' pipes. A reader thread that
+    died on the closed stdout left its process blocked on a full pipe, and the run hung."""
+    with contextlib.suppress(OSError, ValueError):  # no file descriptor (a captured stdout)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _stream(
@@ -365,16 +378,23 @@ def launch(
             if group is not None and quota_from == "steps":
                 env[cgroups.ENV] = str(group.path)  # joined before the first step
                 group = None
-            p = subprocess.Popen(
-                cmd,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                bufsize=1,
-                preexec_fn=_enter(group, cpus[i] if cpus else frozenset()),
-                process_group=0,  # Ctrl-C reaches the launcher alone, which tells each once
-            )
+            try:
+                p = subprocess.Popen(
+                    cmd,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    bufsize=1,
+                    preexec_fn=_enter(group, cpus[i] if cpus else frozenset()),
+                    process_group=0,  # Ctrl-C reaches the launcher alone, which tells each once
+                )
+            except subprocess.SubprocessError as e:  # raised in `_enter`, in the child
+                raise cgroups.CgroupError(
+                    f"process {i} could not join its quota group or take its cores before it "
+                    f"started ({e}; the kernel refuses a process under a real-time policy, "
+                    "chrt, a CFS quota group)"
+                ) from e
             procs.append(p)
             _say(lock, f"[launch] started process {i} pid {p.pid}")
         # Readers start after the last fork: preexec_fn is only safe while one thread runs.
@@ -406,12 +426,24 @@ def launch(
             with contextlib.suppress(subprocess.TimeoutExpired):  # `stop` below
                 p.wait(timeout=max(deadline - time.monotonic(), 0.0))
     finally:
-        stop(procs, grace)  # also on an exception or SIGTERM; a no-op once all have ended
-        for t in threads:
-            t.join(timeout=grace)  # drain what the processes printed last
-        cgroups.release(groups)  # after stop(): a group empties when its process is reaped
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+        # A further signal while the processes stop kills them at once and raises nothing:
+        # raised out of `stop`, it skipped the release and left the quota groups behind.
+        def kill_now(number: int, _frame) -> None:
+            received.append(exits[number])
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+
+        for number in exits:
+            signal.signal(number, kill_now)
+        try:
+            stop(procs, grace)  # also on an exception or SIGTERM; a no-op once all have ended
+            for t in threads:
+                t.join(timeout=grace)  # drain what the processes printed last
+        finally:
+            cgroups.release(groups)  # after stop(): a group empties when its process is reaped
+            for number, handler in previous.items():
+                signal.signal(number, handler)
     if stopped or (failed is not None and interrupted(procs[failed].returncode)):
         # Each process stops at once (a multi-process run cannot checkpoint on a signal that
         # reaches only some processes); process 0 wrote `status: interrupted` if it could.
