@@ -23,6 +23,7 @@ from experiments.ablation import spec, table
 from experiments.ablation.runner import (
     Runner,
     cell_command,
+    check_parallel,
     foreign_cells,
     is_complete,
     stale_cells,
@@ -119,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             extra = {**ablation.overrides, "wandb.group": ablation.group}
             ablation = dataclasses.replace(ablation, overrides=extra)
         spec.check_cells(ablation)  # every cell's config, before any process starts
+        if not args.export_sweep:  # a sweep's agents run its cells, one each
+            check_parallel(ablation, args.parallel)
     except ValueError as e:
         print(f"ablate: {e}", file=sys.stderr)
         return 2

@@ -68,6 +68,24 @@ def test_devices_that_do_not_split_evenly_stop_before_any_cell(tmp_path, capsys)
     assert not (tmp_path / "run").exists()
 
 
+def test_quotas_run_one_cell_at_a_time(tmp_path, capsys):
+    # Checked against the machine's cores, the quotas passed; each cell's launcher, pinned to
+    # its slot of them (one core each at --parallel 2), refused them, and every cell failed.
+    config = tmp_path / "abl_quota.py"
+    config.write_text(
+        "def get_config(arg=''):\n"
+        "    return {'base': 'configs/paper_bsp.py:runlocal,model=mlp',\n"
+        "            'grid': {'seed': (0, 1)}, 'num_processes': 2, 'cpu_quota': (0.5, 0.25),\n"
+        "            'cpus': 'none'}\n"
+    )
+    workdir = tmp_path / "run"
+    assert ablate.main([f"--config={config}", f"--workdir={workdir}", "--parallel=2"]) == 2
+    assert "give --parallel 1" in capsys.readouterr().err
+    assert not workdir.exists()
+    dry = ablate.main([f"--config={config}", f"--workdir={workdir}", "--dry_run"])
+    assert dry == 0 and "--cpu_quota=0.5,0.25" in capsys.readouterr().out
+
+
 def test_exported_sweep_runs_the_launcher(tmp_path):
     path = tmp_path / "sweep.yaml"
     assert ablate.main([f"--config={MULTIHOST}", f"--export_sweep={path}"]) == 0

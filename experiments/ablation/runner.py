@@ -112,6 +112,18 @@ def cell_command(ablation: Ablation, cell: Cell, workdir: str) -> list[str]:
     return [sys.executable, *launcher, "--", *args]
 
 
+def check_parallel(ablation: Ablation, parallel: int) -> None:
+    """Cells with CPU quotas or cores (`cpu_quota`, `cpus`) run one at a time: the quotas
+    are checked against the machine's cores, but a cell run beside others is pinned to its
+    slot of them (`cpu_slots`), where its launcher refused them and every cell failed."""
+    if parallel > 1 and (ablation.cpu_quota or ablation.cpus):
+        raise ValueError(
+            f"cpu_quota and cpus confine each cell's processes to this machine's cores, which "
+            f"{parallel} cells at once would split between them (and their quotas measure "
+            "nothing with other cells beside them): give --parallel 1"
+        )
+
+
 def cpu_slots(parallel: int, cores: list[int] | None = None) -> list[list[int]]:
     """Disjoint core sets, one a concurrent cell (wrapping when cells outnumber cores)."""
     if cores is None:
@@ -152,6 +164,7 @@ class Runner:
         log: Callable[[str], None] = print,
         poll_s: float = 0.2,
     ):
+        check_parallel(ablation, parallel)
         self.ablation, self.workdir, self.parallel = ablation, workdir, max(1, parallel)
         self.log, self.poll_s = log, poll_s
         self.slots = cpu_slots(self.parallel)
