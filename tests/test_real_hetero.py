@@ -12,12 +12,15 @@ def test_quotas_are_packed_onto_cores_first_fit():
     assert real_hetero.pinning([1.0, 0.25], 2) == "0,1"
     assert real_hetero.pinning([0.5, 0.5, 0.5, 0.125], 2) == "0,0,1,1"
     assert real_hetero.pinning([0.25, 0.25, 0.25, 0.25], 1) == "0,0,0,0"
-    with pytest.raises(ValueError, match="do not fit on 2 cores"):
+    with pytest.raises(ValueError, match=r"do not fit on the 2 cores \[0, 1\]"):
         real_hetero.pinning([1.0, 1.0, 0.5], 2)
     # A quota over one core gets that many whole cores (2 had been packed onto core 0).
     assert real_hetero.pinning([2.0, 0.5], 4) == "0-1,2"
     assert real_hetero.pinning([0.5, 1.5, 1.0], 4) == "0,1-2,3"
-    with pytest.raises(ValueError, match="do not fit on 2 cores"):
+    # The cores this process may use, not 0.. (under `taskset -c 1` the launcher refused 0).
+    assert real_hetero.pinning([0.5, 0.25], [1]) == "1,1"
+    assert real_hetero.pinning([0.5, 2.0, 1.0], [1, 3, 4, 6]) == "1,3-4,6"  # a range in a row
+    with pytest.raises(ValueError, match=r"do not fit on the 2 cores \[0, 1\]"):
         real_hetero.pinning([0.5, 2.0], 2)
 
 
