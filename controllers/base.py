@@ -114,6 +114,14 @@ def resolve_bounds(
         shape = tuple(bound.shape) if hasattr(bound, "shape") else np.shape(bound)
         if isinstance(bound, str) or len(shape) > 1 or (shape and shape[0] != w):
             raise ValueError(f"{name} must be a number or one a worker ({w}), got {bound!r}")
+        # Rows are whole, and -1 is the one negative that means something (the paper's bound):
+        # -7 had meant it too, 2.7 was cut to 2, and NaN or inf raised a cast's error.
+        values = np.asarray(bound, np.float64) if is_concrete(bound) else np.zeros(())
+        if not np.all(np.isfinite(values) & (values == np.round(values)) & (values >= -1)):
+            raise ValueError(
+                f"{name} must be a whole number of rows >= 0, or -1 (the paper's bound; b_max "
+                f"0 is none), got {bound!r}"
+            )
     if xp is jnp and is_concrete((b_min, b_max)):
         from controllers.allocate import check_bounds  # allocate depends on this module
 

@@ -72,7 +72,9 @@ def control_metrics(
     past = (sizes - sizes[-1]) * jnp.sign(moved)  # > 0: beyond the final size
     overshoot = jnp.max(jnp.where(moved != 0, past / jnp.maximum(jnp.abs(moved), 1), 0.0))
     changes = jnp.any(sizes[1:] != sizes[:-1], axis=-1)
-    steady = imbalance(trace.model_times[-tail:], trace.batch_sizes[-tail:]).mean()
+    # The last `tail` steps of those from `start` on: [-tail:] of the whole trace reached
+    # back before `start` where the tail was longer than the steps after it.
+    steady = imbalance(trace.model_times[start:][-tail:], sizes[-tail:]).mean()
     return ControlMetrics(
         settling_steps=last_bad + 1,
         overshoot=jnp.maximum(overshoot, 0.0),

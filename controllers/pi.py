@@ -47,18 +47,24 @@ def pi(
 ) -> Controller:
     """PI controller; kp=1, ki=0 is exactly `proportional`.
 
-    kp: fraction of OmniLearn's move taken when the dead-band fires (1 = all of it). ki: gain on
-    the accumulated error e_k = target_k - b_k (samples) applied every decision step; stable for
-    0 < ki < 2 on a linear plant, 1 is dead-beat, smaller filters noise. Errors within half a
-    sample, or within the noise of the estimates, are not integrated (they are rounding or noise,
-    and integrating them makes the sizes hunt).
+    kp: fraction of OmniLearn's move taken when the dead-band fires (1 = all of it; above 0:
+    the integral runs between P moves). ki: gain on the accumulated error e_k = target_k - b_k
+    (samples) applied every decision step; stable for 0 < ki < 2 on a linear plant, 1 is
+    dead-beat, smaller filters noise. Errors within half a sample, or within the noise of the
+    estimates, are not integrated (they are rounding or noise, and integrating them makes the
+    sizes hunt).
     Anti-windup: the integral is clamped so anchor + ki * integral stays within the bounds.
     Other arguments as for `proportional`.
     """
     settings = tracking.settings_from(locals(), "pi")
-    for name, value in (("kp", kp), ("ki", ki)):
-        if is_concrete(value) and not 0 <= float(value) <= 2:
-            raise ValueError(f"pi: {name} must be in [0, 2], got {value!r}")
+    # kp > 0: the integral runs between P moves, and a P move of kp=0 moved nothing and reset
+    # it, so kp=0 with any ki never moved a row.
+    for name, value, ok, where in (
+        ("kp", kp, lambda v: 0 < v <= 2, "(0, 2]"),
+        ("ki", ki, lambda v: 0 <= v <= 2, "[0, 2]"),
+    ):
+        if is_concrete(value) and not (tracking.is_number(value) and ok(float(value))):
+            raise ValueError(f"pi: {name} must be a number in {where}, got {value!r}")
 
     def init(num_workers: int, global_batch: int) -> PIState:
         lo, hi = resolve_bounds(num_workers, global_batch, b_min, b_max)

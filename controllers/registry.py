@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -38,6 +39,10 @@ def register(name: str) -> Callable[[Factory], Factory]:
 
     if not (isinstance(name, str) and name):  # a number broke sorting every name after it
         raise RegistrationError(f"a controller's name must be a non-empty string, got {name!r}")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):  # `named` splits on commas, strips spaces
+        raise RegistrationError(
+            f"a controller's name holds letters, digits, '_', '.' and '-' only, got {name!r}"
+        )
 
     def decorator(factory: Factory) -> Factory:
         params = inspect.signature(factory).parameters.values()

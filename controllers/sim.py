@@ -86,10 +86,23 @@ def make_plant(
         raise ValueError(f"curve needs two equal-length knot lists (>= 2), got {curve}")
     if is_concrete(knots_b) and not bool(jnp.all(jnp.diff(knots_b) > 0)):  # else nonsense
         raise ValueError(f"curve's knot batch sizes must increase, got {curve[0]}")
+    # A time that falls as the batch grows (a falling curve, a negative overhead, a cliff
+    # factor below 1) is no step time, and the oracle, the metrics' yardstick, is optimal
+    # only on tables that never fall.
+    if is_concrete(knots_t) and not bool(jnp.all(jnp.diff(knots_t) >= 0) & (knots_t[0] >= 0)):
+        raise ValueError(f"curve's times must be >= 0 and never fall, got {curve[1]}")
+    over = jnp.asarray(overhead, jnp.float32)
+    if over.ndim > 1 or (over.ndim == 1 and over.shape != rows[0].shape):
+        raise ValueError(f"overhead must be a number or one a worker, got {overhead!r}")
+    if is_concrete(over) and not bool(jnp.all(over >= 0)):
+        raise ValueError(f"overhead must be >= 0 seconds, got {overhead!r}")
+    if is_concrete(limit_factor) and not float(limit_factor) >= 1:
+        raise ValueError(f"limit_factor (the time multiplier above a limit) must be >= 1, "
+                         f"got {limit_factor!r}")  # fmt: skip
     return Plant(
         speeds=jnp.stack(rows),
         change_steps=jnp.asarray(steps, jnp.int32),
-        overhead=jnp.asarray(overhead, jnp.float32),
+        overhead=over,
         noise=jnp.asarray(noise, jnp.float32),
         curve_b=knots_b,
         curve_t=knots_t,
@@ -123,7 +136,10 @@ def plant_table(plant: Plant, speeds: jax.Array, global_batch: int) -> jax.Array
     base = curve_at(plant.curve_b, plant.curve_t, b)[None, :]
     over = (plant.limits[:, None] > 0) & (b[None, :] > plant.limits[:, None])
     work = base * jnp.where(over, plant.limit_factor, 1.0) / speeds[:, None]
-    return jnp.where(b[None, :] > 0, plant.overhead + work, 0.0)
+    # A per-worker overhead [W] along the workers' axis ([W] + [W, B + 1] had lined it up
+    # with the batch sizes: a shape error, or where W = B + 1 the wrong numbers).
+    overhead = jnp.broadcast_to(plant.overhead, speeds.shape)[:, None]
+    return jnp.where(b[None, :] > 0, overhead + work, 0.0)
 
 
 def simulate(

@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from controllers import cliff, drift, noise, response
 from controllers.base import Observation, is_concrete
@@ -68,6 +70,16 @@ class PStep(NamedTuple):
     trial_ok: jax.Array  # bool: a move made now is a trial (a P move; not an undo or a cap)
 
 
+def is_number(value: Any) -> bool:
+    """A real number (a Python or NumPy scalar, or a 0-d array), not a string or a bool."""
+    if isinstance(value, str | bytes | bool):
+        return False
+    if isinstance(value, numbers.Real):
+        return True
+    shape = getattr(value, "shape", None)
+    return shape == () and np.issubdtype(np.asarray(value).dtype, np.number)
+
+
 def validate(settings: Settings, policy: str = "") -> Settings:
     """Host-side checks, each message naming `policy` (if given: a plug-in built on these
     pieces may call it without); traced values (gains vmapped in a simulation) are skipped."""
@@ -75,7 +87,8 @@ def validate(settings: Settings, policy: str = "") -> Settings:
     who = f"{policy}: " if policy else ""
 
     def require(value: Any, ok: Any, message: str) -> None:
-        if is_concrete(value) and not ok(float(value)):  # NaN fails every `ok`
+        # NaN fails every `ok`; a string ("0.1" passed float()) failed at the first update
+        if is_concrete(value) and not (is_number(value) and ok(float(value))):
             raise ValueError(f"{who}{message}, got {value!r}")
 
     require(s.deadband, lambda v: v >= 0, "deadband must be >= 0")

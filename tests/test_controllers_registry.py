@@ -26,7 +26,7 @@ def test_bad_values_fail_at_make():
         controllers.make("proportional", deadband=-0.1)
     with pytest.raises(ValueError, match="^pi: every must be an int >= 0"):
         controllers.make("pi", every=1.5)
-    with pytest.raises(ValueError, match="pi: ki must be in"):
+    with pytest.raises(ValueError, match="pi: ki must be a number in"):
         controllers.make("pi", ki=3.0)
     for key in ("jump", "persist"):
         with pytest.raises(ValueError, match=f"^predictive: {key} must be >= 0"):
