@@ -328,3 +328,20 @@ def test_a_run_id_with_dashes_is_read_whole_and_disabled_wandb_checks_no_names()
     full = base_config()
     full.wandb.project = "ablation:hl8"  # disabled (the default): not checked
     checks.check_config(full)
+
+
+def test_a_second_directory_of_a_run_started_in_the_same_second_is_the_same_run(tmp_path):
+    # W&B adds "-1" to the directory of a resumed session that starts within the second the
+    # first one did; read from the name, its id was "abc123-1", another run, and the analysis
+    # kept the first segment alone (half the steps, status interrupted).
+    from omnilearn_jax.analysis import sources
+
+    wandb = tmp_path / "run" / "wandb"
+    first, second = (wandb / f"offline-run-20260101_000000-abc123{s}" for s in ("", "-1"))
+    for d in (first, second):
+        d.mkdir(parents=True)
+        (d / "run-abc123.wandb").write_bytes(b"")
+    assert tracking.run_id_of(str(second)) == "abc123"
+    assert tracking.run_id_of(str(tmp_path / "offline-run-20260101_000000-x-1")) == "x-1"
+    found = sources._by_run_id(str(tmp_path / "run"), [str(first), str(second)])
+    assert found == {str(tmp_path / "run"): [str(first), str(second)]}

@@ -55,7 +55,7 @@ def test_unreachable_online_run_says_one_line_and_silences_wandb(tmp_path, capsy
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines == [
         f"W&B: online mode but https://api.wandb.ai is unreachable; logging offline under "
-        f"{tmp_path}/wandb; upload later with `wandb sync {tmp_path}/wandb/offline-run-*-fake`"
+        f"{tmp_path}/wandb; upload later with `wandb sync {tmp_path}/wandb/offline-run-*-fake*`"
     ]
     assert "wandb online" not in lines[0]  # nothing tells the user to do what they did
 

@@ -32,7 +32,12 @@ _FILE_HEADER_LEN = 7
 
 def run_id_of(offline_dir: str) -> str:
     """The W&B run id of an `offline-run-<YYYYmmdd_HHMMSS>-<id>` directory (an id may hold
-    dashes: WANDB_RUN_ID=exp-1)."""
+    dashes: WANDB_RUN_ID=exp-1): its log's name, `run-<id>.wandb`, where it has one. W&B
+    names a second directory of one run started in the same second `...-<id>-1`; read from
+    the directory's name, a resumed segment was another run's, and dropped."""
+    logs = glob.glob(os.path.join(glob.escape(offline_dir), "run-*.wandb"))
+    if len(logs) == 1:
+        return os.path.basename(logs[0])[len("run-") : -len(".wandb")]
     match = re.fullmatch(r"offline-run-\d{8}_\d{6}-(.+)", os.path.basename(offline_dir))
     return match.group(1) if match else os.path.basename(offline_dir)
 

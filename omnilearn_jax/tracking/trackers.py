@@ -387,10 +387,11 @@ def fallback_line(reason: str, root: str, run_id: str = "") -> str:
     """The one line a run prints about W&B when it logs offline (`reason`: why an online
     run could not log online; '' when offline was asked for). The sync command names this
     run's id: another run's offline files in the same directory (a fresh rerun there, a
-    shared wandb.dir) would be uploaded too."""
+    shared wandb.dir) would be uploaded too; the pattern ends in `*` for the `-1` W&B adds to a
+    second directory of the run started within the same second."""
     where = os.path.join(root, "wandb")
     why = f"online mode but {reason}; " if reason else ""
     return (
         f"W&B: {why}logging offline under {where}; upload later with "
-        f"`wandb sync {where}/offline-run-*{'-' + run_id if run_id else ''}`"
+        f"`wandb sync {where}/offline-run-*{'-' + run_id + '*' if run_id else ''}`"
     )
