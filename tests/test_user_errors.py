@@ -146,6 +146,31 @@ def test_a_workdir_holding_another_run_is_a_user_error(tmp_path):
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
     assert "holds a checkpoint of a run with a different config (train.num_steps: 2 -> 3)" in line
+    # An empty summary.json, then an empty config.json: each is named, with its remedy (a
+    # bare "Expecting value: line 1 column 1 (char 0)" named neither).
+    (run / "summary.json").write_text("")
+    for damaged in ("summary.json", "config.json"):
+        proc = main(run, "--config=configs/smoke.py", "--config.train.num_steps=2")
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        (line,) = proc.stderr.strip().splitlines()
+        assert f"{run / damaged} is not JSON (Expecting value" in line, line
+        assert line.endswith("restore or remove it, or use --config.train.resume=False to "
+                             "start afresh there")  # fmt: skip
+        (run / "summary.json").unlink(missing_ok=True)
+        (run / "config.json").write_text("")
+
+
+def test_a_workdir_that_is_a_file_is_one_line_before_anything_is_built(tmp_path):
+    (tmp_path / "f").write_text("hi")
+    for workdir, where in (
+        (tmp_path / "f", "is"),
+        (tmp_path / "f" / "run", f"is under {tmp_path / 'f'},"),
+    ):
+        proc = main(workdir, "--config=configs/smoke.py")
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        (line,) = proc.stderr.strip().splitlines()
+        assert line == f"error: --workdir={workdir} {where} a file, not a directory"
+        assert "starting" not in proc.stdout  # before the data is loaded
 
 
 def test_suggestions_are_added_to_any_unknown_name_with_a_list():

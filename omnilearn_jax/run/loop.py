@@ -31,7 +31,13 @@ from omnilearn_jax.run.checkpoint import Checkpointer, has_checkpoint, host_tree
 from omnilearn_jax.run.interrupt import Interrupted, deferred, stop_message
 from omnilearn_jax.run.metrics import time_to_target
 from omnilearn_jax.run.runlog import RunLog
-from omnilearn_jax.run.runstore import FINAL_PARAMS, complete_summary, plain, truncate_metrics
+from omnilearn_jax.run.runstore import (
+    FINAL_PARAMS,
+    complete_summary,
+    plain,
+    read_json,
+    truncate_metrics,
+)
 from omnilearn_jax.tracking import make_tracker
 
 
@@ -168,8 +174,7 @@ def check_same_config(workdir: str, config, *, checkpointed: bool = True) -> Non
                 f"--config.train.resume=False to start afresh there"
             )
         return
-    with open(path) as f:
-        stored = json.load(f)
+    stored = read_json(path)
     resolved = stored.pop("resolved", None) or {}
     detail = config_changes(stored, as_stored(config), RESUMABLE_CHANGES)
     if detail or (detail := inputs.changed(resolved.get("input_files", []), config)):

@@ -90,6 +90,17 @@ def check_is_training_config(config) -> None:
         )
 
 
+def check_workdir(workdir: str) -> None:
+    """A workdir that is a file (or under one) is one line, before the data is loaded: it
+    had failed at the run store's first write, with a traceback, after the build."""
+    path = os.path.abspath(workdir)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    if not os.path.isdir(path):
+        where = "is" if path == os.path.abspath(workdir) else f"is under {path},"
+        raise errors.UserError(f"--workdir={workdir} {where} a file, not a directory")
+
+
 def main(argv):
     del argv
     config = _CONFIG.value
@@ -101,6 +112,7 @@ def main(argv):
     from omnilearn_jax.config.checks import check_config
 
     check_config(config)
+    check_workdir(_WORKDIR.value)
     # The first line comes at once: building the model and compiling take a while. The
     # processes of a launched run other than process 0 print nothing of their own but errors.
     if config.distributed.process_id <= 0:

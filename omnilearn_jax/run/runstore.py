@@ -65,13 +65,23 @@ MEASURED_FILE = "measured.json"
 FINAL_PARAMS = "final_params.npz"  # train.save_params: the parameters at the run's end
 
 
+def read_json(path: str) -> Any:
+    """A run store's JSON file, one that is empty or torn named with its remedy (it had been
+    a bare "Expecting value: line 1 column 1 (char 0)")."""
+    with open(path) as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as err:
+            raise ValueError(
+                f"{path} is not JSON ({err}); restore or remove it, or use "
+                "--config.train.resume=False to start afresh there"
+            ) from None
+
+
 def read_measured(workdir: str) -> dict[str, Any]:
     """What the run in `workdir` measured at its start ({} when nothing)."""
     path = os.path.join(workdir, MEASURED_FILE)
-    if not os.path.exists(path):
-        return {}
-    with open(path) as f:
-        return json.load(f)
+    return read_json(path) if os.path.exists(path) else {}
 
 
 def start_measured(workdir: str, *, resuming: bool, also: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -98,8 +108,7 @@ def complete_summary(workdir: str) -> dict[str, Any] | None:
     path = os.path.join(workdir, "summary.json")
     if not os.path.exists(path):
         return None
-    with open(path) as f:
-        summary = json.load(f)
+    summary = read_json(path)
     return summary if summary.get("status") == "complete" else None
 
 
