@@ -66,6 +66,13 @@ def test_two_processes_give_the_one_process_run_to_the_last_bit(tmp_path):
         summary = json.loads((broken / "summary.json").read_text())
         assert summary["final_eval_accuracy"] == expected["final_eval_accuracy"], name
         assert summary["updates_per_worker"] == expected["updates_per_worker"] == [8, 8], name
+    # The same command once more: the run is complete. The server returned without listening
+    # and worker 1 tried to connect for 600 s, the launcher waiting on it.
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "is already complete (16 steps)" in again.stdout, again.stdout[-3000:]
+    assert "[p2] worker 1: served 0 gradients" in again.stdout, again.stdout[-3000:]
+    assert json.loads((broken / "summary.json").read_text()) == summary
 
 
 def test_a_worker_process_that_dies_fails_its_push_not_the_wait():

@@ -303,3 +303,35 @@ def test_each_async_computation_draws_its_own_timing_noise(tmp_path):
     )
     fast = [r["worker_times"][1] for r in records if r["worker"] == 1]
     assert len(fast) > 30 and len(set(fast)) == len(fast)
+
+
+def test_a_worker_rejoins_at_the_slowest_active_workers_clock(tmp_path):
+    """Speeds 8, 4, 1, staleness bound 2: worker 1 holds no rows for three splits, then
+    rejoins while worker 2, which has just lost its rows, still computes its last update.
+    The rejoin's floor counted that busy worker (no update done), so worker 1 came back at 1,
+    behind worker 0 (3), the one active worker, and once worker 2 was parked it held worker
+    0 at the bound as the slowest worker counted."""
+    config = _config(
+        num_workers=3,
+        num_devices=3,
+        global_batch_size=48,
+        mode="asp",
+        bucket_ratio=FEW_BUCKETS,
+        train__num_steps=100,
+        train__eval_every=1000,
+        asp__staleness_bound=2,
+        controller__name="static",
+        controller__b_min=0,
+    )
+    config.hetero.name, config.hetero.cores = "cores", (8.0, 4.0, 1.0)
+    loop = AsyncLoop(Trainer(config, str(tmp_path)), batched=False)
+    loop.warm_up(np.full(3, 16))
+    rejoined = None
+    for sizes in [(16, 16, 16)] + [(24, 0, 24)] * 3 + [(24, 24, 0)] * 2:
+        parked, before = bool(loop.parked[1]), loop.iterations.copy()
+        loop.start_ready(np.array(sizes))
+        if parked and sizes[1]:
+            rejoined = (int(before[1]), int(loop.iterations[1]), int(before[0]))
+        loop.apply_next()
+    # 1 update done, set forward to worker 0's 3 (it stayed at 1: worker 2, busy, had 0)
+    assert rejoined == (1, 3, 3)

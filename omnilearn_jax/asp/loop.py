@@ -99,7 +99,7 @@ class AsyncLoop(Runner):
 
     def __init__(self, trainer, batched: bool = True):
         """`batched`: on the virtual clock, run the schedule in batches (asp/batched.py; a
-        model with a scalar parameter or mixed dtypes runs event by event instead); False
+        model with parameters of mixed dtypes runs event by event instead); False
         runs it event by event, as the wall clock does (the reference for tests)."""
         super().__init__(trainer)
         t, cfg = trainer, self.cfg
@@ -246,7 +246,10 @@ class AsyncLoop(Runner):
         active = (np.asarray(sizes) > 0) & (speeds > 0)
         rejoin = active & self.parked
         if rejoin.any():  # back after holding no rows: at the slowest active worker's clock
-            others = active & ~rejoin | self.busy
+            # Not a busy worker's that holds no rows now: its update lands and it is parked,
+            # and the rejoiner, set back to its clock, held up the active workers (the bound).
+            others = active & ~rejoin
+            others = others if others.any() else self.busy
             floor = self.iterations[others].min() if others.any() else self.iterations.max()
             self.iterations[rejoin] = np.maximum(self.iterations[rejoin], floor)
         self.parked = ~active & ~self.busy

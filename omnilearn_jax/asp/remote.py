@@ -211,6 +211,19 @@ class RemoteServer(EagerServer):
         super().close()
 
 
+def dismiss(config) -> None:
+    """The server of a finished run run again: each worker process, which compiles and
+    connects as for a run, is told to stop at once. The server had returned without listening
+    (its loop found the run complete before its warm-up, where it listens), each worker tried
+    to connect for CONNECT_SECONDS, and the launcher waited on them."""
+    where, key = address(config)
+    with Listener(where, authkey=key) as listener:
+        for _ in range(int(config.num_workers) - first_remote(config)):
+            with listener.accept() as link:
+                link.recv()  # its hello
+                link.send(("stop",))
+
+
 def worker_config(config):
     """Worker k's copy of the run's config: it times nothing and calibrates nothing (the
     server's clock is the run's), so a fixed cost spares it the calibration steps."""

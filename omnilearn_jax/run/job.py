@@ -33,8 +33,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
     # Every process of a joined run has process 0's config; a workdir of another config is
     # refused, and a complete run returns, before anything is loaded, compiled or written
-    # there. (An async run across processes lets its server return later, when its workers
-    # are connected and can be told to stop.)
+    # there. (An async run across processes: its server returns once it has told each
+    # worker, connected as for a run, to stop.)
     if not async_across(config):
         same_config_everywhere(config)
     previous = completed_run(workdir, config)
@@ -45,4 +45,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         from omnilearn_jax.asp.remote import serve
 
         return {"served": serve(Trainer, config)}
+    if previous is not None:
+        from omnilearn_jax.asp.remote import dismiss
+
+        dismiss(config)
+        say_complete(workdir, previous)
+        return previous
     return run(Trainer(config, workdir))
