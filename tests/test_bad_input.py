@@ -104,6 +104,15 @@ CASES = [
         },
         "its labels are all 0; a classifier needs 2+",
     ),
+    (  # all 1s passed (only all 0s was refused) and reported an accuracy of 1.0
+        {
+            "dataset.name": "npz",
+            "dataset.path": lambda p: _npz(
+                p, **{**DIGITS, "y_train": np.ones(10, int), "y_test": np.ones(5, int)}
+            ),
+        },
+        "its labels are all 1; a classifier needs 2+",
+    ),
     ({"num_workers": 12}, "num_workers=12 is not a multiple of the 8 devices"),
     ({"controller.name": "pid"}, "unknown controller 'pid'; registered: ["),
     ({"controller.b_min": 9}, "infeasible bounds: 8 workers x b_min sum to 72 > global batch 64"),

@@ -74,6 +74,14 @@ CASES = [
         ["--config=configs/quickstart.py:hetero=hl8", "--config.global_batch_size=0"],
         "global_batch_size must be >= 1, got 0",
     ),
+    # cpu_devices 0: a traceback as the CPU backend started; num_devices -1 passed until the
+    # trainer counted devices; data_seed -1: numpy's "expected non-negative integer".
+    (["--config=configs/smoke.py", "--config.cpu_devices=0"], "cpu_devices must be >= 1, got 0"),
+    (["--config=configs/smoke.py", "--config.num_devices=-1"], "num_devices must be >= 0, got -1"),
+    (
+        ["--config=configs/smoke.py", "--config.dataset.data_seed=-1"],
+        "dataset.data_seed must be >= 0, got -1",
+    ),
     (  # a 30-line AttributeError traceback ("'distributed'") before
         ["--config=configs/ablation_smoke.py"],
         "configs/ablation_smoke.py is an ablation (it has base and grid): run it with python -m "
@@ -109,7 +117,13 @@ def test_a_config_that_is_not_a_training_config_is_one_line(tmp_path):
                     "    return ml_collections.ConfigDict({'x': 1})\n")  # fmt: skip
     proc = main(tmp_path / "run", f"--config={path}")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert "the config has no distributed, model, train, controller: a training" in proc.stderr
+    assert "the config has no " in proc.stderr and "distributed, " in proc.stderr
+    # Every section the run reads: a config without `dataset` was an AttributeError.
+    path.write_text("from omnilearn_jax.config.schema import base_config\n\ndef get_config():\n"
+                    "    c = base_config()\n    del c.dataset\n    return c\n")  # fmt: skip
+    proc = main(tmp_path / "run", f"--config={path}")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "the config has no dataset: a training config starts from" in proc.stderr
 
 
 def test_a_cpu_quota_on_the_virtual_clock_is_said_to_change_nothing(tmp_path):
@@ -129,7 +143,12 @@ def test_a_cpu_quota_on_the_virtual_clock_is_said_to_change_nothing(tmp_path):
 
 def test_verbose_shows_the_traceback(tmp_path):
     args = ["--config=configs/smoke.py", "--config.controller.name=proportinal"]
-    for extra, env in ((["--verbose"], None), ([], {errors.VERBOSE_ENV: "1"})):
+    # --verbose=True is absl's true too (it had been taken by absl and missed here)
+    for extra, env in (
+        (["--verbose"], None),
+        (["--verbose=True"], None),
+        ([], {errors.VERBOSE_ENV: "1"}),
+    ):
         proc = main(tmp_path / "run", *args, *extra, env_extra=env)
         assert proc.returncode == 2  # still a user error's status (it was 1 with --verbose)
         assert "Traceback (most recent call last)" in proc.stderr

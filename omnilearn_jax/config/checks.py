@@ -101,6 +101,12 @@ def check_counts(config: Any) -> None:
         value = config.get(key)
         if isinstance(value, int) and value < 1:
             raise ValueError(f"{key} must be >= 1, got {value}")
+    # cpu_devices 0 failed as the CPU backend started (a traceback), -2 ran on one device
+    # without a word; num_devices -1 passed until the trainer counted devices.
+    for key, least in (("cpu_devices", 1), ("num_devices", 0)):
+        value = config.get(key)
+        if isinstance(value, int) and value < least:
+            raise ValueError(f"{key} must be >= {least}, got {value}")
 
 
 def check_config_types(config: Any, reference: Any = None) -> None:
@@ -469,3 +475,5 @@ def _check_text(config) -> None:
         )
     if config.seed < 0:  # it failed at the first batch, after compiling, without the key
         raise ValueError(f"seed must be >= 0, got {config.seed}")
+    if config.dataset.data_seed < 0:  # numpy's "expected non-negative integer", unnamed
+        raise ValueError(f"dataset.data_seed must be >= 0, got {config.dataset.data_seed}")

@@ -38,7 +38,9 @@ def verbose_requested(argv: list[str]) -> bool:
     """`--verbose` on the command line or OMNILEARN_VERBOSE set to anything but 0/empty."""
     if os.environ.get(VERBOSE_ENV, "") not in ("", "0"):
         return True
-    return any(a in ("--verbose", "--verbose=true", "--verbose=1") for a in argv)
+    # absl's true spellings, any case: --verbose=True was taken by absl and missed here
+    return any(a.lower() in ("--verbose", "--verbose=true", "--verbose=t", "--verbose=1")
+               for a in argv)  # fmt: skip
 
 
 def with_suggestion(message: str) -> str:

@@ -229,8 +229,11 @@ def _npz(section: Mapping[str, Any]) -> Dataset:
             raise ValueError(f"dataset file {path!r}: x_{split} holds NaN or infinite values")
     if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:]:
         raise ValueError(f"dataset file {path!r}: train and test inputs differ in shape")
-    if max(arrays["y_train"].max(), arrays["y_test"].max()) < 1:  # every metric trivially 1
-        raise ValueError(f"dataset file {path!r}: its labels are all 0; a classifier needs 2+")
+    classes = np.unique(np.concatenate([arrays["y_train"].ravel(), arrays["y_test"].ravel()]))
+    if len(classes) < 2:  # every metric trivially 1 (all 1s had passed: only all 0s failed)
+        raise ValueError(
+            f"dataset file {path!r}: its labels are all {classes[0]}; a classifier needs 2+"
+        )
     # Images stored as bytes are scaled to [0, 1], each split by its own dtype (a float test
     # split beside byte training images had been divided by 255 a second time). In float32
     # at once, the bits of the float64 division's: through float64, a CIFAR-sized file

@@ -82,7 +82,12 @@ def check_is_training_config(config) -> None:
             f"base and grid): run it with python -m experiments.ablate --config=FILE "
             f"--workdir=DIR (docs/ablations.md)"
         )
-    missing = [k for k in ("distributed", "model", "train", "controller") if k not in config]
+    # Every key of the base config the run reads (only cpu_dispatch has a default there):
+    # checked for four, a config without `dataset` (or `hetero`, `optimizer`...) was an
+    # AttributeError on the first section the run read.
+    from omnilearn_jax.config.schema import base_config
+
+    missing = [k for k in base_config() if k != "cpu_dispatch" and k not in config]
     if missing:
         raise errors.UserError(
             f"the config has no {', '.join(missing)}: a training config starts from "
