@@ -28,11 +28,12 @@ import ml_collections
 import controllers
 from omnilearn_jax.config.args import check_choice, parse_arg
 from omnilearn_jax.config.schema import base_config
+from omnilearn_jax.data import datasets
 
 HETERO = ("uniform", "hl1", "hl2", "hl4", "hl8")
 MODELS = ("resnet18", "cnn", "mlp")
 DATA = ("synthetic", "digits")
-DIGITS = 1797  # scikit-learn's digits; data._digits trains on those after the test fraction
+DIGITS = datasets.DIGITS  # data._digits trains on those after the test fraction
 
 
 # The variants and their defaults (configs/paper_asp.py and the cores config add their own).
@@ -86,6 +87,8 @@ def build(a: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
         c.model.width, c.model.features, c.model.hidden = 8, (8, 16), 32
     # Each derived key gets its own reference expression: one shared reference would tie them,
     # so overriding eval_every on the command line would silently change num_steps too.
+    if a.epochs < 1:  # -3 was "train.num_steps must be >= 1, got -33"
+        raise ValueError(f"paper_bsp: epochs must be >= 1, got {a.epochs}")
     c.train.num_steps = a.epochs * steps_per_epoch(c)
     c.train.eval_every = steps_per_epoch(c)
     c.train.log_every = steps_per_epoch(c)

@@ -82,6 +82,24 @@ CASES = [
         ["--config=configs/smoke.py", "--config.dataset.data_seed=-1"],
         "dataset.data_seed must be >= 0, got -1",
     ),
+    # A dataset's value was blamed on a key derived from it (paper_bsp's train.num_steps:
+    # "must be >= 1, got -80" for test_fraction 1.5, "got 0" for a batch over the rows).
+    (
+        ["--config=configs/quickstart.py", "--config.dataset.test_fraction=1.5"],
+        "dataset.test_fraction must be in (0, 1), got 1.5",
+    ),
+    (
+        ["--config=configs/quickstart.py", "--config.global_batch_size=2000"],
+        "global_batch_size=2000 exceeds the 1438 training examples of dataset digits",
+    ),
+    (
+        [
+            "--config=configs/paper_bsp.py:runlocal,model=mlp,data=synthetic",
+            "--config.dataset.num_train=100",
+        ],
+        "global_batch_size=128 exceeds the 100 training examples of dataset synthetic",
+    ),  # fmt: skip
+    (["--config=configs/paper_bsp.py:runlocal,epochs=-3"], "paper_bsp: epochs must be >= 1"),
     (  # a 30-line AttributeError traceback ("'distributed'") before
         ["--config=configs/ablation_smoke.py"],
         "configs/ablation_smoke.py is an ablation (it has base and grid): run it with python -m "

@@ -100,6 +100,55 @@ def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     return bunch.images, bunch.target
 
 
+DIGITS = 1797  # scikit-learn's digits
+
+
+def _digits_test_rows(fraction: float, total: int = DIGITS) -> int:
+    """The digits held out for evaluation at `dataset.test_fraction`."""
+    if not 0 < fraction < 1:  # 0 left nothing to evaluate on, after compiling
+        raise ValueError(f"dataset.test_fraction must be in (0, 1), got {fraction}")
+    n_test = int(fraction * total)
+    if not 1 <= n_test < total:  # a fraction that rounds to no test (or no train) image
+        raise ValueError(
+            f"dataset.test_fraction={fraction} leaves {n_test} of {total} digits to evaluate "
+            f"on; give at least {1 / total:.6f} and below {1 - 1 / total:.6f}"
+        )
+    return n_test
+
+
+def _synthetic_sizes(section: Mapping[str, Any]) -> tuple[tuple[int, ...], int, int, int]:
+    """The synthetic set's (input_shape, num_classes, num_train, num_test), checked."""
+    shape = tuple(int(s) for s in section.get("input_shape", (32, 32, 3)))
+    num_classes = int(section.get("num_classes", 10))
+    n_train = int(section.get("num_train", 4096))
+    n_test = int(section.get("num_test", 1024))
+    if min(shape, default=0) <= 0 or num_classes < 2 or n_train <= 0 or n_test <= 0:
+        raise ValueError(
+            f"synthetic dataset needs positive input_shape, num_train, num_test and "
+            f"num_classes >= 2; got input_shape={shape}, num_classes={num_classes}, "
+            f"num_train={n_train}, num_test={n_test}"
+        )
+    return shape, num_classes, n_train, n_test
+
+
+def check_sizes(section: Mapping[str, Any], global_batch: int) -> None:
+    """Before anything is loaded: the values of a set whose sizes the config fixes (digits,
+    synthetic), and a global batch that its training rows can fill. Checked after the
+    training steps, a bad value was blamed on a key derived from it (paper_bsp's
+    `train.num_steps`: "must be >= 1, got -80" for test_fraction 1.5)."""
+    if section["name"] == "digits":
+        rows = DIGITS - _digits_test_rows(section.get("test_fraction", 0.2))
+    elif section["name"] == "synthetic":
+        rows = _synthetic_sizes(section)[2]
+    else:
+        return
+    if global_batch > rows:
+        raise ValueError(
+            f"global_batch_size={global_batch} exceeds the {rows} training examples of "
+            f"dataset {section['name']}: give a smaller batch"
+        )
+
+
 @_loader("digits", reads=("test_fraction",))
 def _digits(section: Mapping[str, Any]) -> Dataset:
     """scikit-learn's shipped 8x8 digits (1,797 images), as [N, 8, 8, 1] in [0, 1]."""
@@ -107,15 +156,7 @@ def _digits(section: Mapping[str, Any]) -> Dataset:
     x = (images / 16.0).astype(np.float32)[..., None]
     # A fixed split (independent of the run seed) so every run evaluates on the same images.
     order = np.random.default_rng(0).permutation(len(y))
-    fraction = section.get("test_fraction", 0.2)
-    if not 0 < fraction < 1:  # 0 left nothing to evaluate on, after compiling
-        raise ValueError(f"dataset.test_fraction must be in (0, 1), got {fraction}")
-    n_test = int(fraction * len(y))
-    if not 1 <= n_test < len(y):  # a fraction that rounds to no test (or no train) image
-        raise ValueError(
-            f"dataset.test_fraction={fraction} leaves {n_test} of {len(y)} digits to evaluate "
-            f"on; give at least {1 / len(y):.6f} and below {1 - 1 / len(y):.6f}"
-        )
+    n_test = _digits_test_rows(section.get("test_fraction", 0.2), len(y))
     test, train = order[:n_test], order[n_test:]
     return _finish(x[train], y[train], x[test], y[test], 10)
 
@@ -151,16 +192,7 @@ def _mnist1d(section: Mapping[str, Any]) -> Dataset:
 @_loader("synthetic", reads=("input_shape", "num_classes", "num_train", "num_test", "data_seed"))
 def _synthetic(section: Mapping[str, Any]) -> Dataset:
     """Random inputs of any shape, labelled by a fixed random linear teacher (learnable)."""
-    shape = tuple(int(s) for s in section.get("input_shape", (32, 32, 3)))
-    num_classes = int(section.get("num_classes", 10))
-    n_train = int(section.get("num_train", 4096))
-    n_test = int(section.get("num_test", 1024))
-    if min(shape, default=0) <= 0 or num_classes < 2 or n_train <= 0 or n_test <= 0:
-        raise ValueError(
-            f"synthetic dataset needs positive input_shape, num_train, num_test and "
-            f"num_classes >= 2; got input_shape={shape}, num_classes={num_classes}, "
-            f"num_train={n_train}, num_test={n_test}"
-        )
+    shape, num_classes, n_train, n_test = _synthetic_sizes(section)
     rng = np.random.default_rng(int(section.get("data_seed", 0)))
     x = rng.standard_normal((n_train + n_test, *shape), dtype=np.float32)
     teacher = rng.standard_normal((int(np.prod(shape)), num_classes), dtype=np.float32)
