@@ -1,4 +1,5 @@
-"""The Quickstart job: a CNN on scikit-learn's digits, 8 workers on 8 CPU devices.
+"""The default job: a CNN on scikit-learn's digits, 8 workers on 8 CPU devices (the README's
+Quickstart runs configs/quickstart.py, an MLP on 4).
 
 Usage: python -m omnilearn_jax.main --config=configs/default.py --workdir=runs/default
 """
