@@ -171,6 +171,12 @@ def _wrong_type():
     check_config_types(c, base_config())
 
 
+def _float_in_int_tuple():
+    c = _loose(base_config())
+    c.model.features = (8, 16.5)
+    check_config_types(c)
+
+
 def _bool_for_int():
     c = _loose(_paper())
     c.num_workers = True
@@ -181,6 +187,10 @@ MALFORMED = [
     (_unknown_key, r"unknown config key 'train.num_step' \(did you mean 'train.num_steps'\?\)"),
     (_wrong_type, r"'model.hidden' should be int, got str 'wide'"),
     (_bool_for_int, r"'num_workers' should be int, got bool"),
+    (  # it said "should be tuple, got tuple (8, 16.5)"
+        _float_in_int_tuple,
+        r"'model.features' should be a tuple of ints, got \(8, 16.5\) \(holding float 16.5\)",
+    ),
     (
         lambda: check_config(_paper(**{"controller.name": "propotional"})),
         r"unknown controller 'propotional' \(did you mean 'proportional'\?\)",

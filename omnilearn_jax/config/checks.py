@@ -128,6 +128,10 @@ def check_config_types(config: Any, reference: Any = None) -> None:
             want, have = _kind(known[key]), _kind(value)
             detail = f"{have} {value!r}" if have != _SECTION else "a section"
             expect = want if want != _SECTION else "a section"
+            if want == have == "tuple":  # "should be tuple, got tuple (8, 16.5)" said nothing
+                expect = f"a tuple of {_kind(known[key][0])}s"
+                bad = next(v for v in value if not _compatible(known[key][0], v))
+                detail = f"{value!r} (holding {_kind(bad)} {bad!r})"
             problems.append(f"config key {key!r} should be {expect}, got {detail}")
     if problems:
         raise ValueError("; ".join(problems))
