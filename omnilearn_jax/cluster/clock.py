@@ -66,6 +66,11 @@ class VirtualClock:
         t = np.asarray(worker_times, dtype=np.float64)
         if t.shape != (self.num_workers,):
             raise ValueError(f"worker_times must have shape ({self.num_workers},), got {t.shape}")
+        for name, value in (("batch_sizes", batch_sizes), ("speeds", speeds)):
+            if value is not None and np.shape(value) != (self.num_workers,):
+                raise ValueError(
+                    f"{name} must have shape ({self.num_workers},), got {np.shape(value)}"
+                )
         if not np.all(np.isfinite(t)) or np.any(t < 0):
             lost = []
             if batch_sizes is not None and speeds is not None:

@@ -104,6 +104,8 @@ class CostModel:
         finite = ("per_sample_cost", "fixed_cost", "overhead", "cliff_penalty", "noise")
         finite += ("latency", "memory_factor")
         checks |= {f"{name} finite": math.isfinite(getattr(self, name)) for name in finite}
+        # A measured curve gives the times itself: `linear` beside it was ignored in silence
+        checks["not linear with a curve"] = not (self.linear and self.curve is not None)
         failed = [k for k, ok in checks.items() if not ok]
         if failed:
             raise ValueError(f"bad cost config: need {failed}; got {self}")

@@ -45,6 +45,9 @@ class CostCurve:
             raise ValueError(f"curve batch sizes must be > 0 and increasing: {b.tolist()}")
         if not np.all(np.isfinite(t)) or np.any(t <= 0):
             raise ValueError(f"curve times must be finite and > 0: {t.tolist()}")
+        if np.any(np.diff(t) < 0):  # a larger block never costs less; continued past the
+            # last knot, a falling curve gave negative times and a run on a clock of zeros
+            raise ValueError(f"curve times must not fall as the batch grows: {t.tolist()}")
 
     def time(self, sizes: Any) -> np.ndarray:
         """Seconds at speed 1 for each size (any shape); 0 for size 0."""
@@ -74,6 +77,8 @@ class CostCurve:
 
 
 def curve_from_dict(values: Mapping[str, Any]) -> CostCurve:
+    if not isinstance(values, Mapping):  # a JSON list had been an AttributeError
+        raise ValueError(f"not a cost curve: a JSON {type(values).__name__}, want an object")
     if values.get("format") != FORMAT:
         raise ValueError(f"not a cost curve: format {values.get('format')!r}, want {FORMAT!r}")
     return CostCurve(

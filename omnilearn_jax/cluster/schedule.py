@@ -104,6 +104,10 @@ def trace_profile(path: str, *, num_workers: int) -> PiecewiseProfile:
     if not path or not file.is_file():
         raise ValueError(f"trace file not found: {path!r} (set hetero.path)")
     rows: list[tuple[int, int, float]] = []
+    try:  # a UTF-16 export had been a bare UnicodeDecodeError, naming no file
+        file.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e}); save the trace as UTF-8 CSV") from None
     with file.open(newline="", encoding="utf-8-sig") as fh:  # a spreadsheet's BOM, if any
         reader = csv.reader(fh)
         header = None
