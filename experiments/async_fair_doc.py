@@ -105,6 +105,24 @@ def verdict(lo: float, hi: float) -> str:
     return "significant (excludes 0)" if lo > 0 or hi < 0 else "not significant (includes 0)"
 
 
+def _staleness_share(a: tuple, c: tuple) -> str:
+    """What the control (no staleness) says of the async gap `a`, both (mean, low, high):
+    a gap that stays must be one the async run shows (its interval excludes 0) and of the
+    same sign in the control (an interval off 0 of the other sign had read as "stays")."""
+    significant = lambda g: g[1] > 0 or g[2] < 0  # noqa: E731
+    if not significant(a):
+        return "there is no async gap to explain"
+    if significant(c) and (c[0] > 0) == (a[0] > 0):
+        share = "most" if abs(c[0]) >= 0.5 * abs(a[0]) else "part"
+        return (
+            "the gap stays without staleness: the update sizes and order, not staleness, "
+            f"account for {share} of it"
+        )
+    if significant(c):
+        return "the gap reverses without staleness"
+    return "the gap goes with staleness"
+
+
 def uniform_updates(records: list[dict], seeds: list[int]) -> str:
     """The mean update count of the uniform (static) evaluation runs, rounded to tens."""
     n = [
@@ -303,16 +321,9 @@ def conclusions(summary: dict, facts: dict) -> list[str]:
         c = summary.get((s, "proportional - static, control", "ttt"))
         if not a or not c or math.isnan(a[1]) or math.isnan(c[1]):
             continue
-        kept = c[1] > 0 or c[2] < 0
         why.append(
             f"{s}: {signed(a[0])} s async, {signed(c[0])} s [{signed(c[1])}, {signed(c[2])}] "
-            "in the control, "
-            + (
-                "so the gap stays without staleness: the update sizes and order, not "
-                f"staleness, account for {'most' if c[0] >= 0.5 * a[0] else 'part'} of it"
-                if kept
-                else "so the gap goes with staleness"
-            )
+            f"in the control, so {_staleness_share(a, c)}"
         )
     if why:
         lines.append(

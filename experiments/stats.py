@@ -22,6 +22,8 @@ def mean_half(values) -> tuple[float, float]:
     """(mean, half-width of its two-sided 95 % Student t interval); the half-width is NaN
     below 2 values (nothing to estimate a spread from)."""
     v = np.asarray(values, float)
+    if v.ndim != 1:  # a table's every value over its row count had passed as a mean of rows
+        raise ValueError(f"mean_half takes one value a seed or pair, got shape {v.shape}")
     mean = float(v.mean())
     if len(v) < 2:
         return mean, math.nan

@@ -37,3 +37,12 @@ def test_curve_reading():
     assert doc.at_time(curve, 0.2) == 0.6 and doc.at_time(curve, 2.0) == 0.96
     assert doc.time_to(curve, 0.95) == 1.5
     assert doc.time_to(curve, 0.99) != doc.time_to(curve, 0.99)  # NaN: never reached
+
+
+def test_a_control_gap_of_the_other_sign_is_no_gap_that_stays():
+    share = doc._staleness_share
+    async_gap = (1.0, 0.5, 1.5)
+    assert share(async_gap, (-1.0, -1.5, -0.5)) == "the gap reverses without staleness"
+    assert share(async_gap, (0.8, 0.2, 1.4)).startswith("the gap stays without staleness")
+    assert share(async_gap, (0.1, -0.3, 0.5)) == "the gap goes with staleness"
+    assert share((0.2, -0.1, 0.5), (0.8, 0.2, 1.4)) == "there is no async gap to explain"

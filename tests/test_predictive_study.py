@@ -146,3 +146,26 @@ def test_heldout_section_shows_total_times_where_every_seed_has_them():
     assert row.strip() in text
     assert "| pi | p90 | 0.000 ± 0.000 (n.s.) |" in text and "-0.100 ± 0.000 (lower)" in text
     assert "total time to the change (goal" not in text  # no goal: not counted
+
+
+def _trainer_report() -> dict:
+    return json.loads((study.RESULTS / "predictive_trainer.json").read_text())
+
+
+def test_trainer_section_says_how_many_seeds_reached_the_target_and_names_a_missing_run():
+    report = _trainer_report()
+    runs = report["studies"][0]["runs"]
+    (seed_4,) = [r for r in runs if r["controller"] == "predictive" and r["seed"] == 4]
+    seed_4["time_to_target"] = None  # a mean over four seeds had read as the study's five
+    row = next(line for line in study.trainer_section(report) if line.startswith("| predictive"))
+    assert " (4 of 5 seeds) |" in row, row
+    runs.remove(next(r for r in runs if r["controller"] == "pi" and r["seed"] == 3))
+    with pytest.raises(ValueError, match="no run of pi seed 3; run them first"):
+        study.trainer_section(report)  # a bare KeyError ('pi', 3)
+
+
+def test_an_interval_takes_one_value_a_seed():
+    from experiments import stats
+
+    with pytest.raises(ValueError, match=r"one value a seed or pair, got shape \(2, 2\)"):
+        stats.mean_half([[1.0, 2.0], [3.0, 4.0]])  # a mean of 4 values with 1 dof before
