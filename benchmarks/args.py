@@ -17,6 +17,19 @@ def at_least(parser: argparse.ArgumentParser, **least: tuple[int | float, int | 
             parser.error(f"--{name.replace('_', '-')} must be >= {smallest}, got {value}")
 
 
+def ints(parser: argparse.ArgumentParser, flag: str, text: str, least: int | None = None):
+    """A comma-separated list of integers given to `--flag`, one or more, each >= `least`
+    if given; else one parser error (an empty list had run nothing, or failed with a bare
+    "invalid literal for int()")."""
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        parser.error(f"--{flag} takes integers separated by commas, got {text!r}")
+    if least is not None and min(values) < least:
+        parser.error(f"--{flag}: each value must be >= {least}, got {text!r}")
+    return values
+
+
 def writable(parser: argparse.ArgumentParser, **paths: str) -> None:
     """`flag=path` for each output file ('' = not asked for): one parser error for the first
     whose folder does not exist, before any run (the file was opened after minutes of runs,

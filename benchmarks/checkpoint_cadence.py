@@ -20,7 +20,7 @@ import tempfile
 
 import numpy as np
 
-from benchmarks.args import at_least
+from benchmarks.args import at_least, ints
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--every", default="50,500,0", help="cadences, comma-separated (0: end only)")
     args = p.parse_args(argv)
     at_least(p, steps=(args.steps, 1), reps=(args.reps, 1))
-    cadences = [int(c) for c in args.every.split(",") if c]
+    cadences = ints(p, "every", args.every, least=0)
     walls: dict[int, list[float]] = {c: [] for c in cadences}
     for rep in range(args.reps):
         for every in cadences:

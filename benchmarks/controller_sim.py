@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         controllers.load_plugin(args.plugin)
         names = [n for n in args.controllers.split(",") if n]
+        if not names:  # it timed nothing and exited 0
+            raise ValueError(f"--controllers names none, got {args.controllers!r}")
         for name in names:
             controllers.make(name)  # an unknown name lists the registered ones
         controllers.check_bounds(args.workers, args.global_batch, -1, -1)

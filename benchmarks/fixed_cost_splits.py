@@ -30,7 +30,7 @@ import jax
 import numpy as np
 
 import controllers
-from benchmarks.args import at_least
+from benchmarks.args import at_least, ints
 from controllers import metrics, sim
 
 B = 128
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", default="1,2", help="comma-separated noise keys")
     args = p.parse_args(argv)
     at_least(p, steps=(args.steps, 2))
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = ints(p, "seeds", args.seeds)
     print("overhead noise seed policy       changes last split          uniform  step/oracle")
     for overhead in OVERHEADS:
         for noise in NOISES:

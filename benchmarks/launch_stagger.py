@@ -4,9 +4,10 @@
 
 Runs the HL job of benchmarks/hetero_wall.py on the wall clock under `static` and under
 `proportional`, timestamps every per-device `Program` call inside `Steps.run_local`, and prints
-per controller (median over the last 40 steps): the sorted launch offsets from the start of
-the step, how long each call took, the step's `run_local`, the median step and slowest
-device from the run store, and each device's compute (its time less its injected wait).
+per controller: over the last 40 steps, the median sorted launch offsets from the start of
+the step, how long each call took and the step's `run_local`; over every step after the
+first 10 (50 at the default 60), the median step and slowest device from the run store and
+each device's compute (its time less its injected wait).
 Since injected waits are waited out on the host, every split (the uniform one too) is launched
 device by device, each once its wait is over. docs/trainer.md quotes it.
 """
@@ -21,6 +22,8 @@ import time
 
 import jax
 import numpy as np
+
+from benchmarks.args import at_least
 
 
 def probe(level: int, inject: float, steps: int, controller: str) -> dict:
@@ -83,6 +86,7 @@ def main(argv=None) -> None:
     p.add_argument("--inject", type=float, default=0.003)
     p.add_argument("--steps", type=int, default=60)
     args = p.parse_args(argv)
+    at_least(p, steps=(args.steps, 50))  # 10 left out, then the last 40 (it was an IndexError)
     jax.config.update("jax_num_cpu_devices", 8)  # the job's 4 devices; before any JAX op
     for controller in ("static", "proportional"):
         r = probe(args.level, args.inject, args.steps, controller)

@@ -79,7 +79,8 @@ def main(argv=None) -> None:
     parser.add_argument("--reps", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
-    at_least(parser, reps=(args.reps, 1), rounds=(args.rounds, 1))
+    at_least(parser, reps=(args.reps, 1), rounds=(args.rounds, 1), devices=(args.devices, 1))
+    at_least(parser, rows=(args.rows, 1))
     import jax
 
     jax.config.update("jax_num_cpu_devices", max(8, args.devices))  # before any JAX work

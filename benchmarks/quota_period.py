@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 
+from benchmarks.args import ints
 from omnilearn_jax.run import cgroups
 
 _PROBE = """
@@ -56,20 +57,23 @@ def probe(
     return [float(x) for x in out.stdout.split()]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quota", type=float, default=0.25)
     parser.add_argument("--periods", default="4000,10000,20000,100000", help="µs, commas")
     parser.add_argument("--sizes", default="280,512", help="matrix sizes (~0.3 and ~2 ms)")
     parser.add_argument("--seconds", type=float, default=3.0, help="per probe")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if not (args.quota > 0 and args.seconds > 0):  # failed after the unconstrained probes
+        parser.error(f"--quota and --seconds must be > 0, got {args.quota}, {args.seconds}")
+    sizes = ints(parser, "sizes", args.sizes, least=1)
+    periods = ints(parser, "periods", args.periods, least=1)
     core = max(os.sched_getaffinity(0))
-    sizes = [int(n) for n in args.sizes.split(",")]
     free = {n: probe(n, args.seconds, core, None) for n in sizes}
     for n in sizes:
         p50, p90, mean, _ = free[n]
         print(f"no quota        n={n}: p50 {p50:.2f} p90 {p90:.2f} mean {mean:.2f} ms")
-    for period in (int(p) for p in args.periods.split(",")):
+    for period in periods:
         with cgroups.quota_groups([args.quota], period_us=period) as groups:
             period = groups[0].period_us  # the kernel's 1 ms least quota may lengthen it
             for n in sizes:

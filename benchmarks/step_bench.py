@@ -168,6 +168,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     at_least(parser, repeats=(args.repeats, 1), batch=(args.batch, 1))
     if args.cpu_devices < 1:  # JAX's "Unable to initialize backend 'cpu'" traceback
         parser.error(f"--cpu_devices must be >= 1, got {args.cpu_devices}")
+    if args.batch % args.cpu_devices:  # a sharding error after building and compiling
+        parser.error(
+            f"--batch {args.batch} must be a multiple of --cpu_devices {args.cpu_devices} (the "
+            "plain step splits it evenly over the devices)"
+        )
     model_name(parser, args.model)
     return args
 

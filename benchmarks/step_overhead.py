@@ -23,7 +23,7 @@ import tempfile
 import jax
 import numpy as np
 
-from benchmarks.args import SKIPPED, at_least
+from benchmarks.args import SKIPPED, at_least, ints
 
 
 def config(sizes: tuple[int, ...], steps: int):
@@ -110,7 +110,7 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     at_least(p, steps=(args.steps, SKIPPED + 1), reps=(args.reps, 1))
     jax.config.update("jax_num_cpu_devices", 8)  # before any JAX operation
-    uneven = tuple(int(s) for s in args.sizes.split(","))
+    uneven = tuple(ints(p, "sizes", args.sizes, least=0))
     out = measure(uneven, args.steps, args.reps, lambda line: print(line, flush=True))
     if args.json:
         with open(args.json, "w") as f:

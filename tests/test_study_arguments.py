@@ -53,6 +53,24 @@ CASES = [
     ("experiments.async_seeds", ["--weighting", "bogus"], "--weighting is one of share, lr"),
     ("experiments.async_staleness", ["--updates", "4", "--settle", "10"], "--settle (10) must"),
     ("experiments.async_staleness", ["--render", "/nonexistent.json"], "no such file"),
+    # An empty or mistyped list: a bare "invalid literal for int()", an IndexError after the
+    # runs, or (controller_sim) nothing timed and exit 0.
+    ("benchmarks.checkpoint_cadence", ["--every", ""], "--every takes integers separated"),
+    ("benchmarks.step_overhead", ["--sizes", ""], "--sizes takes integers separated"),
+    ("benchmarks.fixed_cost_splits", ["--seeds", ""], "--seeds takes integers separated"),
+    ("benchmarks.quota_period", ["--sizes", ""], "--sizes takes integers separated"),
+    ("benchmarks.quota_period", ["--quota", "0"], "--quota and --seconds must be > 0"),
+    ("benchmarks.quota_period", ["--periods", "4000,-1"], "--periods: each value must be >= 1"),
+    ("benchmarks.controller_sim", ["--controllers", ","], "--controllers names none"),
+    # After building the model (a ValueError, JAX's sharding error) or a whole run:
+    ("benchmarks.placement_cost", ["--devices", "0"], "--devices must be >= 1, got 0"),
+    ("benchmarks.placement_cost", ["--rows", "0"], "--rows must be >= 1, got 0"),
+    (
+        "benchmarks.step_bench",
+        ["--batch", "12"],
+        "--batch 12 must be a multiple of --cpu_devices 8",
+    ),
+    ("benchmarks.launch_stagger", ["--steps", "8"], "--steps must be >= 50, got 8"),
 ]
 
 
