@@ -109,8 +109,8 @@ def main(argv=None) -> None:
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
     at_least(p, steps=(args.steps, SKIPPED + 1), reps=(args.reps, 1))
-    jax.config.update("jax_num_cpu_devices", 8)  # before any JAX operation
     uneven = tuple(ints(p, "sizes", args.sizes, least=0))
+    jax.config.update("jax_num_cpu_devices", 8)  # before any JAX operation
     out = measure(uneven, args.steps, args.reps, lambda line: print(line, flush=True))
     if args.json:
         with open(args.json, "w") as f:
