@@ -89,7 +89,9 @@ def detect(
     run_sum = jnp.where(on, jnp.where(live, before[1] + signed, 0.0), runs.run_sum)
     run_count = jnp.where(on, jnp.where(live, before[2] + 1.0, 0.0), runs.run_count)
     run_time = jnp.where(on, jnp.where(live, before[3] + elapsed, 0.0), runs.run_time)
-    alarm = (drift >= h) & (run_time >= persist)
+    # Only a live run alarms or waits: with `jump` 0 and no noise h is 0, and "0 >= 0" had
+    # alarmed every worker on every step and held every decision (predictive never moved).
+    alarm = (drift > 0) & (drift >= h) & (run_time >= persist)
     fired = alarm.any(axis=1)
     slower = alarm[:, 0]
     side = jnp.where(slower, 0, 1)
@@ -101,7 +103,7 @@ def detect(
     live = jnp.any(after[0] > 0, axis=1) & (var_weight >= MATURE)
     out = Runs(*after, run_sigma=jnp.where(live, sigma, 0.0))
     # A worker half-way to an alarm is probably changing speed too: decisions wait for it.
-    pending = jnp.any(out.drift >= 0.5 * h)
+    pending = jnp.any((out.drift > 0) & (out.drift >= 0.5 * h))
     return out, fired, slower, level, pending
 
 

@@ -317,7 +317,7 @@ def predictive(
         current = jnp.clip(b, 0, n - 1)
         now = jnp.max(jnp.where(b > 0, table[rows, current], 0.0))
         then = jnp.max(jnp.where(wanted > 0, table[rows, wanted], 0.0))
-        valid = (b > 0) & (obs.worker_times > 0)
+        valid = measured(obs)  # finite times only, as `_measure` takes them (inf had counted)
         settled = state.settled + valid.astype(jnp.int32)
         # Nothing is decided before every busy worker's noise is known (noise.py), nor before
         # the measurements span `persist` seconds (a difference must last, as a change must).
@@ -332,7 +332,10 @@ def predictive(
         # A lifted cap's re-test is made whatever the gain, if any (one row over the cap can
         # gain less than `min_gain`): learning whether the cliff is still there is its point.
         retest = jnp.any((m.ceiling < n) & (wanted >= m.ceiling) & (b < m.ceiling))
-        gains = (then < (1.0 - threshold) * now) | (retest & (then < now))
+        # `<=`: one row more for the capped worker cannot lower a step that other workers set
+        # at a tie (identical devices, or HL8 without noise), and with `<` the re-test never
+        # came and the ceiling held the worker below a cliff long gone (1.49x the optimum).
+        gains = (then < (1.0 - threshold) * now) | (retest & (then <= now))
         adopt = due & gains & ~verdict.undo
         shares = response.revert(verdict.trial, verdict.undo, jnp.where(adopt, wanted, b))
         sizes = allocate(shares, n - 1, lo, hi)
