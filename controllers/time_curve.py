@@ -15,8 +15,11 @@ import jax
 import jax.numpy as jnp
 
 # Ridge weight on the intercept, relative to the data weight: small enough that two distinct
-# sizes give the affine curve to 0.1 %, large enough that one size gives t / b.
-RIDGE = 1e-3
+# sizes give the affine curve to 0.1 %, large enough that one size gives t / b. Its pull on
+# the slope is r mb^2 s0 against the sizes' spread sum w (b - mb)^2: at 1e-3 two sizes a row
+# apart near 30 (a spread of 0.5 against 1.9) fitted t = 40 + b with a slope of 2.03, and a
+# noise-free plant with a fixed cost of 40 settled 1.4 % over its optimum.
+RIDGE = 1e-7
 # With noise, the ridge is (noise / NOISY_RIDGE)^2 if larger (0.01 at 5 % noise, 0.16 at 20 %;
 # the intercept shrinks by 1 / (1 + ridge)): a few noisy points over a narrow range of sizes
 # leave the slope to chance, and a flat fit through them (a high intercept) predicted that a
@@ -120,14 +123,16 @@ def _fit(
     """Weighted affine fit a_k + c_k b over each worker's measured sizes (weight > 0), with
     a ridge r [W] (relative to the data's weight) on the intercept."""
     wt = jnp.where(weight > 0, weight, 0.0)
-    s0, s1, s2 = wt.sum(1), (wt * b).sum(1), (wt * b * b).sum(1)
-    sy, sby = (wt * mean).sum(1), (wt * b * mean).sum(1)
-    # Normal equations with a ridge r * s0 on the intercept, written around the mean size
-    # mb so the float32 sums stay accurate:
+    s0, s1 = wt.sum(1), (wt * b).sum(1)
+    sy = (wt * mean).sum(1)
+    # Normal equations with a ridge r * s0 on the intercept, in sums around the mean size mb
+    # (a second pass, so one size has a spread of 0 to the last bit in float32: s2 - s1 mb
+    # cancelled, and only a large ridge had kept one size's fit proportional):
     # c = (cov + r mb sy / (1 + r)) / (var + r mb^2 s0 / (1 + r)), a = (sy - c s1) / (s0 (1 + r)).
     mb = s1 / jnp.maximum(s0, 1e-30)
-    var = s2 - s1 * mb  # sum w (b - mb)^2
-    cov = sby - sy * mb
+    centred = b[None, :] - mb[:, None]
+    var = (wt * centred * centred).sum(1)  # sum w (b - mb)^2
+    cov = (wt * centred * mean).sum(1)
     c = (cov + r * mb * sy / (1.0 + r)) / jnp.maximum(var + r * mb * mb * s0 / (1.0 + r), 1e-30)
     c = jnp.maximum(c, MIN_SLOPE * sy / jnp.maximum(s1, 1e-30))
     a = (sy - c * s1) / jnp.maximum(s0 * (1.0 + r), 1e-30)

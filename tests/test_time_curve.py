@@ -45,3 +45,19 @@ def test_noisy_points_over_a_narrow_range_do_not_predict_a_flat_curve():
     exact = jnp.zeros((1, 129)).at[0, 20].set(1.2).at[0, 40].set(2.2)
     affine = np.asarray(predict(exact, (exact > 0).astype(jnp.float32), 0.0))[0]
     np.testing.assert_allclose(affine[[10, 60, 100]], [0.7, 3.2, 5.2], rtol=2e-3)
+
+
+def test_two_sizes_a_row_apart_give_the_affine_curve_to_a_tenth_of_a_percent():
+    # t = 40 + b measured at 30 and 31 rows, or t = 100 + b at 10 and 20, no noise: the
+    # intercept's ridge had pulled the slope to 2.03 (to 1.06 for the second), predicting 138
+    # at 64 rows for 104, and a noise-free plant with a fixed cost settled 1.4 % off its optimum.
+    n = 129
+    mean, count = np.zeros((3, n), np.float32), np.zeros((3, n), np.float32)
+    for w, (sizes, fixed) in enumerate((((30, 31), 40.0), ((10, 20), 100.0), ((32,), 40.0))):
+        for s in sizes:
+            mean[w, s], count[w, s] = fixed + s, 1.0
+    table = np.asarray(predict(jnp.asarray(mean), jnp.asarray(count), 0.0))
+    np.testing.assert_allclose(table[0, [40, 64, 128]], [80.0, 104.0, 168.0], rtol=1e-3)
+    np.testing.assert_allclose(table[1, [30, 64, 128]], [130.0, 164.0, 228.0], rtol=1e-3)
+    # one size alone: the proportional guess t / b, exactly
+    np.testing.assert_allclose(table[2, [16, 64]], [36.0, 144.0], rtol=1e-6)
