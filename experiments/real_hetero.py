@@ -83,7 +83,7 @@ def pinning(quotas: list[float], cores: int | list[int]) -> str:
     """Cores for each process: quotas packed onto the cores in order, so that no core is
     asked for more than one core's time (first fit); a quota over one core gets that many
     whole free cores in a row (2 had been packed onto one core, where it ran as 1). `cores`:
-    the core ids this process may use (`usable_cores`), or a count of cores from 0."""
+    the core ids this process may use (`cgroups.usable_cores`), or a count of cores from 0."""
     ids = list(range(cores)) if isinstance(cores, int) else sorted(cores)
     free, out = [1.0] * len(ids), []
     for q in quotas:
@@ -104,14 +104,6 @@ def pinning(quotas: list[float], cores: int | list[int]) -> str:
         first, last = ids[core], ids[core + need - 1]
         out.append(str(first) if need == 1 else f"{first}-{last}")
     return ",".join(out)
-
-
-def usable_cores() -> list[int]:
-    """The cores this process may run on (its affinity: a taskset, a container's cpuset, a
-    batch job's binding), which the launcher checks `--cpus` against; counted from 0 by
-    `os.cpu_count()` they were refused under any of those."""
-    get = getattr(os, "sched_getaffinity", None)
-    return sorted(get(0)) if get is not None else list(range(os.cpu_count() or 1))
 
 
 def job_args(
@@ -163,7 +155,7 @@ def run(
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "omnilearn_jax.launch", f"--num_processes={len(processes)}"]
         cmd += ["--devices_per_process=1", "--cpu_quota=" + ",".join(map(str, processes))]
-        cores = pinning(processes, usable_cores()) if setting.pinned else "none"
+        cores = pinning(processes, sorted(cgroups.usable_cores())) if setting.pinned else "none"
         cmd += [f"--cpus={cores}", f"--quota_from={setting.quota_from}", "--"]
         cmd += [*job_args(controller, workers, steps, target, speeds, setting.job, setting.mode)]
         cmd += ["--config.asp.server_process=True"] if alone else []
@@ -527,7 +519,7 @@ def checked_clusters(text: str, setting: Setting, steps: int) -> list[list[float
         except ValueError:
             raise ValueError(f"--clusters entry {entry!r} is not quotas like 1.0/0.25") from None
         processes = ([setting.server] if setting.server else []) + quotas
-        cores = pinning(processes, usable_cores()) if setting.pinned else "none"
+        cores = pinning(processes, sorted(cgroups.usable_cores())) if setting.pinned else "none"
         cgroups.confine(processes, cores, len(processes))
         clusters.append(quotas)
     return clusters

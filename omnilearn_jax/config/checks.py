@@ -151,7 +151,6 @@ def check_config(config: Any) -> None:
     check_choice("hetero.name", config.hetero.name, cluster.available_profiles())
     from omnilearn_jax.data import datasets
 
-    datasets.check_name(config.dataset.name)
     datasets.check_sizes(config.dataset, config.global_batch_size)  # before keys derived from it
     # Devices are checked by the trainer; here assume the requested count (or one a worker).
     # Assumed one a worker unless given; the capacity check waits for the real count (on CPU

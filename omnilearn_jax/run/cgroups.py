@@ -155,6 +155,13 @@ def check_quotas(
     return quotas
 
 
+def usable_cores() -> frozenset[int]:
+    """The cores this process may run on: its affinity (a taskset, a container's cpuset, a
+    batch job's binding), or every core where the OS does not say (no sched_getaffinity)."""
+    getter = getattr(os, "sched_getaffinity", None)  # Linux only
+    return frozenset(getter(0) if getter else range(os.cpu_count() or 1))
+
+
 def confine(
     quotas: str | Sequence[float] | None,
     cpus: str | Sequence[frozenset[int]],
@@ -167,9 +174,7 @@ def confine(
     cores, nor may the quotas of processes that share cores pass those cores (each would get
     less than it asked, silently: 2 on one core runs as 1). `fit` pins nothing where a quota
     needs more cores than it would deal out. Raises ValueError with one line."""
-    getter = getattr(os, "sched_getaffinity", None)  # Linux only
-    usable = allowed if allowed is not None else getter(0) if getter else None
-    usable = frozenset(usable if usable is not None else range(os.cpu_count() or 1))
+    usable = frozenset(allowed) if allowed is not None else usable_cores()
     if isinstance(quotas, str):
         quotas = parse_quotas(quotas, num_processes, len(usable))
     elif quotas:
