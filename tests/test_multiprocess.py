@@ -259,6 +259,13 @@ def test_launcher_arguments_and_environment(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps({"status": "running", "steps": 0}))
     launch.mark_failed(str(tmp_path), {"error": "process 0 of 2 was killed by SIGKILL"})
     assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 200
+    # A summary torn by hand or by a full disk is replaced, and the failure still recorded (it
+    # had been a JSONDecodeError traceback at the end of the failed run).
+    (tmp_path / "summary.json").write_text('{"status": "runn')
+    launch.mark_failed(str(tmp_path), {"error": "process 1 of 2 failed"})
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["error"] == "process 1 of 2 failed"
+    assert summary["steps"] == 200
     assert [launch.interrupted(c) for c in (130, 143, -2, -15, 1, 2, -9, -6)] == [True] * 4 + [
         False
     ] * 4

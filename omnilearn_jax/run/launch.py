@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import json
 import os
 import queue
 import re
@@ -50,7 +49,7 @@ from collections.abc import Callable, Sequence
 from omnilearn_jax.config.args import suggest
 from omnilearn_jax.config.errors import EXIT_USER_ERROR
 from omnilearn_jax.run import cgroups, cpu_limit
-from omnilearn_jax.run.runstore import RunStore, last_checkpoint_step, whole_records
+from omnilearn_jax.run.runstore import RunStore, last_checkpoint_step, read_json, whole_records
 
 _FORCE_DEVICES = "--xla_force_host_platform_device_count"
 _POLL_SECONDS = 0.1
@@ -243,8 +242,10 @@ def mark_failed(workdir: str, details: dict, status: str = "failed") -> None:
     path = os.path.join(workdir, "summary.json")
     summary = {}
     if os.path.exists(path):
-        with open(path) as f:
-            summary = json.load(f)
+        try:
+            summary = read_json(path)
+        except ValueError:  # torn by hand or a full disk: the failure is still recorded
+            summary = {}
     if summary.get("status") == "complete" or summary.get("status") == status == "interrupted":
         return  # process 0 said it was interrupted, with its step and checkpoint
     summary.update(status=status, **{k: v for k, v in details.items() if k not in summary})
