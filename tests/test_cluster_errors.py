@@ -28,6 +28,12 @@ def test_unknown_key_and_level():
         make_profile({"name": "hl", "levle": 8}, **RUN)
     with pytest.raises(ValueError, match=r"unknown hl level 3; valid levels: \[1, 2, 4, 8\]"):
         make_profile({"name": "hl", "level": 3}, **RUN)
+    for key, value in (("level", 2.5), ("level", "2"), ("level", True), ("segment", 1.5)):
+        name = "hl" if key == "level" else "schedule"
+        with pytest.raises(ValueError, match=rf"hetero.{key} must be a whole number, got"):
+            make_profile({"name": name, key: value, "levels": (1, 2)}, **RUN)
+    whole = make_profile({"name": "hl", "level": 2}, **RUN).speeds(0)
+    assert make_profile({"name": "hl", "level": 2.0}, **RUN).speeds(0).tolist() == whole.tolist()
     with pytest.raises(ValueError, match="unknown cost key"):
         CostModel.from_config({"per_sample": 1.0}, seed=0)
 

@@ -25,11 +25,20 @@ def available_profiles() -> tuple[str, ...]:
     return BASE_PROFILES + MODIFIER_PROFILES
 
 
+def _whole(h: dict, key: str) -> int:
+    """hetero.KEY as an int, refused unless it is a whole number (given as a dict, 2.5 had
+    been cut to 2 without a word; a ConfigDict refuses a float for an int field itself)."""
+    value = h[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        raise ValueError(f"hetero.{key} must be a whole number, got {value!r}")
+    return int(value)
+
+
 def _base(name: str, h: dict, num_workers: int, num_steps: int, steps_per_epoch: int) -> Profile:
     if name == "uniform":
         return StaticProfile(np.ones(num_workers), "uniform")
     if name == "hl":
-        level, variant = int(h["level"]), str(h["variant"])
+        level, variant = _whole(h, "level"), str(h["variant"])
         speeds = hl_speeds(level, variant, num_workers)
         return StaticProfile(speeds, f"hl level={level} ({variant}) {speeds.tolist()}")
     if name == "cores":
@@ -45,7 +54,7 @@ def _base(name: str, h: dict, num_workers: int, num_steps: int, steps_per_epoch:
             levels=tuple(h["levels"]),
             segment_speeds=tuple(h["segment_speeds"]),
             variant=str(h["variant"]),
-            segment=int(h["segment"]),
+            segment=_whole(h, "segment"),
             unit=str(h["unit"]),
             num_workers=num_workers,
             num_steps=num_steps,
