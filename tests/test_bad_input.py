@@ -218,7 +218,8 @@ CASES = [
         "model.features=(12, 20) gives 12 channels; cnn's group norm needs each channel count",
     ),
     ({"model.name": "resnet18", "model.width": 6}, "model.width=6 gives 12 channels; resnet18"),
-    ({"seed": -1}, "seed must be >= 0, got -1"),
+    ({"seed": -1}, "seed must be in [0, 2^63), got -1"),
+    ({"seed": 2**63}, "seed must be in [0, 2^63), got 9223372036854775808"),
     (
         {
             "dataset.name": "npz",

@@ -480,7 +480,9 @@ def _check_text(config) -> None:
             f"dataset.name={config.dataset.name} has one label an example: use mlp, cnn or "
             f"resnet18"
         )
-    if config.seed < 0:  # it failed at the first batch, after compiling, without the key
-        raise ValueError(f"seed must be >= 0, got {config.seed}")
+    # < 0 failed at the first batch, after compiling, without the key; 2^63 and above
+    # overflowed in jax.random.key ("Python int too large to convert to C long")
+    if not 0 <= config.seed < 2**63:
+        raise ValueError(f"seed must be in [0, 2^63), got {config.seed}")
     if config.dataset.data_seed < 0:  # numpy's "expected non-negative integer", unnamed
         raise ValueError(f"dataset.data_seed must be >= 0, got {config.dataset.data_seed}")
