@@ -104,23 +104,13 @@ CAP_MARGIN = 0.25
 # A decision may give a worker at most this multiple of the largest size it has run (3 lets
 # the 4-core worker of HL8 take over the 32-core one's share after a swap in one move).
 TRUST = 3
-# A new split must beat the current one's predicted step time by `min_gain` alone. Until
-# 2026-12-07 it also had to beat half a standard error of the estimates it rested on
-# (sigma * sqrt(2 / n), the largest over busy workers, n the weight at a worker's size): a
-# right move of 2-8 % waited for samples at 15-20 % noise, after a speed change most (every
-# size of a changed worker weighs one measurement then), where the response trials and
-# `min_gain` already keep the split from flapping. With it went an undo back over a cliff
-# (`_back_over_cliff`), which the smaller threshold made come more often. On the tuning-side
-# families (`python -m benchmarks.predictive_tuning`; modelled), seeds 0 and 100-103: p90
-# after 5 / 60 decisions / 5 after a change 1.065 / 1.018 / 1.063 -> 1.053 / 1.019 / 1.051,
-# adjustments p90 14.5 -> 15.1, total time p90 1.089 / 1.092 -> 1.090 / 1.092; seeds
-# 104-108: 1.081 / 1.024 / 1.058 -> 1.068 / 1.021 / 1.055, adjustments 14.5 -> 16.0, totals
-# 1.097 / 1.092 -> 1.089 / 1.089. The worst plants (means over families) move both ways:
-# 1.519 / 1.115 / 1.272 -> 1.647 / 1.193 / 1.359 and 1.694 / 1.401 / 1.626 -> 2.059 / 1.130 /
-# 2.088 (a re-test's probe over a cliff on the checkpoint's step; a speed change read as a
-# cliff after a growth, as before). At 0.35, 0.25 and 0.15 standard errors instead of 0.5
-# (without the undo rule; seeds 0, 100-103): 1.066 / 1.019 / 1.056, 1.064 / 1.018 / 1.054,
-# 1.058 / 1.019 / 1.052.
+# A new split must beat this many standard errors of the estimates it rests on (see `update`).
+# At one, a worker 7-12 % too slow stayed so on the noisiest plants (15-20 % noise, 5 samples)
+# until more samples came. Chosen among 1, 0.5 and 0.25 on the tuning-side families (as
+# cusum.CUSUM_NOISE): 0.25 moved more often (worst 33 adjustments per 1,000 steps at 10 %
+# noise) for little more. The cost: at 15-20 % noise the split moves 3-4x as often as at one
+# (median 16-24 adjustments per 1,000 steps against 5-6, 48 of seed 0's plants).
+GAIN_ERRORS = 0.5
 # The defaults `min_gain` 0.02 and `memory` 0.02 (0.03 and 0.05 until 2026-12-06, `memory`
 # then named `smoothing`): a size's mean rested on at most about 20 samples, and at 10-20 %
 # noise a worker's estimate stayed some 3 % off after 60 decisions (one row on a slow worker),
@@ -234,6 +224,9 @@ def predictive(
     the rate at which every size's weight decays each step (down to half a measurement), and
     the noise estimate's rate (controllers/noise.py); P's and PI's `smoothing` is their EWMA's
     (0.05), named apart since one config section holds every policy's arguments.
+    A new split must also beat GAIN_ERRORS (0.5) standard errors of the estimates (sigma *
+    sqrt(2 / n), the largest over busy workers: sigma a worker's noise, n the weight at its
+    current size).
     jump: relative distance from the smoothed time beyond which a measurement is an outlier
     (widened to 3 standard deviations of the measured noise; 0 disables outlier handling and
     speed-change detection), and twice the smallest speed change the CUSUM looks for (0.4:
@@ -298,10 +291,7 @@ def predictive(
         # Whether the times answered the last split; none is made until they have, and one
         # they did not answer is undone (response.py). A new size's own time (a cliff found)
         # is the answer itself; only a speed change makes the times before it moot.
-        margin = noise.band(m.noise, CAP_MARGIN)
-        kept = _faster(m.mean, count, state.trial.before, b, sigma)
-        kept = kept | _back_over_cliff(m.mean, count, state.trial.before, b, margin)
-        kept = state.trial.open & kept
+        kept = state.trial.open & _faster(m.mean, count, state.trial.before, b, sigma)
         verdict = response.observe(
             state.trial,
             obs.worker_times,
@@ -334,13 +324,18 @@ def predictive(
         seen_time, lasted = persisted(state.seen_time, obs, persist)
         ready = jnp.all(noise.known(m.noise) | (b == 0)) & lasted & ~verdict.blocked
         due = (jnp.all((settled >= settle) | (b == 0)) | jnp.any(m.restart)) & ~m.pending & ready
+        # The gain must also beat the noise of the estimates it rests on: GAIN_ERRORS standard
+        # errors of the difference of two means of a busy worker's samples at its size (the
+        # largest).
+        error = GAIN_ERRORS * sigma * jnp.sqrt(2.0 / jnp.maximum(count[rows, current], 1.0))
+        threshold = jnp.maximum(min_gain, jnp.max(jnp.where(b > 0, error, 0.0)))
         # A lifted cap's re-test is made whatever the gain, if any (one row over the cap can
         # gain less than `min_gain`): learning whether the cliff is still there is its point.
         retest = jnp.any((m.ceiling < n) & (wanted >= m.ceiling) & (b < m.ceiling))
         # `<=`: one row more for the capped worker cannot lower a step that other workers set
         # at a tie (identical devices, or HL8 without noise), and with `<` the re-test never
         # came and the ceiling held the worker below a cliff long gone (1.49x the optimum).
-        gains = (then < (1.0 - min_gain) * now) | (retest & (then <= now))
+        gains = (then < (1.0 - threshold) * now) | (retest & (then <= now))
         adopt = due & gains & ~verdict.undo
         shares = response.revert(verdict.trial, verdict.undo, jnp.where(adopt, wanted, b))
         sizes = allocate(shares, n - 1, lo, hi)
@@ -600,11 +595,14 @@ def _judge_retest(
     does (controllers/cliff.py): a slowdown after a growth capped a worker for 100 steps,
     and once it had been lifted every later one held it twice as long, and so on to 1,600
     steps (`tests/test_controllers_robust.py`)."""
-    n = mean.shape[1]
+    w, n = mean.shape
+    rows = jnp.arange(w)
+    index = jnp.arange(n)
     at = jnp.clip(sizes, 0, n - 1)
-    measured = count[jnp.arange(mean.shape[0]), at] > 0
-    judged = (sizes >= retest) & (retest < n) & (settled >= samples) & measured
-    clean = judged & ~_dearer_than_smaller(mean, count, sizes, margin)
+    per_sample = jnp.where(count > 0, mean / jnp.maximum(index, 1), jnp.inf)
+    below = jnp.min(jnp.where(index[None, :] < at[:, None], per_sample, jnp.inf), axis=1)
+    judged = (sizes >= retest) & (retest < n) & (settled >= samples) & (count[rows, at] > 0)
+    clean = judged & (per_sample[rows, at] <= (1.0 + margin) * below)
     return clean, judged
 
 
@@ -646,32 +644,3 @@ def _planned(table: jax.Array, old: jax.Array, new: jax.Array) -> jax.Array:
     predicted = jnp.log(jnp.where(ok, at_new / jnp.where(ok, at_old, 1.0), 1.0))
     proportional = jnp.log(jnp.where(busy, new / jnp.maximum(old, 1), 1.0))
     return jnp.where(jnp.abs(predicted) < jnp.abs(proportional), predicted, proportional)
-
-
-def _back_over_cliff(
-    mean: jax.Array, count: jax.Array, before: jax.Array, now: jax.Array, margin: jax.Array
-) -> jax.Array:
-    """Whether undoing the split `now` back to `before` would grow a worker back to a size
-    that measured dearer per sample than a smaller size by `margin` ([W]: a cap's margin), a
-    memory cliff's mark (bool scalar). Such a move stands, as one that measured faster does
-    (`_faster`): a move that brought a worker down from over its cliff but not yet under it
-    (46 to 44 rows for a limit of 43) changed its time far less than the table had planned,
-    was undone back over the cliff and held there 200 steps at 1.94x the optimum (tuning
-    plant 86 of seed 101, tests/test_predictive_undo.py). A lasting bias, whose times ignore
-    the rows, makes a larger size cheaper per sample, never dearer."""
-    grows = before > now
-    return jnp.any(grows & _dearer_than_smaller(mean, count, before, margin))
-
-
-def _dearer_than_smaller(
-    mean: jax.Array, count: jax.Array, sizes: jax.Array, margin: jax.Array
-) -> jax.Array:
-    """[W]: whether each worker's `sizes` measured dearer per sample than the cheapest smaller
-    size it measured, by `margin` (False where `sizes` is unmeasured or nothing smaller is)."""
-    w, n = mean.shape
-    rows = jnp.arange(w)
-    index = jnp.arange(n)
-    at = jnp.clip(sizes, 0, n - 1)
-    per_sample = jnp.where(count > 0, mean / jnp.maximum(index, 1), jnp.inf)
-    below = jnp.min(jnp.where(index[None, :] < at[:, None], per_sample, jnp.inf), axis=1)
-    return (count[rows, at] > 0) & (per_sample[rows, at] > (1.0 + margin) * below)

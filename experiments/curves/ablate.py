@@ -260,8 +260,8 @@ def conclusions(cells: list, results: dict) -> str:
         f"proportional, {100 * worst['pi']:.1f}% for pi and {100 * worst['predictive']:.1f}% "
         f"for predictive. On the linear curve, which is what the proportional rule assumes, "
         f"pi's gap is below predictive's in {lin_gap} of {lin_n} cells and its time to target "
-        f"shorter in {lin_time}: predictive's probing and its gain threshold "
-        f"(`min_gain` {gain:g}%) cost it most in the dynamic schedule, where it re-learns "
+        f"shorter in {lin_time}: predictive's probing and its gain threshold (`min_gain` {gain:g}% "
+        f"or half a standard error) cost it most in the dynamic schedule, where it re-learns "
         f"after each change (gap {100 * dyn['predictive']:.1f}% against pi's "
         f"{100 * dyn['pi']:.1f}%).\n"
     )
