@@ -189,7 +189,13 @@ def test_a_partial_rerun_leaves_results_md_as_it_is(tmp_path, capsys, monkeypatc
     (docs / "RESULTS.md").write_text("the committed document\n")
     (work / "resnet").mkdir(parents=True)
     (work / "resnet" / "ablation.json").write_text("{}")  # a manifest, no cell finished
+    # A cell with a summary but no metrics (a run store copied without them): the tables and
+    # figures read the metrics, and the figures had ended the command in a FileNotFoundError.
+    (work / "bsp_levels" / "name-static__seed-0").mkdir(parents=True)
+    (work / "bsp_levels" / "name-static__seed-0" / "summary.json").write_text("{}")
     code = reproduce.main(["--docs_only", f"--workdir={work}", f"--docs={docs}"])
     assert code == 1 and (docs / "RESULTS.md").read_text() == "the committed document\n"
     said = capsys.readouterr().out
     assert "RESULTS.md left as it is:" in said and "resnet" in said
+    named = said.split("has no runs of ", 1)[1].split(" (run them", 1)[0].split(", ")
+    assert "bsp_levels" in named and "resnet" in named

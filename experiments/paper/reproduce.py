@@ -408,13 +408,20 @@ def read_timings(workdir: str) -> dict[str, float]:
 
 def missing_runs(args: argparse.Namespace) -> list[str]:
     """The ablations RESULTS.md is built from without a finished cell here (a cell's
-    summary.json: an ablation's manifest is written before any cell runs). None under
+    summary.json beside its metrics.jsonl, the run store the tables and figures read: an
+    ablation's manifest is written before any cell runs, and a cell holding a summary alone
+    had passed, then the figures ended the command in a FileNotFoundError). None under
     --small, whose document, in a temporary folder, shows the parts it ran."""
     if args.small:
         return []
-    return [
-        n for n in ABLATIONS if not glob.glob(os.path.join(args.workdir, n, "*", "summary.json"))
-    ]
+
+    def finished(name: str) -> bool:
+        summaries = glob.glob(os.path.join(args.workdir, name, "*", "summary.json"))
+        return any(
+            os.path.isfile(os.path.join(os.path.dirname(s), "metrics.jsonl")) for s in summaries
+        )
+
+    return [n for n in ABLATIONS if not finished(n)]
 
 
 def write_docs(args: argparse.Namespace, timings: dict[str, float]) -> int:
