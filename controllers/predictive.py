@@ -200,6 +200,9 @@ class Measurement(NamedTuple):
     suspect: jax.Array
     noise: noise.Noise
     scale: jax.Array  # float scalar: the common factor (the table's time unit)
+    # int32: measurements at the current size with this step's (finite times only: an inf
+    # had counted)
+    settled: jax.Array
 
 
 @register("predictive")
@@ -317,8 +320,7 @@ def predictive(
         current = jnp.clip(b, 0, n - 1)
         now = jnp.max(jnp.where(b > 0, table[rows, current], 0.0))
         then = jnp.max(jnp.where(wanted > 0, table[rows, wanted], 0.0))
-        valid = measured(obs)  # finite times only, as `_measure` takes them (inf had counted)
-        settled = state.settled + valid.astype(jnp.int32)
+        settled = m.settled
         # Nothing is decided before every busy worker's noise is known (noise.py), nor before
         # the measurements span `persist` seconds (a difference must last, as a change must).
         seen_time, lasted = persisted(state.seen_time, obs, persist)
@@ -501,6 +503,7 @@ def _measure(
         suspect=suspect,
         noise=noisy,
         scale=factor,
+        settled=settled,
     )
 
 

@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -79,7 +80,7 @@ class Setting:
     server: float = 0.0  # asp: the quota of a server process of its own; 0: beside worker 0
 
 
-def pinning(quotas: list[float], cores: int | list[int]) -> str:
+def pinning(quotas: list[float], cores: int | Iterable[int]) -> str:
     """Cores for each process: quotas packed onto the cores in order, so that no core is
     asked for more than one core's time (first fit); a quota over one core gets that many
     whole free cores in a row (2 had been packed onto one core, where it ran as 1). `cores`:
@@ -155,7 +156,7 @@ def run(
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "omnilearn_jax.launch", f"--num_processes={len(processes)}"]
         cmd += ["--devices_per_process=1", "--cpu_quota=" + ",".join(map(str, processes))]
-        cores = pinning(processes, sorted(cgroups.usable_cores())) if setting.pinned else "none"
+        cores = pinning(processes, cgroups.usable_cores()) if setting.pinned else "none"
         cmd += [f"--cpus={cores}", f"--quota_from={setting.quota_from}", "--"]
         cmd += [*job_args(controller, workers, steps, target, speeds, setting.job, setting.mode)]
         cmd += ["--config.asp.server_process=True"] if alone else []
@@ -519,7 +520,7 @@ def checked_clusters(text: str, setting: Setting, steps: int) -> list[list[float
         except ValueError:
             raise ValueError(f"--clusters entry {entry!r} is not quotas like 1.0/0.25") from None
         processes = ([setting.server] if setting.server else []) + quotas
-        cores = pinning(processes, sorted(cgroups.usable_cores())) if setting.pinned else "none"
+        cores = pinning(processes, cgroups.usable_cores()) if setting.pinned else "none"
         cgroups.confine(processes, cores, len(processes))
         clusters.append(quotas)
     return clusters

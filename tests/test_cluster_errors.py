@@ -34,6 +34,10 @@ def test_unknown_key_and_level():
             make_profile({"name": name, key: value, "levels": (1, 2)}, **RUN)
     whole = make_profile({"name": "hl", "level": 2}, **RUN).speeds(0)
     assert make_profile({"name": "hl", "level": 2.0}, **RUN).speeds(0).tolist() == whole.tolist()
+    assert (
+        make_profile({"name": "hl", "level": np.int64(2)}, **RUN).speeds(0).tolist()
+        == whole.tolist()
+    )
     with pytest.raises(ValueError, match="unknown cost key"):
         CostModel.from_config({"per_sample": 1.0}, seed=0)
 

@@ -1,5 +1,6 @@
 """Build a speed profile from the config's `hetero` section."""
 
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,10 +27,11 @@ def available_profiles() -> tuple[str, ...]:
 
 
 def _whole(h: dict, key: str) -> int:
-    """hetero.KEY as an int, refused unless it is a whole number (given as a dict, 2.5 had
-    been cut to 2 without a word; a ConfigDict refuses a float for an int field itself)."""
+    """hetero.KEY as an int, refused unless it is a whole number, Python's or NumPy's (given
+    as a dict, 2.5 had been cut to 2 without a word; a ConfigDict refuses a float for an int
+    field itself)."""
     value = h[key]
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or int(value) != value:
         raise ValueError(f"hetero.{key} must be a whole number, got {value!r}")
     return int(value)
 
