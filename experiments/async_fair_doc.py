@@ -19,6 +19,7 @@ import sys
 
 import numpy as np
 
+from benchmarks.args import writable
 from experiments import stats
 from experiments.async_fair import ARMS, SETTINGS, TUNE_SEEDS
 from experiments.paper import stamp
@@ -411,17 +412,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="docs/results/async_fair.md")
     p.add_argument("--figure", default="docs/figures/async_fair_curves.png")
     p.add_argument("--command", default="python -m experiments.async_fair")
-    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--seeds", type=int, default=0, help="evaluation seeds (default: the runs' own)")
     p.add_argument("--budget", type=float, default=0.0, help="(default: the runs' own)")
     args = p.parse_args(argv)
+    writable(p, data=args.data if args.runs else "", out=args.out, figure=args.figure)
+    if args.seeds and not args.runs:
+        p.error("--seeds goes with --runs (without it, --data names its own seeds)")
     if args.runs:
+        # Checked before anything is written: --data and --out default to the committed
+        # files, and an empty runs file (a study stopped before its first run) replaced them
+        # with an empty study, then failed drawing the figure.
+        if not os.path.isfile(args.runs):
+            p.error(f"--runs {args.runs}: no such file")
         with open(args.runs) as f:
             records = [json.loads(line) for line in f if line.strip()]
+        if not records:
+            p.error(f"--runs {args.runs} holds no runs (experiments.async_fair writes them)")
         # The budget the runs ran at, not the command line's (a doc of 0.1 s runs said 8 s).
         budgets = sorted({r.get("budget") for r in records} - {None})
         if len(budgets) > 1 or (args.budget and budgets and budgets != [args.budget]):
             p.error(f"--runs holds runs of budget {budgets}; one budget a document")
         args.budget = budgets[0] if budgets else args.budget or 8.0
+        # The seeds the runs hold, not the command line's (runs of 3 seeds said "seeds 0..4").
+        evaluated = sorted({r["seed"] for r in records} - set(TUNE_SEEDS))
+        if evaluated != list(range(len(evaluated))) or not evaluated:
+            p.error(f"--runs holds evaluation seeds {evaluated}; a document needs 0..N-1")
+        if args.seeds and args.seeds != len(evaluated):
+            p.error(f"--seeds {args.seeds}: the runs hold evaluation seeds 0..{evaluated[-1]}")
+        args.seeds = len(evaluated)
         head, dirty = stamp.commit()
         commits, dates = provenance(records)
         meta = {

@@ -46,3 +46,47 @@ def test_a_control_gap_of_the_other_sign_is_no_gap_that_stays():
     assert share(async_gap, (0.8, 0.2, 1.4)).startswith("the gap stays without staleness")
     assert share(async_gap, (0.1, -0.3, 0.5)) == "the gap goes with staleness"
     assert share((0.2, -0.1, 0.5), (0.8, 0.2, 1.4)) == "there is no async gap to explain"
+
+
+def _committed_runs(tmp_path, seeds):
+    """The committed study's runs of the evaluation `seeds` (and the tuning seeds), as the
+    JSON lines experiments.async_fair writes."""
+    with open(os.path.join(REPO, "docs", "results", "async_fair.json")) as f:
+        records = json.load(f)["records"]
+    keep = [r for r in records if r["seed"] in seeds or r["seed"] >= 100]
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in keep))
+    return path
+
+
+def test_bad_runs_are_refused_before_the_committed_files_are_touched(tmp_path, capsys):
+    # --data and --out default to the committed files: an empty runs file (a study stopped
+    # before its first run) replaced them with an empty study, then failed in matplotlib.
+    data, out = tmp_path / "data.json", tmp_path / "out.md"
+    data.write_text("kept"), out.write_text("kept")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    three = _committed_runs(tmp_path, {0, 1, 2})
+    paths = ["--data", str(data), "--out", str(out), "--figure", str(tmp_path / "f.png")]
+    for argv, message in [
+        (["--runs", str(empty)], "holds no runs"),
+        (["--runs", str(tmp_path / "missing.jsonl")], "no such file"),
+        (["--runs", str(three), "--seeds", "5"], "--seeds 5: the runs hold evaluation seeds 0..2"),
+        (["--seeds", "3"], "--seeds goes with --runs"),
+    ]:
+        with pytest.raises(SystemExit):
+            doc.main(argv + paths)
+        assert message in capsys.readouterr().err
+        assert data.read_text() == out.read_text() == "kept"
+
+
+def test_the_document_names_the_seeds_its_runs_hold(tmp_path):
+    # Runs of 3 evaluation seeds, --seeds left out: the document said "seeds 0..4" (the
+    # default 5) beside cells of n = 3.
+    three = _committed_runs(tmp_path, {0, 1, 2})
+    data, out = tmp_path / "data.json", tmp_path / "out.md"
+    argv = ["--runs", str(three), "--data", str(data), "--out", str(out)]
+    assert doc.main(argv + ["--figure", str(tmp_path / "f.png")]) == 0
+    assert json.loads(data.read_text())["meta"]["seeds"] == 3
+    text = out.read_text()
+    assert "run on seeds 0..2" in text and "0..4" not in text
