@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import pathlib
 import time
 from typing import Any
@@ -44,6 +45,7 @@ import numpy as np
 
 import controllers
 from benchmarks import controller_plants as plants
+from benchmarks.args import at_least
 from controllers import metrics, sim
 from controllers.base import resolve_bounds
 from controllers.oracle import solve_min_max
@@ -381,6 +383,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--doc", default=str(RESULTS / "controller_heldout.md"))
     parser.add_argument("--render", default="", help="a saved JSON: write --doc from it alone")
     args = parser.parse_args(argv)
+    # Checked first: 0 plants failed in a tree map (after the tuning pass, for --plants).
+    at_least(parser, tune_plants=(args.tune_plants, 1), plants=(args.plants, 1))
+    if args.render and not os.path.isfile(args.render):
+        parser.error(f"--render {args.render}: no such file")
     if args.render:
         report = json.loads(pathlib.Path(args.render).read_text())
         pathlib.Path(args.doc).write_text(markdown(report))

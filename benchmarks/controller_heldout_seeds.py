@@ -24,6 +24,7 @@ import jax
 
 from benchmarks import controller_heldout as heldout
 from benchmarks import controller_plants as plants
+from benchmarks.args import ints
 from benchmarks.controller_heldout import HELD_OUT, TUNING_SEED  # the seeds, kept there
 from experiments.paper import stamp
 
@@ -67,12 +68,10 @@ def main(argv: list[str] | None = None) -> None:
         "make report; a trial's default leaves it alone)",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    try:
-        seeds = [int(s) for s in args.seeds.split(",")]
-    except ValueError:
-        parser.error(f"--seeds takes integers separated by commas, got {args.seeds!r}")
-    if args.plants < 1 or args.tune_plants < 1 or not seeds:
-        parser.error("--plants and --tune-plants must be >= 1, and --seeds name one or more")
+    # >= 0: a negative seed failed in numpy after the whole tuning pass
+    seeds = ints(parser, "seeds", args.seeds, least=0)
+    if args.plants < 1 or args.tune_plants < 1:
+        parser.error("--plants and --tune-plants must be >= 1")
     if TUNING_SEED in seeds:
         parser.error(f"seed {TUNING_SEED} is the tuning family; evaluate on others")
     start = time.time()

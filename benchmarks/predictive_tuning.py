@@ -30,7 +30,7 @@ import numpy as np
 import controllers
 from benchmarks import controller_heldout as heldout
 from benchmarks import controller_plants as plants
-from benchmarks.args import at_least
+from benchmarks.args import at_least, ints
 from benchmarks.controller_heldout_seeds import HELD_OUT
 
 MEASURES = ("after_5", "after_60", "after_change_5", "adjustments", *heldout.TOTALS)
@@ -86,13 +86,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--change", type=int, default=heldout.CHANGE, help="speed change step")
     parser.add_argument("--others", action="store_true", help="P and PI beside it")
     args = parser.parse_args(argv)
+    seeds = ints(parser, "seeds", args.seeds, least=0)  # a negative one failed in numpy
     try:
         kwargs = {**TUNED, **json.loads(args.kw)}
-        seeds = [int(s) for s in args.seeds.split(",")]
         steps = [int(t) for t in args.at_steps.split(",")] if args.at_steps else []
         controllers.make("predictive", **kwargs)  # an unknown or bad argument, at once
     except (ValueError, TypeError) as e:  # JSON, integers, the policy's own checks
-        parser.error(f"--kw {args.kw!r} / --seeds {args.seeds!r} / --at-steps: {e}")
+        parser.error(f"--kw {args.kw!r} / --at-steps: {e}")
     if held := sorted(set(seeds) & set(HELD_OUT)):  # this script develops on tuning seeds
         parser.error(f"--seeds {held} are held-out families (benchmarks/controller_heldout_seeds)")
     at_least(parser, plants=(args.plants, 1))

@@ -71,6 +71,13 @@ CASES = [
         "--batch 12 must be a multiple of --cpu_devices 8",
     ),
     ("benchmarks.launch_stagger", ["--steps", "8"], "--steps must be >= 50, got 8"),
+    # A TypeError from a tree map (--plants 0: after the tuning pass), a FileNotFoundError,
+    # numpy's "expected non-negative integer" (controller_heldout_seeds: after tuning).
+    ("benchmarks.controller_heldout", ["--tune-plants", "0"], "--tune-plants must be >= 1"),
+    ("benchmarks.controller_heldout", ["--plants", "0"], "--plants must be >= 1, got 0"),
+    ("benchmarks.controller_heldout", ["--render", "/nonexistent.json"], "no such file"),
+    ("benchmarks.controller_heldout_seeds", ["--seeds=-1"], "each value must be >= 0"),
+    ("benchmarks.predictive_tuning", ["--seeds=0,-1"], "each value must be >= 0"),
 ]
 
 
