@@ -42,12 +42,20 @@ def writable(parser: argparse.ArgumentParser, **paths: str) -> None:
             parser.error(f"--{name.replace('_', '-')} {path}: no folder {folder}")
 
 
-def model_name(parser: argparse.ArgumentParser, name: str) -> None:
+def model_name(
+    parser: argparse.ArgumentParser, name: str, flag: str = "model", images: bool = False
+) -> None:
     """A parser error for a model name the trainer does not know (it was a ValueError
-    traceback from inside the first run)."""
+    traceback from inside the first run), or, with `images`, for a model that does not take
+    the benchmark's images (the transformer takes token sequences: a ValueError from inside
+    the first run too)."""
     from omnilearn_jax import models
 
     try:
         models.check_name(name)
     except ValueError as e:
-        parser.error(f"--model: {e}")
+        parser.error(f"--{flag}: {e}")
+    if images and name == "transformer":
+        image_models = ", ".join(m for m in models.available() if m != "transformer")
+        parser.error(f"--{flag} {name} takes token sequences; this benchmark feeds images: "
+                     f"{image_models}")  # fmt: skip

@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 
+from benchmarks.args import model_name
+
 MARK = "share_cost: "
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -82,6 +84,8 @@ def main(argv=None) -> None:
         return
     if args.reps < 1 or args.devices < 2:
         parser.error("--reps must be >= 1 and --devices >= 2")
+    for model in args.models.split(","):  # all before the first (a child's traceback after)
+        model_name(parser, model, "models", images=True)
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     print("model  buckets         shared cpu/wall s  per-device cpu/wall s  ratio (cpu)")
     for model in args.models.split(","):

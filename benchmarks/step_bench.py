@@ -173,7 +173,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             f"--batch {args.batch} must be a multiple of --cpu_devices {args.cpu_devices} (the "
             "plain step splits it evenly over the devices)"
         )
-    model_name(parser, args.model)
+    model_name(parser, args.model, images=True)
     return args
 
 

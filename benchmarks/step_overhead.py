@@ -23,13 +23,18 @@ import tempfile
 import jax
 import numpy as np
 
-from benchmarks.args import SKIPPED, at_least, ints
+from benchmarks.args import SKIPPED, at_least, ints, writable
+
+
+def job():
+    """The benchmark's job before its split and step count (touches no JAX device)."""
+    from configs import paper_bsp
+
+    return paper_bsp.get_config("runlocal,model=cnn,hetero=uniform,controller=static")
 
 
 def config(sizes: tuple[int, ...], steps: int):
-    from configs import paper_bsp
-
-    c = paper_bsp.get_config("runlocal,model=cnn,hetero=uniform,controller=static")
+    c = job()
     c.num_devices = min(4, len(jax.devices()))
     c.controller.sizes = tuple(sizes)
     c.clock = "wall"
@@ -110,6 +115,13 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     at_least(p, steps=(args.steps, SKIPPED + 1), reps=(args.reps, 1))
     uneven = tuple(ints(p, "sizes", args.sizes, least=0))
+    workers, batch = job().num_workers, job().global_batch_size
+    if len(uneven) != workers or sum(uneven) != batch:
+        p.error(  # a ValueError traceback from the first run's config check before
+            f"--sizes takes {workers} rows summing to {batch} (the job's workers and B), "
+            f"got {args.sizes!r}"
+        )
+    writable(p, json=args.json)
     jax.config.update("jax_num_cpu_devices", 8)  # before any JAX operation
     out = measure(uneven, args.steps, args.reps, lambda line: print(line, flush=True))
     if args.json:

@@ -78,6 +78,14 @@ CASES = [
     ("benchmarks.controller_heldout", ["--render", "/nonexistent.json"], "no such file"),
     ("benchmarks.controller_heldout_seeds", ["--seeds=-1"], "each value must be >= 0"),
     ("benchmarks.predictive_tuning", ["--seeds=0,-1"], "each value must be >= 0"),
+    # The first run's config check (a ValueError traceback); the first run of the benchmark's
+    # images (the transformer's ValueError, a child's traceback after the models before it).
+    ("benchmarks.step_overhead", ["--sizes", "16,16,16,16"], "4 rows summing to 128"),
+    ("benchmarks.step_overhead", ["--sizes", "32,32,64"], "4 rows summing to 128"),
+    ("benchmarks.step_overhead", ["--json", "/nonexistent/x.json"], "no folder /nonexistent"),
+    ("benchmarks.step_bench", ["--model", "transformer"], "takes token sequences"),
+    ("benchmarks.share_cost", ["--models", "mlp,cnnn"], "--models: unknown model 'cnnn'"),
+    ("benchmarks.share_cost", ["--models", "transformer"], "takes token sequences"),
 ]
 
 
