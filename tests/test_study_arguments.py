@@ -86,6 +86,11 @@ CASES = [
     ("benchmarks.step_bench", ["--model", "transformer"], "takes token sequences"),
     ("benchmarks.share_cost", ["--models", "mlp,cnnn"], "--models: unknown model 'cnnn'"),
     ("benchmarks.share_cost", ["--models", "transformer"], "takes token sequences"),
+    # Inside jit after the curves were measured; a FileNotFoundError; the trainer's table
+    # dropped without a word (exit 0).
+    ("experiments.curves.ablate", ["--steps", "0"], "--steps must be >= 1, got 0"),
+    ("experiments.curves.ablate", ["--render", "/nonexistent.json"], "no such file"),
+    ("experiments.curves.ablate", ["--trainer_runs", "/nonexistent"], "no such folder"),
 ]
 
 

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import controllers
+from benchmarks.args import at_least, writable
 from controllers import metrics, sim
 
 B = 128
@@ -398,6 +399,16 @@ def main(argv: list[str] | None = None) -> None:
         "--trainer_runs", default="", help="comma-separated run dirs of configs/ablation_curves.py"
     )
     args = parser.parse_args(argv)
+    # Checked before any run: --steps 0 failed inside jit after the curves were measured, a
+    # missing --render file in a traceback, and a mistyped --trainer_runs folder dropped the
+    # trainer's table without a word.
+    at_least(parser, steps=(args.steps, 1))
+    if args.render and not os.path.isfile(args.render):
+        parser.error(f"--render {args.render}: no such file")
+    for runs in filter(None, args.trainer_runs.split(",")):
+        if not os.path.isdir(runs):
+            parser.error(f"--trainer_runs {runs}: no such folder")
+    writable(parser, data=args.data)  # (--out: its folder is made)
     if args.render:
         with open(args.render) as f:
             data = json.load(f)
