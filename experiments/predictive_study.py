@@ -231,9 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trainer", default=str(RESULTS / "predictive_trainer.json"))
     p.add_argument("--out", default=str(RESULTS / "predictive_seeds.md"))
     args = p.parse_args(argv)
+    if not pathlib.Path(args.heldout).is_file():  # a FileNotFoundError traceback
+        p.error(f"--heldout {args.heldout}: no such file")
     heldout = json.loads(pathlib.Path(args.heldout).read_text())
     path = pathlib.Path(args.trainer)
-    trainer = json.loads(path.read_text()) if path.exists() else None
+    trainer = json.loads(path.read_text()) if path.is_file() else None
+    if trainer is None:  # optional (make report may render before its runs), but said: a
+        # mistyped path dropped the section without a word
+        print(f"[predictive_study] {path}: no such file; the trainer section is left out")
     text = markdown(heldout, trainer)
     pathlib.Path(args.out).write_text(text)
     print(text)

@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--allow_missing", action="store_true", help="write with cells unfinished")
     args = p.parse_args(argv)
     workdirs = [d for d in args.runs.split(",") if d]
+    if not workdirs:  # "wrote ...: 0 runs" over the committed study, exit 0
+        p.error(f"--runs {args.runs!r} names no ablation workdir")
     for d in workdirs:  # a missing folder was a traceback
         if not os.path.isfile(os.path.join(d, "ablation.json")):
             p.error(f"--runs {d}: no ablation.json there (an ablation workdir is expected)")
