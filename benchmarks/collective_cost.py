@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 
+from benchmarks.args import at_least, ints, writable
 from omnilearn_jax.run import cgroups
 
 _WORKER = """
@@ -188,7 +189,12 @@ def main(argv=None) -> None:
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
-    result = measure([int(s) for s in args.sizes.split(",")], args.calls)
+    # Before any cgroup or process: "invalid literal for int()", a division by 0 calls in the
+    # workers, the JSON written after every measurement.
+    sizes = ints(p, "sizes", args.sizes, least=1)
+    at_least(p, calls=(args.calls, 1))
+    writable(p, json=args.json)
+    result = measure(sizes, args.calls)
     print("\n" + table(result))
     if args.json:
         command = "python -m benchmarks.collective_cost " + " ".join(

@@ -87,6 +87,13 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=60)
     args = p.parse_args(argv)
     at_least(p, steps=(args.steps, 50))  # 10 left out, then the last 40 (it was an IndexError)
+    from omnilearn_jax.cluster.profiles import HL_TABLES
+
+    # Both were a ValueError traceback from the first run's config check.
+    if args.level not in HL_TABLES["bsp"]:
+        p.error(f"--level {args.level}: the paper's levels are {sorted(HL_TABLES['bsp'])}")
+    if not 0 <= args.inject < float("inf"):
+        p.error(f"--inject takes seconds a sample >= 0, got {args.inject}")
     jax.config.update("jax_num_cpu_devices", 8)  # the job's 4 devices; before any JAX op
     for controller in ("static", "proportional"):
         r = probe(args.level, args.inject, args.steps, controller)

@@ -23,13 +23,15 @@ from omnilearn_jax.cluster import hl_speeds, uniform_vs_balanced_reduction
 CONTROLLERS = ("static", "proportional", "pi", "oracle")
 LEVELS = (1, 2, 4, 8)
 
+DEVICES = 4  # the job's devices, one a worker
+
 
 def level_config(level: int, controller: str, steps: int):
     from configs import smoke
 
     c = smoke.get_config()
     c.num_workers = 4
-    c.num_devices = 4
+    c.num_devices = DEVICES
     c.global_batch_size = 128
     c.train.num_steps = steps
     c.train.eval_every = steps
@@ -92,8 +94,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workdir", default="runs/hl_levels")
     parser.add_argument("--cpu_devices", type=int, default=8)
     args = parser.parse_args(argv)
-    if args.cpu_devices < 1:  # JAX's "Unable to initialize backend 'cpu'" before
-        parser.error(f"--cpu_devices must be >= 1, got {args.cpu_devices}")
+    # The job's 4 devices (level_config): JAX's "Unable to initialize backend 'cpu'" at 0, and
+    # "num_devices=4 but only 2 device(s) are available" from the first run at 2.
+    if args.cpu_devices < DEVICES:
+        parser.error(
+            f"--cpu_devices must be >= {DEVICES} (the job's devices), got {args.cpu_devices}"
+        )
     if not 0 <= args.settle < args.steps:  # a mean over no step: a table of NaN, after 16 runs
         parser.error(f"--settle ({args.settle}) must be in [0, --steps) ({args.steps})")
     import jax

@@ -37,7 +37,9 @@ CASES = [
     ("experiments.async_seeds", ["--seeds", "1"], "--seeds must be >= 2 for an interval"),
     ("benchmarks.bias_step_length", ["--noise", "abc"], "--noise takes comma-separated numbers"),
     ("benchmarks.controller_cost", ["--config", "nosuch.py"], "--config nosuch.py: no such file"),
-    ("experiments.hl_levels", ["--cpu_devices", "0"], "--cpu_devices must be >= 1, got 0"),
+    ("experiments.hl_levels", ["--cpu_devices", "0"], "--cpu_devices must be >= 4"),
+    # the first run's "num_devices=4 but only 2 device(s) are available"
+    ("experiments.hl_levels", ["--cpu_devices", "2"], "--cpu_devices must be >= 4"),
     ("experiments.lm_results", ["--bsp", "configs"], "configs: no ablation.json: --bsp and"),
     (  # dropped without a word: a rendering reads the saved JSON alone
         "experiments.lm_results",
@@ -94,6 +96,13 @@ CASES = [
     # "wrote ...: 0 runs" over the committed study (exit 0); a FileNotFoundError traceback.
     ("experiments.predictive_trainer", ["--runs", ","], "--runs ',' names no ablation workdir"),
     ("experiments.predictive_study", ["--heldout", "/nonexistent.json"], "no such file"),
+    # The first run's config check (ValueError tracebacks); "invalid literal for int()", a
+    # division by 0 in the worker processes, the JSON opened after every measurement.
+    ("benchmarks.launch_stagger", ["--level", "3"], "--level 3: the paper's levels are"),
+    ("benchmarks.launch_stagger", ["--inject", "-1"], "--inject takes seconds a sample >= 0"),
+    ("benchmarks.collective_cost", ["--sizes", "1,,64"], "--sizes takes integers separated"),
+    ("benchmarks.collective_cost", ["--calls", "0"], "--calls must be >= 1, got 0"),
+    ("benchmarks.collective_cost", ["--json", "/nonexistent/x.json"], "no folder /nonexistent"),
 ]
 
 
