@@ -32,6 +32,8 @@ import time
 
 import numpy as np
 
+from benchmarks.args import writable
+
 ARMS = ("static", "proportional")
 # setting -> (weighting, lr_scaling, momentum, learning-rate grid). Under `share` a round of W
 # updates is one BSP step; `mean` with linear scaling makes an update of B / W rows as large
@@ -143,7 +145,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--budget must be > 0 s, --seeds and --eval_every >= 1")
     # Runs are resumed by (setting, arm, lr, seed, fresh): runs of another budget in --out
     # would be taken for this one's (a rerun at --budget 8 ran nothing and said nothing).
-    budgets = {r.get("budget") for r in done_keys(args.out).values()}
+    if os.path.isdir(args.out):  # an IsADirectoryError traceback
+        parser.error(f"--out {args.out} is a folder; it names the runs' JSON lines file")
+    writable(parser, out=args.out)
+    try:
+        done = done_keys(args.out)
+    except (ValueError, KeyError, TypeError):  # the study's document JSON: a KeyError
+        parser.error(f"--out {args.out} holds no runs of this study (one JSON object a line)")
+    budgets = {r.get("budget") for r in done.values()}
     if budgets - {args.budget}:
         parser.error(
             f"--out {args.out} holds runs of budget {sorted(budgets)}, not {args.budget}: give "

@@ -473,6 +473,8 @@ def main(argv=None) -> None:
         p.error("--server_quota gives an async run's server a process of its own: add --mode asp")
     if args.render and not args.md:
         p.error("--render rewrites --md from the JSON: give --md")
+    if args.render and not os.path.isfile(args.render):  # a FileNotFoundError traceback
+        p.error(f"--render {args.render}: no such file")
     if args.render:
         with open(args.render) as f:
             saved = json.load(f)

@@ -103,6 +103,14 @@ CASES = [
     ("benchmarks.collective_cost", ["--sizes", "1,,64"], "--sizes takes integers separated"),
     ("benchmarks.collective_cost", ["--calls", "0"], "--calls must be >= 1, got 0"),
     ("benchmarks.collective_cost", ["--json", "/nonexistent/x.json"], "no folder /nonexistent"),
+    # A KeyError (the study's document JSON), an IsADirectoryError, a FileNotFoundError.
+    (
+        "experiments.async_fair",
+        ["--out", "docs/results/async_fair.json"],
+        "holds no runs of this study (one JSON object a line)",
+    ),
+    ("experiments.async_fair", ["--out", "docs"], "--out docs is a folder"),
+    ("experiments.real_hetero", ["--render", "/nonexistent.json", "--md", "x.md"], "no such file"),
 ]
 
 
