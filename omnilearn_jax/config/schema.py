@@ -1,7 +1,9 @@
 """The full set of config keys with typed defaults; every config in configs/ starts here.
 
 Each key has a default of the type the command line parses (tuples for lists, '' for
-unset strings, 0 for "automatic" numbers), so any key can be overridden with
+unset strings, 0 for "automatic" numbers, or -1 where 0 is a value: `controller.persist`,
+picked by the clock, `distributed.process_id`, and the switches `asp.staleness_bound` and
+`faults.*_step`, off at -1), so any key can be overridden with
 `--config.KEY=VALUE` (ml_collections cannot override a None default).
 """
 
