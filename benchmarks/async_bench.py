@@ -213,7 +213,11 @@ def main() -> None:
         workers=(args.workers, 1),
         batch=(args.batch, 1),
     )
-    model_name(parser, args.model)
+    model_name(parser, args.model, images=True)
+    if args.batch < args.workers:  # uniform batches left a worker no rows, and the async
+        # loop stopped after ~30 CPU-s of compiling: "no worker can start at update 0"
+        parser.error(f"--batch ({args.batch}) must be >= --workers ({args.workers}): every "
+                     "worker computes, a row at least")  # fmt: skip
     if bad := sorted(set(args.clocks.split(",")) - {"virtual", "wall"}):
         parser.error(f"--clocks takes virtual and/or wall, got {bad}")
     jax.config.update("jax_num_cpu_devices", max(args.workers, 8))

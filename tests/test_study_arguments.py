@@ -21,6 +21,8 @@ CASES = [
     ("benchmarks.step_bench", ["--cpu_devices", "0"], "--cpu_devices must be >= 1, got 0"),
     ("benchmarks.async_bench", ["--workers", "0"], "--workers must be >= 1, got 0"),
     ("benchmarks.async_bench", ["--clocks", "bogus"], "--clocks takes virtual and/or wall"),
+    ("benchmarks.async_bench", ["--batch", "2"], "--batch (2) must be >= --workers (4)"),
+    ("benchmarks.async_bench", ["--model", "transformer"], "takes token sequences"),
     ("benchmarks.async_bench", ["--json", "/nonexistent/x.json"], "no folder /nonexistent"),
     ("benchmarks.controller_noise_bound", ["--draws", "0"], "--draws must be >= 1, got 0"),
     ("benchmarks.predictive_tuning", ["--kw", "jump=0.3"], "--kw 'jump=0.3'"),
