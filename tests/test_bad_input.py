@@ -165,7 +165,20 @@ CASES = [
         {"faults.bad_times": (3, 99, 1.0)},
         "faults.bad_times plants a time for worker 99 at step 3: a worker must be in 0..",
     ),
-    ({"train.outlier_factor": 0.5}, "train.outlier_factor must be > 1"),
+    ({"train.outlier_factor": 0.5}, "train.outlier_factor must be a finite number > 1"),
+    # NaN passed `<= 1` and switched the guard off: a planted 100 s time was used, exit 0
+    ({"train.outlier_factor": float("nan")}, "train.outlier_factor must be a finite number > 1"),
+    # NaN failed after compiling as a "non-finite loss" at step 2, advising nan_policy=skip
+    ({"optimizer.learning_rate": float("nan")}, "optimizer.learning_rate must be a finite"),
+    (  # the rate never reached its peak: a run left at chance accuracy, exit 0
+        {"optimizer.schedule": "warmup_cosine", "optimizer.warmup_steps": 1000},
+        "optimizer.warmup_steps=1000 is not below train.num_steps=",
+    ),
+    ({"faults.crash_step": -7}, "faults.crash_step must be a step >= 0, or -1 (never), got -7"),
+    (  # a ZeroDivisionError from the initialiser, after the run started
+        {"model.name": "cnn", "model.norm": False, "model.features": (0, 8)},
+        "model.features must all be >= 1 channels, got (0, 8)",
+    ),
     (
         dict([TRACE, ("hetero.path", lambda p: _trace(p, "step,worker\n0,0\n"))]),
         "trace.csv:1: trace header is missing column(s) ['speed']; need step,worker,speed",

@@ -63,7 +63,10 @@ def test_a_static_size_at_its_bound_is_accepted_and_one_above_refused():
 @pytest.mark.parametrize(
     "changes,message",
     [
-        ({"train.outlier_factor": 1.0}, "train.outlier_factor must be > 1, got 1.0"),
+        (
+            {"train.outlier_factor": 1.0},
+            "train.outlier_factor must be a finite number > 1, got 1.0",
+        ),
         ({"memory_rows": -1}, "memory_rows must be >= 0"),
         # one row short of B: the ablation's vetting must say so, not the trainer later
         (

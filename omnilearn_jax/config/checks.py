@@ -279,10 +279,18 @@ def check_for_devices(
     _check_measured_cost(config, num_processes)
     _check_text(config)
     num_workers = config.num_workers
-    if config.train.outlier_factor <= 1:
-        raise ValueError(f"train.outlier_factor must be > 1, got {config.train.outlier_factor}")
+    factor = config.train.outlier_factor  # NaN or inf passed `<= 1` and turned the guard off
+    if not (math.isfinite(factor) and factor > 1):
+        raise ValueError(f"train.outlier_factor must be a finite number > 1, got {factor}")
     if config.train.num_steps < 1:
         raise ValueError(f"train.num_steps must be >= 1, got {config.train.num_steps}")
+    warmup = config.optimizer.get("warmup_steps", 0)
+    if config.optimizer.get("schedule") == "warmup_cosine" and warmup >= config.train.num_steps:
+        raise ValueError(  # the rate never reached its peak: a run left at chance, exit 0
+            f"optimizer.warmup_steps={warmup} is not below train.num_steps="
+            f"{config.train.num_steps}: the learning rate would never reach "
+            f"optimizer.learning_rate"
+        )
     _check_train(config.train)
     _check_bound_sentinels(config.controller)
     num_devices = config.num_devices or num_available_devices

@@ -50,6 +50,9 @@ class PlantedFaults:
         """Each planted time names a worker of the run and a step >= 0 (an index past the
         workers raised an IndexError mid-run, after compiling; a negative step never fired;
         a step past the run's end is not checked: it never fires either)."""
+        for key, step in (("nan_step", self.nan_step), ("crash_step", self.crash_step)):
+            if step < -1:  # never fired, like -1, without a word
+                raise ValueError(f"faults.{key} must be a step >= 0, or -1 (never), got {step}")
         for step, worker in self.bad_times:
             if not 0 <= worker < num_workers or step < 0:
                 raise ValueError(

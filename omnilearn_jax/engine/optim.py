@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,8 +25,11 @@ def check(section: Mapping[str, Any]) -> None:
         raise ValueError(
             f"unknown optimizer.schedule {schedule!r}; valid schedules: {', '.join(SCHEDULES)}"
         )
-    if section["learning_rate"] <= 0:
-        raise ValueError(f"optimizer.learning_rate must be > 0, got {section['learning_rate']}")
+    # NaN passed `<= 0` and failed after compiling as a "non-finite loss" at step 2
+    if not (math.isfinite(section["learning_rate"]) and section["learning_rate"] > 0):
+        raise ValueError(
+            f"optimizer.learning_rate must be a finite number > 0, got {section['learning_rate']}"
+        )
     # Each out-of-range value trained to the end (momentum 1.5 diverges, a negative weight
     # decay grows the weights, negative warm-up steps left optax's schedule undefined)
     ranges = {

@@ -57,6 +57,9 @@ def check_sizes(section: Mapping[str, Any]) -> None:
     elif name == "resnet18":
         channels = tuple(int(section["width"]) * k for k in (1, 2, 4, 8))
     key = "features" if name == "cnn" else "width"
+    if name == "cnn" and not all(int(c) >= 1 for c in section.get("features", ())):
+        # without a norm, a ZeroDivisionError from the initialiser after the run started
+        raise ValueError(f"model.features must all be >= 1 channels, got {section['features']}")
     for c in channels:
         if c < 1 or (c > 8 and c % 8):
             raise ValueError(
