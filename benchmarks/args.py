@@ -42,6 +42,16 @@ def writable(parser: argparse.ArgumentParser, **paths: str) -> None:
             parser.error(f"--{name.replace('_', '-')} {path}: no folder {folder}")
 
 
+def existing(parser: argparse.ArgumentParser, **paths: str) -> None:
+    """`flag=path` for each input file ('' = not given): one parser error for the first that
+    is not a file (a FileNotFoundError traceback, or a table silently left out)."""
+    import os
+
+    for name, path in paths.items():
+        if path and not os.path.isfile(path):
+            parser.error(f"--{name.replace('_', '-')} {path}: no such file")
+
+
 def model_name(
     parser: argparse.ArgumentParser, name: str, flag: str = "model", images: bool = False
 ) -> None:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import pathlib
 import time
 from typing import Any
@@ -45,7 +44,7 @@ import numpy as np
 
 import controllers
 from benchmarks import controller_plants as plants
-from benchmarks.args import at_least
+from benchmarks.args import at_least, existing
 from controllers import metrics, sim
 from controllers.base import resolve_bounds
 from controllers.oracle import solve_min_max
@@ -385,8 +384,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     # Checked first: 0 plants failed in a tree map (after the tuning pass, for --plants).
     at_least(parser, tune_plants=(args.tune_plants, 1), plants=(args.plants, 1))
-    if args.render and not os.path.isfile(args.render):
-        parser.error(f"--render {args.render}: no such file")
+    existing(parser, render=args.render)
     if args.render:
         report = json.loads(pathlib.Path(args.render).read_text())
         pathlib.Path(args.doc).write_text(markdown(report))

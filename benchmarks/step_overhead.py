@@ -115,7 +115,8 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     at_least(p, steps=(args.steps, SKIPPED + 1), reps=(args.reps, 1))
     uneven = tuple(ints(p, "sizes", args.sizes, least=0))
-    workers, batch = job().num_workers, job().global_batch_size
+    spec = job()
+    workers, batch = spec.num_workers, spec.global_batch_size
     if len(uneven) != workers or sum(uneven) != batch:
         p.error(  # a ValueError traceback from the first run's config check before
             f"--sizes takes {workers} rows summing to {batch} (the job's workers and B), "

@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from benchmarks.args import writable
+from benchmarks.args import existing, writable
 from experiments import stats
 from experiments.async_fair import ARMS, SETTINGS, TUNE_SEEDS
 from experiments.paper import stamp
@@ -422,8 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         # Checked before anything is written: --data and --out default to the committed
         # files, and an empty runs file (a study stopped before its first run) replaced them
         # with an empty study, then failed drawing the figure.
-        if not os.path.isfile(args.runs):
-            p.error(f"--runs {args.runs}: no such file")
+        existing(p, runs=args.runs)
         with open(args.runs) as f:
             records = [json.loads(line) for line in f if line.strip()]
         if not records:

@@ -21,6 +21,7 @@ import sys
 import numpy as np
 
 from benchmarks import controller_noise_bound as noise_bound
+from benchmarks.args import existing
 from experiments.paper import stamp
 from experiments.paper.fmt import signed
 from experiments.stats import mean_half
@@ -231,8 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trainer", default=str(RESULTS / "predictive_trainer.json"))
     p.add_argument("--out", default=str(RESULTS / "predictive_seeds.md"))
     args = p.parse_args(argv)
-    if not pathlib.Path(args.heldout).is_file():  # a FileNotFoundError traceback
-        p.error(f"--heldout {args.heldout}: no such file")
+    existing(p, heldout=args.heldout)  # a FileNotFoundError traceback before
     heldout = json.loads(pathlib.Path(args.heldout).read_text())
     path = pathlib.Path(args.trainer)
     trainer = json.loads(path.read_text()) if path.is_file() else None

@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 import controllers
-from benchmarks.args import SKIPPED, at_least  # SKIPPED: a run's first steps, not timed
+from benchmarks.args import SKIPPED, at_least, existing  # SKIPPED: a run's first steps, not timed
 from benchmarks.wall_acceptance import MEANINGFUL, delivered_fraction
 from controllers import tracking
 from omnilearn_jax.run import cgroups
@@ -473,8 +473,7 @@ def main(argv=None) -> None:
         p.error("--server_quota gives an async run's server a process of its own: add --mode asp")
     if args.render and not args.md:
         p.error("--render rewrites --md from the JSON: give --md")
-    if args.render and not os.path.isfile(args.render):  # a FileNotFoundError traceback
-        p.error(f"--render {args.render}: no such file")
+    existing(p, render=args.render)  # a FileNotFoundError traceback before
     if args.render:
         with open(args.render) as f:
             saved = json.load(f)

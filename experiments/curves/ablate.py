@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import controllers
-from benchmarks.args import at_least, writable
+from benchmarks.args import at_least, existing, writable
 from controllers import metrics, sim
 
 B = 128
@@ -403,8 +403,7 @@ def main(argv: list[str] | None = None) -> None:
     # missing --render file in a traceback, and a mistyped --trainer_runs folder dropped the
     # trainer's table without a word.
     at_least(parser, steps=(args.steps, 1))
-    if args.render and not os.path.isfile(args.render):
-        parser.error(f"--render {args.render}: no such file")
+    existing(parser, render=args.render)
     for runs in filter(None, args.trainer_runs.split(",")):
         if not os.path.isdir(runs):
             parser.error(f"--trainer_runs {runs}: no such folder")
