@@ -382,6 +382,36 @@ def test_a_dataset_key_the_data_set_does_not_read_is_warned():
     assert unread_dataset_keys(quickstart.get_config()) == []
 
 
+def test_an_optimizer_key_the_optimiser_or_schedule_does_not_read_is_warned():
+    """`optimizer.warmup_steps=50` under the constant schedule trained at the full rate from
+    step 1 without a word; the shipped configs set no key their optimiser ignores."""
+    from omnilearn_jax.config.schema import unread_optimizer_keys
+
+    config = default.get_config()
+    assert unread_optimizer_keys(config) == []
+    config.optimizer.warmup_steps = 50
+    assert unread_optimizer_keys(config) == [
+        "optimizer.warmup_steps=50 is set but optimizer.schedule='constant' has no warm-up; "
+        "set optimizer.schedule=warmup_cosine to use it"
+    ]
+    config.optimizer.schedule = "warmup_cosine"
+    assert unread_optimizer_keys(config) == []
+    config.optimizer.name, config.optimizer.nesterov = "adamw", True
+    assert unread_optimizer_keys(config) == [
+        "optimizer.nesterov is set but optimizer.name='adamw' does not read it"
+    ]
+    config = smoke.get_config()
+    config.optimizer.b2 = 0.99
+    assert unread_optimizer_keys(config) == [
+        "optimizer.b2 is set but optimizer.name='sgd' does not read it"
+    ]
+    for make in (smoke.get_config, paper_bsp.get_config, _paper_lm().get_config):
+        assert unread_optimizer_keys(make()) == [], make
+    from configs import quickstart
+
+    assert unread_optimizer_keys(quickstart.get_config()) == []
+
+
 def test_a_capacity_is_checked_against_the_devices_a_run_will_have():
     """check_config (the ablation's pre-check) assumed one device a worker: capacity 20 for
     8 workers passed, and the trainer on 4 devices refused the cell at run time. Without a

@@ -108,6 +108,27 @@ def unread_dataset_keys(config: ml_collections.ConfigDict) -> list[str]:
     ]
 
 
+def unread_optimizer_keys(config: ml_collections.ConfigDict) -> list[str]:
+    """Sentences naming each optimizer key set (away from `base_config`'s value) that the
+    optimiser or the schedule does not read (engine/optim.py): `warmup_steps` outside
+    `warmup_cosine` trained at the full rate from step 1 without a word; sgd's `momentum` and
+    `nesterov` under adamw; adamw's `b1` and `b2` under sgd."""
+    section, defaults = config.optimizer, base_config().optimizer
+    name, schedule = section.name, section.get("schedule", "constant")
+    unread = {"momentum", "nesterov"} if name == "adamw" else {"b1", "b2"}
+    out = [
+        f"optimizer.{key} is set but optimizer.name={name!r} does not read it"
+        for key, value in section.items()
+        if key in unread and set_away(value, defaults.get(key))
+    ]
+    if schedule != "warmup_cosine" and set_away(section.get("warmup_steps", 0), 0):
+        out.append(
+            f"optimizer.warmup_steps={section.warmup_steps} is set but optimizer.schedule="
+            f"{schedule!r} has no warm-up; set optimizer.schedule=warmup_cosine to use it"
+        )
+    return out
+
+
 def controller_section(config: ml_collections.ConfigDict) -> dict:
     """`config.controller` as a dict, with `persist` picked by the run's clock when the config
     leaves it at PERSIST_BY_CLOCK (the default): 0 on the virtual clock, 0.1 s on the wall.
