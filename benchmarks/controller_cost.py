@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 import controllers
-from benchmarks.args import at_least
+from benchmarks.args import at_least, existing
 
 
 def _median_times(fns, repeats: int) -> list[float]:
@@ -42,8 +42,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     args = parser.parse_args()
     at_least(parser, steps=(args.steps, 1))
-    if not os.path.isfile(args.config):  # a FileNotFoundError traceback before
-        parser.error(f"--config {args.config}: no such file")
+    existing(parser, config=args.config)  # a FileNotFoundError traceback before
     spec = importlib.util.spec_from_file_location("bench_config", args.config)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

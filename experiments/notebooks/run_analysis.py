@@ -15,6 +15,8 @@ import argparse
 import os
 import sys
 
+from benchmarks.args import existing
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 NOTEBOOK = os.path.join(HERE, "analysis.ipynb")
@@ -83,8 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             detect_source(args.runs)
         except FileNotFoundError as e:
             parser.error(str(e))
-    if not os.path.isfile(args.notebook):
-        parser.error(f"--notebook {args.notebook}: no such file")
+    existing(parser, notebook=args.notebook)
     out = os.path.abspath(args.out)
     params = {
         "RUNS_PATH": os.path.abspath(args.runs) if args.runs else "",
