@@ -432,6 +432,30 @@ def test_a_complete_cell_in_a_workdir_with_a_space_is_skipped_on_a_rerun(tmp_pat
     assert runner.stale_cells(ablation, workdir) == []
 
 
+def test_the_same_overrides_in_another_order_skip_a_complete_cell(tmp_path):
+    """`--set seed=3 --set train.log_every=1`, then the same flags swapped (or an ablation
+    file's overrides reordered): the same config, refused as 'run with another command'."""
+    from experiments.ablation import runner
+
+    def ablation(overrides: dict) -> spec.Ablation:
+        return spec.from_config(
+            {"base": "configs/smoke.py", "grid": {"seed": (0,)}, "overrides": overrides}
+        )
+
+    first = ablation({"train.num_steps": 3, "train.log_every": 1})
+    workdir = str(tmp_path / "abl")
+    (cell,) = first.cells()
+    os.makedirs(os.path.join(workdir, cell.name))
+    with open(os.path.join(workdir, cell.name, "log.txt"), "w") as f:
+        f.write("# " + __import__("shlex").join(runner.cell_command(first, cell, workdir)) + "\n")
+    with open(os.path.join(workdir, cell.name, "summary.json"), "w") as f:
+        json.dump({"status": "complete"}, f)
+    swapped = ablation({"train.log_every": 1, "train.num_steps": 3})
+    assert runner.stale_cells(swapped, workdir) == []
+    other = ablation({"train.log_every": 2, "train.num_steps": 3})
+    assert runner.stale_cells(other, workdir) == [cell.name]
+
+
 @pytest.mark.parametrize(
     "override, message",
     [

@@ -58,8 +58,12 @@ def stale_cells(ablation: Ablation, workdir: str) -> list[str]:
     ablation gives them: another ablation's results, which a rerun would otherwise skip and
     report as this one's."""
 
-    def args(command: list[str]) -> list[str]:
-        return [a for a in command[1:] if not a.startswith("--workdir=")]
+    def args(command: list[str]) -> tuple[list[str], list[str]]:
+        # The config's keys in any order: the same `--set` flags in another order (or an
+        # ablation file's overrides reordered) gave the same config and were refused as stale.
+        kept = [a for a in command[1:] if not a.startswith("--workdir=")]
+        keys = sorted(a for a in kept if a.startswith("--config."))
+        return [a for a in kept if not a.startswith("--config.")], keys
 
     stale = []
     for cell in ablation.cells():
