@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             # W&B groups the cells' runs under the ablation's name (when tracking is on).
             extra = {**ablation.overrides, "wandb.group": ablation.group}
             ablation = dataclasses.replace(ablation, overrides=extra)
-        spec.check_cells(ablation)  # every cell's config, before any process starts
+        for sentence in spec.check_cells(ablation):  # every cell's config, before any process
+            print(f"ablate: warning: {sentence}", file=sys.stderr)
         if not args.export_sweep:  # a sweep's agents run its cells, one each
             check_parallel(ablation, args.parallel)
     except ValueError as e:

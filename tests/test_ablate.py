@@ -432,6 +432,39 @@ def test_a_complete_cell_in_a_workdir_with_a_space_is_skipped_on_a_rerun(tmp_pat
     assert runner.stale_cells(ablation, workdir) == []
 
 
+def test_a_key_no_cell_reads_is_refused_and_one_some_cells_ignore_is_said_once(tmp_path, capsys):
+    """`controller.ki` (pi's) over static and proportional ran every cell, in pairs that the
+    table showed as two settings each, and only each cell's log.txt said the key was unread."""
+    grid = {"controller.name": ("static", "proportional"), "controller.ki": (0.05, 0.5)}
+    ablation = spec.from_config({"base": "configs/smoke.py", "grid": grid})
+    with pytest.raises(ValueError) as err:
+        spec.check_cells(ablation)
+    assert str(err.value) == (
+        "grid key controller.ki is read by no cell: controller.ki is set but "
+        "controller.name='static' does not take it (taken by pi); set controller.name to one "
+        "of those to use it"
+    )
+    overrides = {"optimizer.warmup_steps": 5}  # under the default constant schedule
+    ablation = spec.from_config(
+        {"base": "configs/smoke.py", "grid": {"seed": (0, 1)}, "overrides": overrides}
+    )
+    with pytest.raises(ValueError, match="override optimizer.warmup_steps is read by no cell"):
+        spec.check_cells(ablation)
+    config = tmp_path / "some.py"
+    config.write_text(
+        "def get_config(arg=''):\n"
+        "    return dict(base='configs/smoke.py', grid={'controller.name': ('static', 'pi'),\n"
+        "                'controller.ki': (0.05, 0.5)}, overrides={'train.num_steps': 2})\n"
+    )
+    args = [f"--config={config}", f"--workdir={tmp_path / 'run'}", "--dry_run"]
+    assert ablate.main(args) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "ablate: warning: grid key controller.ki is not read in 2 of 4 cells: controller.ki is "
+        "set but controller.name='static' does not take it (taken by pi); set controller.name "
+        "to one of those to use it"
+    ]
+
+
 def test_the_same_overrides_in_another_order_skip_a_complete_cell(tmp_path):
     """`--set seed=3 --set train.log_every=1`, then the same flags swapped (or an ablation
     file's overrides reordered): the same config, refused as 'run with another command'."""

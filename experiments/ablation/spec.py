@@ -306,11 +306,19 @@ def devices_per_process(ablation: Ablation, cell: Cell | None = None) -> int:
     return split_devices(run_config(ablation, cell), ablation.num_processes)
 
 
-def check_cells(ablation: Ablation) -> None:
-    """Builds every cell's run config in-process and checks it before anything runs."""
-    from omnilearn_jax.config.checks import check_config
+def check_cells(ablation: Ablation) -> list[str]:
+    """Builds every cell's run config in-process and checks it before anything runs.
 
-    for cell in ablation.cells():
+    A grid or override key that no cell reads (`controller.ki` over static and proportional:
+    every cell ran, in pairs the table showed as two settings) is an error; one that some
+    cells do not read (a policy's own key over several policies) is returned as a warning,
+    once for the ablation where each cell's log had said it."""
+    from omnilearn_jax.config.checks import check_config
+    from omnilearn_jax.config.schema import unread_keys
+
+    cells = ablation.cells()
+    unread: dict[str, list[str]] = {}
+    for cell in cells:
         try:
             config = run_config(ablation, cell)
             check_config(config)
@@ -318,3 +326,16 @@ def check_cells(ablation: Ablation) -> None:
                 split_devices(config, ablation.num_processes)
         except ValueError as e:
             raise ValueError(f"cell {cell.name}: {e}") from None
+        for key, sentence in unread_keys(config).items():
+            unread.setdefault(key, []).append(sentence)
+    warnings = []
+    for key in [*ablation.grid, *ablation.overrides]:
+        found = unread.get(key, [])
+        where = "grid key" if key in ablation.grid else "override"
+        if len(found) == len(cells):
+            raise ValueError(f"{where} {key} is read by no cell: {found[0]}")
+        if found:
+            warnings.append(
+                f"{where} {key} is not read in {len(found)} of {len(cells)} cells: {found[0]}"
+            )
+    return warnings

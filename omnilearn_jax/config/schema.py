@@ -69,8 +69,33 @@ def make_controller(
     return controllers.shared_from_config(section)
 
 
+def unread_keys(config: ml_collections.ConfigDict) -> dict[str, str]:
+    """Each key set in `config` that the run does not read (the policy, the data set, the
+    optimiser or its schedule), dotted, with the sentence that warns of it."""
+    return {
+        **dict(_unread_controller(config)),
+        **dict(_unread_dataset(config)),
+        **dict(_unread_optimizer(config)),
+    }
+
+
 def unread_controller_keys(config: ml_collections.ConfigDict) -> list[str]:
-    """Sentences naming each controller key set (away from `base_config`'s value) that the
+    """The warnings of `_unread_controller`."""
+    return [sentence for _, sentence in _unread_controller(config)]
+
+
+def unread_dataset_keys(config: ml_collections.ConfigDict) -> list[str]:
+    """The warnings of `_unread_dataset`."""
+    return [sentence for _, sentence in _unread_dataset(config)]
+
+
+def unread_optimizer_keys(config: ml_collections.ConfigDict) -> list[str]:
+    """The warnings of `_unread_optimizer`."""
+    return [sentence for _, sentence in _unread_optimizer(config)]
+
+
+def _unread_controller(config: ml_collections.ConfigDict) -> list[tuple[str, str]]:
+    """(key, sentence) naming each controller key set (away from `base_config`'s value) that the
     policy `controller.name` does not take: it is dropped (`gain` of a plug-in whose name was
     not given ran `static`; `deadband` under predictive). A warning, not an error: an
     ablation over `controller.name` sets one policy's keys for every cell."""
@@ -83,15 +108,16 @@ def unread_controller_keys(config: ml_collections.ConfigDict) -> list[str]:
         if key in own or not set_away(value, defaults.get(key)):
             continue
         takers = [n for n in controllers.available() if key in controllers.accepted_kwargs(n)]
-        out.append(
+        out.append((
+            f"controller.{key}",
             f"controller.{key} is set but controller.name={name!r} does not take it (taken by "
-            f"{', '.join(takers)}); set controller.name to one of those to use it"
-        )
+            f"{', '.join(takers)}); set controller.name to one of those to use it",
+        ))  # fmt: skip
     return out
 
 
-def unread_dataset_keys(config: ml_collections.ConfigDict) -> list[str]:
-    """Sentences naming each dataset key set (away from `base_config`'s value) that the data
+def _unread_dataset(config: ml_collections.ConfigDict) -> list[tuple[str, str]]:
+    """(key, sentence) naming each dataset key set (away from `base_config`'s value) that the data
     set `dataset.name` does not read (`dataset.num_classes=100` for text, whose vocabulary is
     its 256 bytes, ran without a word)."""
     from omnilearn_jax.data import datasets
@@ -100,16 +126,19 @@ def unread_dataset_keys(config: ml_collections.ConfigDict) -> list[str]:
     # Sizes are left out: configs derive step counts from num_train whatever the data set
     # (paper_bsp's documented npz command keeps its synthetic num_train for eval_every).
     unread = datasets.unread(name, config.dataset.keys()) - {"num_train", "num_test"}
+    reads = ", ".join(k for k in datasets.reads(name) if k != "name") or "no other key"
     return [
-        f"dataset.{key} is set but dataset.name={name!r} does not read it (it reads "
-        f"{', '.join(k for k in datasets.reads(name) if k != 'name') or 'no other key'})"
+        (
+            f"dataset.{key}",
+            f"dataset.{key} is set but dataset.name={name!r} does not read it (it reads {reads})",
+        )
         for key, value in config.dataset.items()
         if key in unread and set_away(value, defaults.get(key))
     ]
 
 
-def unread_optimizer_keys(config: ml_collections.ConfigDict) -> list[str]:
-    """Sentences naming each optimizer key set (away from `base_config`'s value) that the
+def _unread_optimizer(config: ml_collections.ConfigDict) -> list[tuple[str, str]]:
+    """(key, sentence) naming each optimizer key set (away from `base_config`'s value) that the
     optimiser or the schedule does not read (engine/optim.py): `warmup_steps` outside
     `warmup_cosine` trained at the full rate from step 1 without a word; sgd's `momentum` and
     `nesterov` under adamw; adamw's `b1` and `b2` under sgd."""
@@ -117,15 +146,16 @@ def unread_optimizer_keys(config: ml_collections.ConfigDict) -> list[str]:
     name, schedule = section.name, section.get("schedule", "constant")
     unread = {"momentum", "nesterov"} if name == "adamw" else {"b1", "b2"}
     out = [
-        f"optimizer.{key} is set but optimizer.name={name!r} does not read it"
+        (f"optimizer.{key}", f"optimizer.{key} is set but optimizer.name={name!r} does not read it")
         for key, value in section.items()
         if key in unread and set_away(value, defaults.get(key))
     ]
     if schedule != "warmup_cosine" and set_away(section.get("warmup_steps", 0), 0):
-        out.append(
+        out.append((
+            "optimizer.warmup_steps",
             f"optimizer.warmup_steps={section.warmup_steps} is set but optimizer.schedule="
-            f"{schedule!r} has no warm-up; set optimizer.schedule=warmup_cosine to use it"
-        )
+            f"{schedule!r} has no warm-up; set optimizer.schedule=warmup_cosine to use it",
+        ))  # fmt: skip
     return out
 
 

@@ -218,11 +218,7 @@ class Trainer:
         # Persist by the clock; the bounds a device's capacity tightens reach the policy.
         self.controller = schema.make_controller(config, self.bounds)
         if jax.process_index() == 0:
-            unread = [
-                *schema.unread_controller_keys(config),
-                *schema.unread_dataset_keys(config),
-                *schema.unread_optimizer_keys(config),
-            ]
+            unread = list(schema.unread_keys(config).values())
             for sentence in [*unread, *budget_schedule(config)]:
                 print(f"warning: {sentence}", file=sys.stderr, flush=True)
 
