@@ -65,6 +65,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--workdir is required unless --export_sweep is given")
     if args.parallel < 1:
         parser.error(f"--parallel must be >= 1, got {args.parallel}")
+    folder = os.path.dirname(os.path.abspath(args.export_sweep)) if args.export_sweep else ""
+    if folder and not os.path.isdir(folder):  # a FileNotFoundError traceback before
+        parser.error(f"--export_sweep {args.export_sweep}: no folder {folder}")
     return args
 
 
@@ -139,7 +142,18 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
 
-        project = args.project or base.wandb.project
+        # The agent logs to the sweep's project whatever the run's config says: the ablation's
+        # own wandb.project (an override or --set) is the sweep's, unless --project names one.
+        own = ablation.overrides.get("wandb.project")
+        if "wandb.project" in ablation.grid:
+            print("ablate: a sweep logs to one W&B project: wandb.project cannot be a grid key",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        if args.project and own and args.project != own:
+            print(f"ablate: --project {args.project} but the ablation sets wandb.project={own}; "
+                  "give one", file=sys.stderr)  # fmt: skip
+            return 2
+        project = args.project or own or base.wandb.project
         try:
             write_sweep(
                 ablation,
@@ -155,7 +169,10 @@ def main(argv: list[str] | None = None) -> int:
             f"wrote W&B sweep ({len(cells)} runs, wandb.mode {args.sweep_wandb_mode}) "
             f"to {args.export_sweep}"
         )
-        print(f"  wandb sweep {args.export_sweep}   # then: wandb agent ENTITY/PROJECT/SWEEP_ID")
+        print(
+            f"  .venv/bin/wandb sweep {args.export_sweep}   # then: .venv/bin/wandb agent "
+            "ENTITY/PROJECT/SWEEP_ID"
+        )
         return 0
     if refused := _refused(ablation, args.workdir):  # the dry run says it too
         print(f"ablate: {refused}", file=sys.stderr)

@@ -316,6 +316,44 @@ def test_exported_sweep_lists_exactly_the_grid_cells(tmp_path):
         assert got == value or (isinstance(value, float) and math.isclose(got, value))
 
 
+def test_a_sweep_runs_the_checkouts_interpreter_and_logs_to_the_ablations_project(tmp_path, capsys):
+    """The agent ran `python` (W&B's own interpreter macro is a bare `python` too): outside an
+    activated venv every run failed on its first import. The ablation's own wandb.project went
+    into the runs' config while the sweep (whose project the agent logs to) named the base
+    config's. An export into a missing folder was a FileNotFoundError traceback."""
+    path = tmp_path / "sweep.yaml"
+    args = [f"--config={SMOKE}", f"--export_sweep={path}"]
+    assert ablate.main([*args, "--set", "wandb.project=mine"]) == 0
+    sweep = yaml.safe_load(path.read_text())
+    assert sweep["project"] == "mine"
+    assert sweep["parameters"]["config.wandb.project"] == {"value": "mine"}
+    assert ablate.main([*args, "--set", "wandb.project=mine", "--project", "other"]) == 2
+    assert "--project other but the ablation sets wandb.project=mine" in capsys.readouterr().err
+    env, bash, flag, script, name, _ = sweep["command"]
+    fake = tmp_path / "checkout" / ".venv" / "bin"
+    fake.mkdir(parents=True)
+    (fake / "python").write_text('#!/bin/sh\necho "venv $*"\n')
+    (fake / "python").chmod(0o755)
+    path_python = tmp_path / "path"
+    path_python.mkdir()
+    (path_python / "python").write_text('#!/bin/sh\necho "path $*"\n')
+    (path_python / "python").chmod(0o755)
+    environ = {"PATH": f"{path_python}:/usr/bin:/bin", "WANDB_RUN_ID": "r1"}
+    for cwd, which in ((fake.parent.parent, "venv"), (tmp_path, "path")):
+        out = subprocess.run([bash, flag, script, name, "--config.seed=0"], cwd=cwd,
+                             env=environ, capture_output=True, text=True, check=True)  # fmt: skip
+        assert out.stdout.split() == [
+            which, "-m", "omnilearn_jax.main", f"--config={spec.load(SMOKE).base}",
+            f"--workdir=runs/{spec.load(SMOKE).group}/r1", "--config.seed=0",
+        ]  # fmt: skip
+    with pytest.raises(SystemExit) as stop:
+        ablate.main([f"--config={SMOKE}", f"--export_sweep={tmp_path}/no/s.yaml"])
+    assert stop.value.code == 2
+    assert (
+        f"--export_sweep {tmp_path}/no/s.yaml: no folder {tmp_path}/no" in capsys.readouterr().err
+    )
+
+
 def test_cell_names_are_unique_and_filesystem_safe():
     ablation = spec.from_config(
         {

@@ -91,7 +91,8 @@ def test_exported_sweep_runs_the_launcher(tmp_path):
     assert ablate.main([f"--config={MULTIHOST}", f"--export_sweep={path}"]) == 0
     script = yaml.safe_load(path.read_text())["command"][3]
     assert script.startswith(
-        "exec python -m omnilearn_jax.launch --num_processes=2 --devices_per_process=2 -- "
+        "py=python; [ -x .venv/bin/python ] && py=.venv/bin/python; "
+        'exec "$py" -m omnilearn_jax.launch --num_processes=2 --devices_per_process=2 -- '
         "--config=configs/paper_bsp.py:runlocal,model=mlp "
     )
     swept = dataclasses.replace(spec.load(MULTIHOST), grid={"cpu_devices": (2, 4)})

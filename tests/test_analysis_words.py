@@ -245,6 +245,9 @@ def test_bookkeeping_keys_and_an_unread_level_tell_no_runs_apart():
 
     config = {"train": {"resume": False, "save_params": True, "num_steps": 5}}
     assert settings.to_json(config, set()) == '{"train.num_steps": 5}'
+    # A W&B sweep's parameters, echoed into the run's config by its agent
+    swept = {**config, "config.seed": 1, "config": {"controller.name": "pi"}}
+    assert settings.to_json(swept, set()) == '{"train.num_steps": 5}'
     level = {
         "schedule": {"name": "schedule", "level": 8},
         "hl": {"name": "hl", "level": 2},

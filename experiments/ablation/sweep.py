@@ -2,8 +2,9 @@
 
 Parameters are named `config.<key>`, so the agent's `${args}` expands to exactly the
 command line's `--config.<key>=<value>` overrides. The command runs the same entry point as
-the ablation runner, through `bash -c` so each run gets its own workdir from the agent's
-$WANDB_RUN_ID (`${args}` expands to separate words, which "$@" passes on unchanged).
+the ablation runner (with the checkout's .venv/bin/python where there is one), through
+`bash -c` so each run gets its own workdir from the agent's $WANDB_RUN_ID (`${args}` expands
+to separate words, which "$@" passes on unchanged).
 Grid keys are `values` lists; overrides, the target accuracy and `wandb.mode` are single
 `value` entries. `wandb.mode` is the exporter's `wandb_mode` (online unless asked otherwise),
 whatever the ablation's overrides say: those are for local runs (the shipped ablations log
@@ -70,8 +71,12 @@ def sweep_dict(
         for k, values in ablation.grid.items()
     }
     parameters.update({f"config.{k}": {"value": _yaml_value(v)} for k, v in fixed.items()})
+    # The project's interpreter where the agent runs in a checkout with its .venv (W&B's own
+    # `${interpreter}` is a bare `python`: outside an activated venv each run failed on its
+    # first import), else the `python` on PATH.
     script = (
-        f"exec python -m {_entry_point(ablation)} "
+        "py=python; [ -x .venv/bin/python ] && py=.venv/bin/python; "
+        f'exec "$py" -m {_entry_point(ablation)} '
         f"--config={shlex.quote(ablation.base)} "
         f'--workdir={shlex.quote(workdir or f"runs/{ablation.group}")}/"$WANDB_RUN_ID" "$@"'
     )

@@ -25,6 +25,10 @@ IGNORED = (
     "wandb.", "resolved.", "meta.", "distributed.", "cpu_devices",
     "train.log_every", "train.checkpoint_every", "train.keep_checkpoints",
     "train.resume", "train.save_params",
+    # A sweep's parameters (experiments/ablation/sweep.py names them `config.<key>`), which the
+    # W&B agent writes into the run's config beside the run's own keys: read back, each was a
+    # grid key of its own (an extra column, no speed-up against static, a seed per group).
+    "config.",
 )  # fmt: skip
 # ... except the CPU quotas a launched run's processes ran under: another machine, in effect.
 KEPT = ("resolved.cpu_quota",)
