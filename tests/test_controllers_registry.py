@@ -1,5 +1,7 @@
 """make / make_from_config / register: names, arguments and plug-ins."""
 
+import json
+
 import jax
 import ml_collections
 import numpy as np
@@ -310,6 +312,26 @@ def test_a_policy_whose_sizes_the_trainer_must_repair_is_warned_at_warm_up(
     assert "warning: controller 'short_test' returned sizes that are not a split of B=" in (
         capsys.readouterr().err
     )
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["repaired_splits"] == 2  # the decisions after steps 0 and 1
+
+    def late_short(*, b_min: int = 0, b_max: int = 0) -> controllers.Controller:
+        """A split at warm-up (step 0's made-up times), none from step 2's decision on:
+        repaired at every step without a word before."""
+
+        def update(state, obs):
+            return jnp.where(obs.step >= 2, obs.batch_sizes.at[0].add(-1), obs.batch_sizes), state
+
+        return controllers.Controller(lambda w, b: jnp.zeros(()), update)
+
+    monkeypatch.setitem(registry._FACTORIES, "late_short_test", late_short)
+    config.controller.name, config.train.num_steps = "late_short_test", 5
+    train_and_evaluate(config, str(tmp_path / "late"))
+    err = capsys.readouterr().err
+    assert "warning: controller 'late_short_test' returned sizes that are not a split" in err
+    assert "(first after step 3, counted from 1);" in err and err.count("returned sizes") == 1
+    summary = json.loads((tmp_path / "late" / "summary.json").read_text())
+    assert summary["repaired_splits"] == 3  # the decisions after steps 2, 3 and 4
     w, b = 4, 128
     obs = controllers.Observation.make(
         0, np.full(w, b // w, np.int32), np.ones(w), np.arange(1.0, 5.0)

@@ -603,7 +603,9 @@ def test_a_checkpoints_rejection_count_includes_what_saving_settles():
 
     fake = SimpleNamespace(
         t=SimpleNamespace(
-            agreement=SimpleNamespace(check=lambda at: None), timer=SimpleNamespace(guard=guard)
+            agreement=SimpleNamespace(check=lambda at: None),
+            timer=SimpleNamespace(guard=guard),
+            repaired_splits=2,
         ),
         unit="update",
         done=8,
@@ -615,6 +617,7 @@ def test_a_checkpoints_rejection_count_includes_what_saving_settles():
     )
     Runner.save(fake, None, None, "id")
     assert saved["rejected_times"] == guard.rejected == 4 and fake.last_saved == 8
+    assert saved["repaired_splits"] == 2  # a resume counts on from it
 
 
 def test_a_trace_edited_between_sessions_is_refused_not_followed(tmp_path):

@@ -391,6 +391,7 @@ class Runner:
         meta.update(self.extra_meta())  # async: settles the times in flight, which the guard
         # may reject: counted after it, as the guard's memory in `arrays` is read after it
         meta["rejected_times"] = self.t.timer.guard.rejected
+        meta["repaired_splits"] = self.t.repaired_splits
         self.ckpt.save(self.done, self.arrays(cstate, sizes), meta)
         self.last_saved = self.done
 
@@ -403,6 +404,7 @@ class Runner:
         self.evals = list(meta["evals"])
         self.skipped = int(meta.get("skipped", 0))  # absent from checkpoints before it
         self.t.timer.guard.rejected = int(meta.get("rejected_times", 0))  # and this
+        self.t.repaired_splits = int(meta.get("repaired_splits", 0))  # and this
         self.done = self.last_saved = step
         self.t.timer.load_state(arrays["timer"])
         self.load(arrays, meta)
@@ -680,6 +682,8 @@ class Runner:
             # the saves had made it 10x the steps' 0.2 s).
             "steps_wall_time": getattr(self, "steps_wall", wall_time),
             "rejected_times": self.t.timer.guard.rejected,  # measured times the guard replaced
+            # decisions whose sizes were no split of B (the allocation rule repaired them)
+            "repaired_splits": self.t.repaired_splits,
             "wandb_run_id": run_id,
             "status": "complete",
             **self.summary_extra(),

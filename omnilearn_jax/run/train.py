@@ -304,6 +304,9 @@ class Trainer:
         self.timer.workers_per_device = r
         self.allocate = allocation(b)
         self.decide = decision(self.controller, b, self.engine.host, config.controller.name)
+        # Decisions whose sizes the allocation rule had to repair (summary.json), and whether
+        # the warning was said.
+        self.repaired_splits, self._repair_warned = 0, False
         self.check_availability()
 
     def check_availability(self) -> None:
@@ -378,16 +381,23 @@ class Trainer:
         obs = self.observe(0, sizes, np.ones(w, np.float32), speeds)
         bounds = self.step_bounds(obs.speeds, 1)
         _, _, valid = self.decide(cstate, obs, *bounds)
-        if not bool(valid) and jax.process_index() == 0:  # the contract, not only the trainer
-            print(
-                f"warning: controller {self.config.controller.name!r} returned sizes that are "
-                f"not a split of B={self.config.global_batch_size} into integers >= 0 (on "
-                f"made-up times at warm-up); the trainer repairs them with controllers.allocate "
-                f"every step, which may not be what the policy means. Check it with "
-                f"tests/test_controllers_contract.py (docs/controllers.md)",
-                file=sys.stderr,
-                flush=True,
-            )
+        if not bool(valid):
+            self._warn_repaired("on made-up times at warm-up")
+
+    def _warn_repaired(self, when: str) -> None:
+        """The warning, once a run, that the policy's sizes were not a split."""
+        if self._repair_warned or jax.process_index() != 0:  # the contract, not the trainer
+            return
+        self._repair_warned = True
+        print(
+            f"warning: controller {self.config.controller.name!r} returned sizes that are "
+            f"not a split of B={self.config.global_batch_size} into integers >= 0 ({when}); "
+            f"the trainer repairs them with controllers.allocate at every such step "
+            f"(summary.json's repaired_splits counts them), which may not be what the policy "
+            f"means. Check it with tests/test_controllers_contract.py (docs/controllers.md)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def evaluate(self) -> dict[str, float]:
         ds = self.dataset
@@ -492,7 +502,10 @@ class Trainer:
         """The controller's split for step `at` (0-based; default obs.step + 1), whose speeds
         obs.speeds are (async: the update round the speeds belong to)."""
         bounds = self.step_bounds(obs.speeds, int(obs.step) + 1 if at is None else at)
-        sizes, cstate, _ = self.decide(cstate, obs, *bounds)
+        sizes, cstate, valid = self.decide(cstate, obs, *bounds)
+        if not bool(valid):  # a policy that met the contract at warm-up may break it later
+            self.repaired_splits += 1
+            self._warn_repaired(f"first after step {int(obs.step) + 1}, counted from 1")
         sizes = self.checked(np.asarray(sizes))
         self.agreement.add(np.asarray(obs.worker_times), sizes)
         return sizes, cstate
