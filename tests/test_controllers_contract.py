@@ -12,6 +12,8 @@ import experiments.examples.damped  # noqa: F401  (registers "damped")
 
 NUM_WORKERS, GLOBAL_BATCH, B_MIN, B_MAX = 5, 64, 2, 40
 NAMES = controllers.available()
+# The policies this repository ships, which must adapt (below); a plug-in need not.
+SHIPPED = (*controllers.BUILT_IN, "predictive", "damped")
 
 
 def _build(name):
@@ -123,14 +125,22 @@ def test_bounds_hold_where_they_bind(name):
     """One step from a fresh state left most policies at the observed sizes (already within
     the bounds), so the checks above could not fail for them. Here a worker 20x faster than
     the others drives each adaptive policy to b_max, and one 50x slower to b_min, within the
-    bounds at every one of 60 steps."""
+    bounds at every one of 60 steps. A plug-in that never moves from its first split (it
+    does not adapt, as `static`) holds its bounds at each step but cannot reach them: it is
+    skipped (a correct equal-rows plug-in failed here, a rule docs/controllers.md does not
+    state); the shipped policies must reach them."""
     for speeds, worker, bound in (
         ([1.0, 1.0, 1.0, 1.0, 20.0], 4, B_MAX),
         ([0.02] + [1.0] * 4, 0, B_MIN),
     ):
         controller, state = _build(name)
         update = jax.jit(controller.update)
-        speeds, sizes, seen = np.array(speeds), np.asarray(state.sizes), []
+        speeds, sizes, seen = (
+            np.array(speeds),
+            np.asarray(controllers.initial_sizes(state, NUM_WORKERS, GLOBAL_BATCH)),
+            [],
+        )
+        first, moved = None, False
         for step in range(60):
             times = np.where(sizes > 0, sizes / speeds, 0.0)
             obs = controllers.Observation.make(
@@ -140,6 +150,10 @@ def test_bounds_hold_where_they_bind(name):
             sizes = np.asarray(new)
             assert sizes.sum() == GLOBAL_BATCH and sizes.min() >= B_MIN and sizes.max() <= B_MAX
             seen.append(sizes[worker])
+            first = sizes if first is None else first
+            moved = moved or not np.array_equal(sizes, first)
+        if not moved and name not in SHIPPED:
+            pytest.skip(f"{name} never moved from its first split: its bounds cannot bind")
         assert bound in seen, (speeds.tolist(), sizes.tolist())
 
 
@@ -151,7 +165,7 @@ def test_update_called_outside_jit_on_host_values_gives_jits_sizes(name):
     controller, state = _build(name)
     update = jax.jit(controller.update)
     speeds = np.array([1.0, 2.0, 4.0, 8.0, 0.5], np.float32)
-    sizes = np.asarray(state.sizes)
+    sizes = np.asarray(controllers.initial_sizes(state, NUM_WORKERS, GLOBAL_BATCH))
     for step in range(2):
         times = np.where(sizes > 0, sizes / speeds, 0.0).astype(np.float32)
         obs = controllers.Observation.make(
