@@ -503,6 +503,25 @@ def test_a_key_no_cell_reads_is_refused_and_one_some_cells_ignore_is_said_once(t
     ]
 
 
+def test_a_nested_section_in_the_grid_or_the_overrides_is_refused_with_the_dotted_key():
+    """`c.grid.controller.name = (...)` was told 'must be a tuple of values, ... e.g.
+    ({'name': ...},)'; `c.overrides.train.num_steps = 2` replaced the whole train section and
+    failed on its first dropped key, an AttributeError traceback."""
+    import ml_collections
+
+    grid = ml_collections.ConfigDict({"controller": {"name": ("static", "pi")}})
+    with pytest.raises(ValueError) as err:
+        spec.from_config({"base": "configs/smoke.py", "grid": grid})
+    assert str(err.value) == (
+        "grid['controller'] is a section ({'name': ('static', 'pi')}); grid keys are dotted "
+        "config keys: write grid={'controller.name': ...} (a dict, or a "
+        "ConfigDict(..., allow_dotted_keys=True))"
+    )
+    nested = {"base": "configs/smoke.py", "grid": {"seed": (0,)}}
+    with pytest.raises(ValueError, match=r"write overrides=\{'train.num_steps': \.\.\.\}"):
+        spec.from_config({**nested, "overrides": {"train": {"num_steps": 2}}})
+
+
 def test_the_same_overrides_in_another_order_skip_a_complete_cell(tmp_path):
     """`--set seed=3 --set train.log_every=1`, then the same flags swapped (or an ablation
     file's overrides reordered): the same config, refused as 'run with another command'."""

@@ -159,6 +159,21 @@ def _plain(mapping: Any, what: str) -> dict[str, Any]:
     raise ValueError(f"ablation {what} must be a dict of config key -> value, got {mapping!r}")
 
 
+def _dotted(mapping: dict[str, Any], what: str) -> None:
+    """A nested section (`c.grid.controller.name = (...)`, `c.overrides.train.num_steps = 2`)
+    is refused: keys are dotted config keys. A grid's got a fix that made no sense ("must be a
+    tuple of values ... e.g. ({'name': ...},)"), an override's replaced the whole section and
+    failed on the first key it had dropped (an AttributeError traceback)."""
+    for key, value in mapping.items():
+        if isinstance(value, Mapping):
+            first = next(iter(value), "name")
+            raise ValueError(
+                f"{what}[{key!r}] is a section ({dict(value)!r}); {what} keys are dotted config "
+                f"keys: write {what}={{'{key}.{first}': ...}} (a dict, or a "
+                f"ConfigDict(..., allow_dotted_keys=True))"
+            )
+
+
 def from_config(config: Any, default_group: str = "ablation") -> Ablation:
     """Validates the ablation file's shape (not yet the run configs; see `check_cells`)."""
     config = _plain(config, "config")
@@ -177,6 +192,7 @@ def from_config(config: Any, default_group: str = "ablation") -> Ablation:
     if not config.get("base"):
         raise ValueError("ablation config needs 'base', e.g. 'configs/smoke.py'")
     grid = _plain(config.get("grid"), "grid")
+    _dotted(grid, "grid")
     if not grid:
         raise ValueError("ablation grid is empty; give at least one key with values")
     for key, values in grid.items():
@@ -191,6 +207,7 @@ def from_config(config: Any, default_group: str = "ablation") -> Ablation:
         if len(set(map(repr, values))) != len(values) or _equal_values(values):
             raise ValueError(f"grid[{key!r}] repeats a value: {tuple(values)!r}")
     overrides = _plain(config.get("overrides"), "overrides")
+    _dotted(overrides, "overrides")
     both = sorted(set(grid) & set(overrides))
     if both:
         raise ValueError(f"key(s) {both} are both in grid and overrides; keep one")
