@@ -168,3 +168,19 @@ def test_a_slower_controller_takes_longer_and_one_without_a_paired_seed_is_named
     (line,) = table.summary_lines(rows)
     assert "proportional takes 1.22x as long (pi: no seed in common with static)" in line
     assert "nan" not in line
+    times = {"static": (10.0, 10.0), "pi": (8.0, 8.0), "proportional": (10.01, 10.0)}
+    (line,) = table.summary_lines(table.build_table(_workdir(tmp_path / "c", times)))
+    assert "pi finishes 1.25x faster, while proportional takes as long (1.00x)" in line
+
+
+def test_a_controller_with_no_complete_run_shows_no_target_count(tmp_path):
+    """Its only cells failed: "reached target 0/0" where every other row said "no target"."""
+    from omnilearn_jax.analysis.table import reached_text
+
+    assert reached_text([]) == "-"
+    times = {"static": (10.0, 10.0), "pi": (8.0, 8.0)}
+    workdir = _workdir(tmp_path, times, target_accuracy=0.0, time_to_target=None)
+    for seed in (0, 1):
+        (tmp_path / f"name-pi__seed-{seed}" / "summary.json").unlink()
+    rows = {r["controller.name"]: r for r in table.build_table(workdir)}
+    assert rows["pi"]["target_reached"] == "-" and rows["static"]["target_reached"] == "no target"

@@ -221,10 +221,11 @@ def summary_lines(rows: list[dict]) -> list[str]:
 def _speeds(moving: list[dict]) -> str:
     """'a finishes 1.46x faster, b 1.32x, while c takes 1.22x as long (d: no seed in common
     with static)' (a slower controller was said to finish 0.82x faster, one without a paired
-    seed nanx faster)."""
+    seed nanx faster; one as fast, 'finishes 1.00x faster')."""
     speed = {r[CONTROLLER]: r["speedup_vs_static"] for r in moving}
-    faster = [n for n, v in speed.items() if v >= 1]
-    slower = [n for n, v in speed.items() if v < 1]
+    even = [n for n, v in speed.items() if round(v, 2) == 1.0]
+    faster = [n for n, v in speed.items() if v >= 1 and n not in even]
+    slower = [n for n, v in speed.items() if v < 1 and n not in even]
     unpaired = [n for n, v in speed.items() if math.isnan(v)]
 
     def listed(names: list[str], verb: str, value) -> str:
@@ -237,6 +238,8 @@ def _speeds(moving: list[dict]) -> str:
         said.append(listed(faster, "finishes {:.2f}x faster", lambda n: speed[n]))
     if slower:
         said.append(listed(slower, "takes {:.2f}x as long", lambda n: 1 / speed[n]))
+    if even:
+        said.append(f"{_and(even)} {'takes' if len(even) == 1 else 'take'} as long (1.00x)")
     if not unpaired:
         return ", while ".join(said)
     if not said:

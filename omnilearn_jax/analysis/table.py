@@ -54,7 +54,9 @@ def reached_text(summaries: Sequence[dict]) -> str:
     """'k/n': of n complete runs, k reached their target; 'no target' where every run says it
     had none (target_accuracy 0 and no target_perplexity), which '0/n' read as n misses. Runs
     from before the summary kept its target count as targeted (the ablation runner's table
-    and this one both say it so)."""
+    and this one both say it so). '-' where no run completed (it said '0/0')."""
+    if not summaries:
+        return "-"
     reached = sum(not math.isnan(_number(s.get("time_to_target"))) for s in summaries)
     none = [
         _number(s.get("target_accuracy")) == 0 and not _number(s.get("target_perplexity")) > 0
