@@ -420,6 +420,31 @@ def test_a_missing_runs_path_is_one_line_before_the_notebook_starts(tmp_path, ca
     assert not (tmp_path / "o").exists()  # no half-run notebook left behind
 
 
+def test_an_out_file_and_a_failing_cell_are_one_line(ablation, tmp_path, monkeypatch, capsys):
+    """`--out` naming a file was a FileExistsError traceback; a failing cell (`--wandb_project`
+    without an API key: `UsageError: No API key configured`) printed the cell's whole
+    coloured traceback, some 100 lines."""
+    from nbclient.exceptions import CellExecutionError
+
+    from experiments.notebooks import run_analysis
+
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(SystemExit) as err:
+        run_analysis.main(["--runs", ablation, "--out", str(tmp_path / "afile")])
+    assert err.value.code == 2
+    assert f"--out {tmp_path / 'afile'}: a file, not a folder" in capsys.readouterr().err
+
+    def fail(notebook, params, out_dir, timeout):
+        raise CellExecutionError("\x1b[31mmany lines\nof traceback", "UsageError", "No API key")
+
+    monkeypatch.setattr(run_analysis, "execute", fail)
+    assert run_analysis.main(["--runs", ablation, "--out", str(tmp_path / "o")]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "run_analysis: a notebook cell failed: UsageError: No API key (its traceback: "
+        f"{tmp_path / 'o' / 'analysis.ipynb'})"
+    ]
+
+
 def test_figures_show_complete_runs_only(ablation, tmp_path):
     """A failed run's partial curve was averaged into its controller's line (the mean jumped
     where it stopped) and picked as the run to show, though the tables leave it out."""

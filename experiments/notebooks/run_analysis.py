@@ -86,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         except FileNotFoundError as e:
             parser.error(str(e))
     existing(parser, notebook=args.notebook)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):  # a FileExistsError traceback
+        parser.error(f"--out {args.out}: a file, not a folder")
     out = os.path.abspath(args.out)
     params = {
         "RUNS_PATH": os.path.abspath(args.runs) if args.runs else "",
@@ -96,8 +98,12 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         executed = execute(args.notebook, params, out, args.timeout)
-    except CellExecutionError as e:
-        print(f"run_analysis: a notebook cell failed:\n{e}", file=sys.stderr)
+    except CellExecutionError as e:  # one line: the cell's traceback is in the executed copy
+        copy = os.path.join(out, os.path.basename(args.notebook))
+        print(
+            f"run_analysis: a notebook cell failed: {e.ename}: {e.evalue} (its traceback: {copy})",
+            file=sys.stderr,
+        )
         return 1
     written = sorted(f for f in os.listdir(out) if not f.startswith("."))
     print(f"executed notebook: {executed}")
