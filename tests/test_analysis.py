@@ -445,6 +445,22 @@ def test_an_out_file_and_a_failing_cell_are_one_line(ablation, tmp_path, monkeyp
     ]
 
 
+def test_another_projects_wandb_run_is_named_not_analysed(ablation):
+    """A folder of W&B runs that are not this project's was analysed, exit 0: a row with an
+    empty controller, and '`<NA>` has no complete run'."""
+    from omnilearn_jax.analysis import load
+
+    foreign = sources.Parsed(rows=[{"_step": 0, "acc": 0.5}], config={"lr": 0.1}, summary={})
+    refs = [sources.RunRef("wandb/offline-run-x", ["somewhere"], "f")]
+    with pytest.raises(ValueError) as err:
+        load._load(refs, lambda location: foreign, None, "wandb-offline")
+    assert str(err.value).startswith(
+        "run 'wandb/offline-run-x' (wandb-offline) is not a run of this project (its config has "
+        "no controller section"
+    )
+    assert analysis.load_runs(ablation, source="wandb-offline", use_cache=False).summaries.shape[0]
+
+
 def test_figures_show_complete_runs_only(ablation, tmp_path):
     """A failed run's partial curve was averaged into its controller's line (the mean jumped
     where it stopped) and picked as the run to show, though the tables leave it out."""

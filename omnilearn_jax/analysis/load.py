@@ -116,6 +116,15 @@ def _load(
     for ref in refs:
         if ref.name not in fresh:
             parsed = parse(ref.location)
+            # Every run of ours has the section; a W&B folder may hold another project's runs
+            # (a row with no controller, 'has no complete run', exit 0). A store run without
+            # config.json is a damaged run of ours, named as such further on.
+            if source != "store" and "controller" not in parsed.config:
+                raise ValueError(
+                    f"run {ref.name!r} ({source}) is not a run of this project (its config has no "
+                    f"controller section: another project's W&B run?); analyse a folder of "
+                    f"runs from omnilearn_jax.main or experiments.ablate"
+                )
             run = frames.run_frames(ref.name, parsed.config, parsed.rows, parsed.summary)
             for name, frame in zip(cache.FRAMES, run, strict=True):
                 pieces[name].append(frame)
