@@ -38,6 +38,13 @@ def test_unknown_key_and_level():
         make_profile({"name": "hl", "level": np.int64(2)}, **RUN).speeds(0).tolist()
         == whole.tolist()
     )
+    for levels in ((1, 2.5), (1, True)):  # 2.5 ran as level 2 without a word
+        with pytest.raises(ValueError, match="hetero.levels must be whole HL levels, got"):
+            make_profile({"name": "schedule", "levels": levels, "segment": 2}, **RUN)
+    schedule = make_profile(
+        {"name": "schedule", "levels": (1, 2.0), "segment": 2, "unit": "steps"}, **RUN
+    )
+    assert schedule.speeds(2).tolist() == whole.tolist()
     with pytest.raises(ValueError, match="unknown cost key"):
         CostModel.from_config({"per_sample": 1.0}, seed=0)
 

@@ -412,6 +412,44 @@ def test_an_optimizer_key_the_optimiser_or_schedule_does_not_read_is_warned():
     assert unread_optimizer_keys(quickstart.get_config()) == []
 
 
+def test_cost_keys_the_times_do_not_read_are_warned():
+    """`cost.linear=True` beside a fixed cost and a cliff, `cliff_penalty` without a cliff, a
+    memory factor without limits, and on the wall clock every cost key and a profile's speeds
+    without `hetero.inject` (the workers then run at the machine's speed while metrics.jsonl
+    records the profile's) ran without a word."""
+    from omnilearn_jax.config.schema import unread_keys
+
+    config = smoke.get_config()
+    config.cost.linear, config.cost.fixed_cost, config.cost.cliff_batch = True, 1.0, 2
+    config.cost.memory_factor = 3.0
+    assert unread_keys(config) == {
+        "cost.fixed_cost": "cost.fixed_cost is set but cost.linear=True does not read it",
+        "cost.cliff_batch": "cost.cliff_batch is set but cost.linear=True does not read it",
+        "cost.memory_factor": "cost.memory_factor is set but cost.memory_limits is empty, so "
+        "it does nothing",
+    }
+    config = smoke.get_config()
+    config.cost.cliff_penalty = 2.0
+    assert list(unread_keys(config)) == ["cost.cliff_penalty"]
+    config.cost.cliff_batch = 16  # now a cliff: read
+    assert unread_keys(config) == {}
+    config.clock, config.cost.noise = "wall", 0.5
+    config.hetero.name, config.hetero.level = "hl", 8
+    found = unread_keys(config)
+    assert set(found) == {"cost.cliff_batch", "cost.cliff_penalty", "cost.noise", "hetero.name"}
+    assert found["cost.noise"] == (
+        "cost.noise is set but the wall clock measures each step's times (only the oracle's "
+        "time table reads the cost model)"
+    )
+    assert found["hetero.name"].startswith(
+        "hetero.name='hl' on the wall clock with hetero.inject=0"
+    )
+    config.hetero.inject = 0.003  # emulated: the speeds are applied
+    assert "hetero.name" not in unread_keys(config)
+    config.controller.name = "oracle"  # reads the cost model's table
+    assert unread_keys(config) == {}
+
+
 def test_a_capacity_is_checked_against_the_devices_a_run_will_have():
     """check_config (the ablation's pre-check) assumed one device a worker: capacity 20 for
     8 workers passed, and the trainer on 4 devices refused the cell at run time. Without a

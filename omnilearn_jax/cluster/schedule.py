@@ -2,6 +2,7 @@
 
 import csv
 import math
+import numbers
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +43,10 @@ def schedule_profile(
         raise ValueError(f"unit='epochs' needs steps_per_epoch >= 1, got {steps_per_epoch}")
 
     if len(levels):
+        bad = [lv for lv in levels if isinstance(lv, bool) or not isinstance(lv, numbers.Real)
+               or int(lv) != lv]  # fmt: skip
+        if bad:  # 2.5 was cut to level 2 without a word (hetero.level=2.5 is refused)
+            raise ValueError(f"hetero.levels must be whole HL levels, got {bad[0]!r}")
         table = np.stack([hl_speeds(int(lv), variant, num_workers) for lv in levels])
         what = f"levels={tuple(int(lv) for lv in levels)} ({variant})"
     else:

@@ -76,6 +76,7 @@ def unread_keys(config: ml_collections.ConfigDict) -> dict[str, str]:
         **dict(_unread_controller(config)),
         **dict(_unread_dataset(config)),
         **dict(_unread_optimizer(config)),
+        **dict(_unread_cost(config)),
     }
 
 
@@ -156,6 +157,56 @@ def _unread_optimizer(config: ml_collections.ConfigDict) -> list[tuple[str, str]
             f"optimizer.warmup_steps={section.warmup_steps} is set but optimizer.schedule="
             f"{schedule!r} has no warm-up; set optimizer.schedule=warmup_cosine to use it",
         ))  # fmt: skip
+    return out
+
+
+# What a cost model in each mode leaves unread (omnilearn_jax/cluster/cost.py): `linear` is
+# b * per_sample_cost / speed exactly; a measured curve replaces the formula but keeps overhead.
+_COST_UNREAD = {
+    "linear": ("fixed_cost", "overhead", "cliff_batch", "cliff_penalty"),
+    "curve": ("per_sample_cost", "fixed_cost", "cliff_batch", "cliff_penalty"),
+}
+
+
+def _unread_cost(config: ml_collections.ConfigDict) -> list[tuple[str, str]]:
+    """(key, sentence) naming each cost key set (away from its default) that the run's times
+    do not read: the formula's keys beside `linear` or a measured `curve`, `cliff_penalty`
+    without `cliff_batch`, `memory_factor` without `memory_limits`; and on the wall clock
+    (which measures each step) every cost key and a profile's speeds without `hetero.inject`,
+    where only the oracle's time table reads them. Each ran without a word."""
+    cost, defaults = config.cost, cost_defaults()
+
+    def set_keys(keys) -> list[str]:
+        return [k for k in keys if set_away(cost.get(k, defaults[k]), defaults[k])]
+
+    out = []
+    mode = "curve" if cost.get("curve", "") else "linear" if cost.get("linear", False) else ""
+    if mode:
+        said = f"cost.curve={cost.curve!r}" if mode == "curve" else "cost.linear=True"
+        for key in set_keys(_COST_UNREAD[mode]):
+            out.append((f"cost.{key}", f"cost.{key} is set but {said} does not read it"))
+    if not cost.get("cliff_batch", 0) and set_keys(("cliff_penalty",)) and mode != "linear":
+        out.append(("cost.cliff_penalty", "cost.cliff_penalty is set but cost.cliff_batch is 0 "
+                    "(no cliff), so it does nothing"))  # fmt: skip
+    if not len(cost.get("memory_limits", ())) and set_keys(("memory_factor",)):
+        out.append(("cost.memory_factor", "cost.memory_factor is set but cost.memory_limits is "
+                    "empty, so it does nothing"))  # fmt: skip
+    if config.clock != "wall" or config.controller.name == "oracle":
+        return out
+    said = {key for key, _ in out}
+    for key in set_keys(k for k in defaults if k != "curve"):
+        if f"cost.{key}" not in said:
+            sentence = (
+                f"cost.{key} is set but the wall clock measures each step's times (only the "
+                "oracle's time table reads the cost model)"
+            )
+            out.append((f"cost.{key}", sentence))
+    name = config.hetero.get("name", "uniform")
+    if name != "uniform" and not config.hetero.get("inject", 0.0):
+        out.append(("hetero.name", f"hetero.name={name!r} on the wall clock with hetero.inject=0: "
+                    "the workers compute at the machine's own speeds; the profile's are only "
+                    "recorded (metrics' speeds) and read by the oracle; set hetero.inject "
+                    "(seconds a sample) to emulate them"))  # fmt: skip
     return out
 
 
