@@ -28,6 +28,20 @@ def test_a_curve_file_that_is_no_object_is_named(tmp_path):
         load_curve(str(path))
 
 
+@pytest.mark.parametrize("sizes", [[8, 16.7, 32], [True, 16], "816", [8, float("nan")]])
+def test_a_curve_whose_batch_sizes_are_not_whole_numbers_is_refused(tmp_path, sizes):
+    """16.7 was cut to 16, true read as 1 row, the string "816" as the sizes 8, 1 and 6."""
+    path = tmp_path / "curve.json"
+    seconds = [0.1 * (i + 1) for i in range(len(sizes))]
+    path.write_text(json.dumps({"format": "omnilearn-cost-curve/1", "batch_sizes": sizes,
+                                "seconds": seconds}))  # fmt: skip
+    with pytest.raises(ValueError, match="batch_sizes must be a list of whole numbers, got"):
+        load_curve(str(path))
+    path.write_text(json.dumps({"format": "omnilearn-cost-curve/1", "batch_sizes": [8, 16.0],
+                                "seconds": [0.1, 0.2]}))  # fmt: skip
+    assert load_curve(str(path)).batch_sizes == (8, 16)
+
+
 def test_a_trace_that_is_not_utf8_is_named(tmp_path):
     path = tmp_path / "utf16.csv"
     path.write_bytes("step,worker,speed\n0,0,1\n".encode("utf-16"))

@@ -135,6 +135,8 @@ def test_a_count_a_run_cannot_do_without_is_one_line(module, argv, message, monk
         (["--repeats", "0"], "--repeats >= 1"),
         (["--config", "configs/nope.py"], "--config: no such file 'configs/nope.py'"),
         (["--set", "train.no_such=1"], "--config/--set:"),
+        (["--out", "/tmp"], "--out /tmp: a folder; give the curve's file name"),
+        (["--out", "/nonexistent/c.json"], "--out /nonexistent/c.json: no folder /nonexistent"),
     ],
 )
 def test_measuring_a_curve_checks_its_arguments_before_timing(argv, message, capsys):

@@ -17,6 +17,8 @@ import importlib.util
 import os
 import tempfile
 
+from benchmarks.args import writable
+
 
 def load_config(spec: str):
     """`path/to/config.py[:arg]` -> the ConfigDict its get_config(arg) returns."""
@@ -58,6 +60,9 @@ def main(argv: list[str] | None = None) -> None:
                      "--bucket-ratio > 1")  # fmt: skip
     if not os.path.isfile(args.config.partition(":")[0]):
         parser.error(f"--config: no such file {args.config.partition(':')[0]!r}")
+    if os.path.isdir(args.out):  # an IsADirectoryError traceback after measuring
+        parser.error(f"--out {args.out}: a folder; give the curve's file name")
+    writable(parser, out=args.out)
 
     try:  # a config file and its keys start no JAX backend
         config = load_config(args.config)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -81,11 +82,21 @@ def curve_from_dict(values: Mapping[str, Any]) -> CostCurve:
         raise ValueError(f"not a cost curve: a JSON {type(values).__name__}, want an object")
     if values.get("format") != FORMAT:
         raise ValueError(f"not a cost curve: format {values.get('format')!r}, want {FORMAT!r}")
+    sizes = values["batch_sizes"]
+    if not isinstance(sizes, list) or not all(_whole(b) for b in sizes):
+        # 16.7 was cut to 16, true read as 1, the string "816" as the sizes 8, 1 and 6
+        raise ValueError(f"batch_sizes must be a list of whole numbers, got {sizes!r}")
     return CostCurve(
-        tuple(int(b) for b in values["batch_sizes"]),
+        tuple(int(b) for b in sizes),
         tuple(float(s) for s in values["seconds"]),
         dict(values.get("source", {})),
     )
+
+
+def _whole(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and int(value) == value
 
 
 def load_curve(path: str) -> CostCurve:
