@@ -450,6 +450,23 @@ def test_cost_keys_the_times_do_not_read_are_warned():
     assert unread_keys(config) == {}
 
 
+def test_a_calibrated_cost_beside_a_fixed_cost_is_said():
+    """Calibrated from the whole measured step, the per-sample cost sat beside the default
+    fixed cost of 0.05 s, ~98 % of a smoke job's modelled time, without a word."""
+    from omnilearn_jax.config.schema import calibration_notes
+
+    config = smoke.get_config()
+    assert calibration_notes(config) == []  # a cost given: nothing calibrated
+    config.cost.per_sample_cost = 0.0
+    assert calibration_notes(config) == [
+        "cost.per_sample_cost=0 calibrates the per-sample cost from the whole measured step, "
+        "and cost.fixed_cost=0.05 s (at speed 1) is added on top of it; set cost.fixed_cost=0 "
+        "for a model of the measurement alone"
+    ]
+    config.cost.fixed_cost = 0.0
+    assert calibration_notes(config) == []
+
+
 def test_a_capacity_is_checked_against_the_devices_a_run_will_have():
     """check_config (the ablation's pre-check) assumed one device a worker: capacity 20 for
     8 workers passed, and the trainer on 4 devices refused the cell at run time. Without a

@@ -219,7 +219,8 @@ class Trainer:
         self.controller = schema.make_controller(config, self.bounds)
         if jax.process_index() == 0:
             unread = list(schema.unread_keys(config).values())
-            for sentence in [*unread, *budget_schedule(config)]:
+            notes = [*budget_schedule(config), *schema.calibration_notes(config)]
+            for sentence in [*unread, *notes]:
                 print(f"warning: {sentence}", file=sys.stderr, flush=True)
 
         self.dataset = datasets.load(config.dataset)
