@@ -63,10 +63,11 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
     c.train.checkpoint_every = 0
     c.train.target_accuracy = 0.0
     c.train.target_perplexity = a.target
-    c.asp.time_budget = a.budget
-    # Adam normalises a gradient's scale away, so weighting an async update by its share of
-    # the batch must scale its step instead (docs/async.md): weighting=lr.
-    c.asp.weighting = "lr"
+    if mode == "asp":  # a BSP run reads no asp key (each would be warned as unread)
+        c.asp.time_budget = a.budget
+        # Adam normalises a gradient's scale away, so weighting an async update by its share
+        # of the batch must scale its step instead (docs/async.md): weighting=lr.
+        c.asp.weighting = "lr"
 
     c.optimizer.name = "adamw"
     c.optimizer.learning_rate = 3e-3

@@ -467,6 +467,23 @@ def test_a_calibrated_cost_beside_a_fixed_cost_is_said():
     assert calibration_notes(config) == []
 
 
+def test_asp_keys_of_a_synchronous_run_are_warned():
+    """`asp.time_budget=1` without `mode=asp` ran a BSP run, its budget dropped without a word
+    (paper_lm set asp keys for its BSP runs too)."""
+    from omnilearn_jax.config.schema import unread_keys
+
+    config = smoke.get_config()
+    config.asp.time_budget = 1.0
+    assert unread_keys(config) == {
+        "asp.time_budget": "asp.time_budget is set but mode='bsp' does not read it (set "
+        "mode=asp for asynchronous training)"
+    }
+    config.mode = "asp"
+    assert unread_keys(config) == {}
+    assert unread_keys(_paper_lm().get_config("runlocal")) == {}
+    assert _paper_lm().get_config("runlocal,mode=asp").asp.weighting == "lr"
+
+
 def test_a_capacity_is_checked_against_the_devices_a_run_will_have():
     """check_config (the ablation's pre-check) assumed one device a worker: capacity 20 for
     8 workers passed, and the trainer on 4 devices refused the cell at run time. Without a

@@ -77,7 +77,22 @@ def unread_keys(config: ml_collections.ConfigDict) -> dict[str, str]:
         **dict(_unread_dataset(config)),
         **dict(_unread_optimizer(config)),
         **dict(_unread_cost(config)),
+        **dict(_unread_asp(config)),
     }
+
+
+def _unread_asp(config: ml_collections.ConfigDict) -> list[tuple[str, str]]:
+    """(key, sentence) for each `asp` key set while the run is synchronous: a time budget or
+    staleness bound given without `mode=asp` ran a BSP run without a word."""
+    if config.get("mode", "bsp") == "asp" or "asp" not in config:
+        return []
+    defaults = base_config().asp
+    return [
+        (f"asp.{key}", f"asp.{key} is set but mode={config.mode!r} does not read it (set "
+         "mode=asp for asynchronous training)")
+        for key, value in config.asp.items()
+        if set_away(value, defaults.get(key))
+    ]  # fmt: skip
 
 
 def unread_controller_keys(config: ml_collections.ConfigDict) -> list[str]:
