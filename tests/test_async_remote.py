@@ -55,9 +55,15 @@ def test_two_processes_give_the_one_process_run_to_the_last_bit(tmp_path):
         crashed = subprocess.run([*cmd, "--config.faults.crash_step=12"], cwd=ROOT,
                                  capture_output=True, text=True, timeout=300)  # fmt: skip
         assert crashed.returncode != 0 and "planted crash after step 12" in crashed.stdout
-        if extra:
-            layout = "workers 0-1 in processes of their own, the server in process 0 alone"
-            assert layout in crashed.stdout
+        # The start line counts the processes (it said "1 process(es)", JAX's count in each)
+        layout = (
+            "(3 process(es)), B=64, shard_map, controller static; asynchronous, staleness bound "
+            "-1; workers 0-1 in processes of their own, the server in process 0 alone"
+            if extra
+            else "(2 process(es)), B=64, shard_map, controller static; asynchronous, staleness "
+            "bound -1; worker 1 in a process of its own"  # it said "workers 1-1"
+        )
+        assert layout in crashed.stdout, crashed.stdout[-3000:]
         resumed = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert resumed.returncode == 0, resumed.stdout[-3000:]
         assert "resumed at update 8" in resumed.stdout

@@ -226,10 +226,21 @@ class AsyncLoop(Runner):
         where = ""
         if isinstance(self.exec, RemoteServer):
             first = self.exec.first
-            where = f"; workers {first}-{self.w - 1} in processes of their own" + (
-                ", the server in process 0 alone" if first == 0 else ""
-            )
+            own = (
+                f"worker {first} in a process of its own"
+                if first == self.w - 1
+                else f"workers {first}-{self.w - 1} in processes of their own"
+            )  # it said "workers 1-1"
+            where = f"; {own}" + (", the server in process 0 alone" if first == 0 else "")
         return f"; asynchronous, staleness bound {self.bound}{where}"
+
+    def processes(self) -> int:
+        """Across processes each is a JAX program of its own (jax.process_count() is 1 in
+        each): process 0 (the server, with the workers below `first`) and one a remote
+        worker."""
+        if isinstance(self.exec, RemoteServer):
+            return 1 + self.w - self.exec.first
+        return super().processes()
 
     def may_start(self, k: int, active: np.ndarray, slowest: int) -> bool:
         """Whether worker k may start (SSP); `slowest`: the least clock of the workers

@@ -349,6 +349,10 @@ class Runner:
     def describe(self) -> str:
         return ""
 
+    def processes(self) -> int:
+        """The processes the run spans (the start line says it)."""
+        return jax.process_count()
+
     def extra_arrays(self) -> dict:
         return {}
 
@@ -458,7 +462,7 @@ class Runner:
             log.say(
                 f"training {cfg.model.name} ({t.param_count:,} params) on {cfg.dataset.name}: "
                 f"{w} workers on {t.layout.num_devices} {jax.devices()[0].platform} devices "
-                f"({jax.process_count()} process(es)), B={b}, {cfg.backend}, "
+                f"({self.processes()} process(es)), B={b}, {cfg.backend}, "
                 f"controller {cfg.controller.name}"
                 + self.describe()
                 + (f"; resumed at {self.unit} {latest}" if latest is not None else "")
