@@ -448,6 +448,15 @@ def test_cost_keys_the_times_do_not_read_are_warned():
     assert "hetero.name" not in unread_keys(config)
     config.controller.name = "oracle"  # reads the cost model's table
     assert unread_keys(config) == {}
+    config.hetero.inject_order = "after"  # read: a wait to order, in a BSP step
+    assert unread_keys(config) == {}
+    config.mode = "asp"
+    assert unread_keys(config) == {
+        "hetero.inject_order": "hetero.inject_order='after' is set but async workers wait "
+        "before they compute, in their own programs"
+    }
+    config.mode, config.hetero.inject = "bsp", 0.0
+    assert list(unread_keys(config)) == ["hetero.inject_order"]
 
 
 def test_a_calibrated_cost_beside_a_fixed_cost_is_said():

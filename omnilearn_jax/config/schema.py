@@ -78,7 +78,23 @@ def unread_keys(config: ml_collections.ConfigDict) -> dict[str, str]:
         **dict(_unread_optimizer(config)),
         **dict(_unread_cost(config)),
         **dict(_unread_asp(config)),
+        **dict(_unread_inject_order(config)),
     }
+
+
+def _unread_inject_order(config: ml_collections.ConfigDict) -> list[tuple[str, str]]:
+    """`hetero.inject_order` set without an injected wait, or in async mode (whose workers
+    wait before they compute, in their own programs): it did nothing, without a word."""
+    order = config.hetero.get("inject_order", hetero_defaults()["inject_order"])
+    if not set_away(order, hetero_defaults()["inject_order"]):
+        return []
+    if not config.hetero.get("inject", 0.0):
+        why = "hetero.inject is 0 (no wait to order)"
+    elif config.get("mode", "bsp") == "asp":
+        why = "async workers wait before they compute, in their own programs"
+    else:
+        return []
+    return [("hetero.inject_order", f"hetero.inject_order={order!r} is set but {why}")]
 
 
 def _unread_asp(config: ml_collections.ConfigDict) -> list[tuple[str, str]]:
