@@ -77,7 +77,7 @@ def build(a: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
 
     data = a.data or ("digits" if a.runlocal else "synthetic")
     c.dataset.name = check_choice("data", data, DATA)
-    if data == "synthetic":  # keys only the synthetic set reads (schema.unread_dataset_keys)
+    if data == "synthetic":  # keys only the synthetic set reads (config/unread.py)
         c.dataset.input_shape = (16, 16, 3) if a.runlocal else (32, 32, 3)
         c.dataset.num_classes = 10
         c.dataset.num_train = 1024 if a.runlocal else 10240

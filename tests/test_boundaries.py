@@ -14,7 +14,7 @@ import pytest
 from omnilearn_jax.config import errors
 from omnilearn_jax.config.args import literal, parse_arg
 from omnilearn_jax.config.checks import check_config, check_static_sizes
-from omnilearn_jax.config.schema import unread_dataset_keys
+from omnilearn_jax.config.unread import unread_dataset_keys
 from omnilearn_jax.data import datasets
 from omnilearn_jax.run.loop import format_duration
 from omnilearn_jax.run.runstore import plain

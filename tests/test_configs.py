@@ -365,7 +365,7 @@ def test_a_dataset_key_the_data_set_does_not_read_is_warned():
     """`dataset.num_classes=100` on text (its vocabulary is its 256 bytes) ran silently; the
     shipped configs set no key their data set ignores (paper_bsp's runlocal set the synthetic
     set's input_shape, num_train and num_test for digits)."""
-    from omnilearn_jax.config.schema import unread_dataset_keys
+    from omnilearn_jax.config.unread import unread_dataset_keys
 
     config = _paper_lm().get_config("runlocal")
     assert unread_dataset_keys(config) == []
@@ -385,7 +385,7 @@ def test_a_dataset_key_the_data_set_does_not_read_is_warned():
 def test_an_optimizer_key_the_optimiser_or_schedule_does_not_read_is_warned():
     """`optimizer.warmup_steps=50` under the constant schedule trained at the full rate from
     step 1 without a word; the shipped configs set no key their optimiser ignores."""
-    from omnilearn_jax.config.schema import unread_optimizer_keys
+    from omnilearn_jax.config.unread import unread_optimizer_keys
 
     config = default.get_config()
     assert unread_optimizer_keys(config) == []
@@ -417,7 +417,7 @@ def test_cost_keys_the_times_do_not_read_are_warned():
     memory factor without limits, and on the wall clock every cost key and a profile's speeds
     without `hetero.inject` (the workers then run at the machine's speed while metrics.jsonl
     records the profile's) ran without a word."""
-    from omnilearn_jax.config.schema import unread_keys
+    from omnilearn_jax.config.unread import unread_keys
 
     config = smoke.get_config()
     config.cost.linear, config.cost.fixed_cost, config.cost.cliff_batch = True, 1.0, 2
@@ -462,7 +462,7 @@ def test_cost_keys_the_times_do_not_read_are_warned():
 def test_a_calibrated_cost_beside_a_fixed_cost_is_said():
     """Calibrated from the whole measured step, the per-sample cost sat beside the default
     fixed cost of 0.05 s, ~98 % of a smoke job's modelled time, without a word."""
-    from omnilearn_jax.config.schema import calibration_notes
+    from omnilearn_jax.config.unread import calibration_notes
 
     config = smoke.get_config()
     assert calibration_notes(config) == []  # a cost given: nothing calibrated
@@ -479,7 +479,7 @@ def test_a_calibrated_cost_beside_a_fixed_cost_is_said():
 def test_asp_keys_of_a_synchronous_run_are_warned():
     """`asp.time_budget=1` without `mode=asp` ran a BSP run, its budget dropped without a word
     (paper_lm set asp keys for its BSP runs too)."""
-    from omnilearn_jax.config.schema import unread_keys
+    from omnilearn_jax.config.unread import unread_keys
 
     config = smoke.get_config()
     config.asp.time_budget = 1.0

@@ -271,14 +271,14 @@ def test_a_controller_key_the_chosen_policy_does_not_take_is_warned():
     """`--config.controller.gain=0.3` without the plug-in's name ran `static` and dropped it
     without a word; so did `deadband` under predictive."""
     import experiments.examples.damped  # noqa: F401
-    from omnilearn_jax.config import schema
+    from omnilearn_jax.config import schema, unread
 
     config = schema.base_config()
-    assert schema.unread_controller_keys(config) == []
+    assert unread.unread_controller_keys(config) == []
     config.controller.gain = 0.3
     config.controller.deadband = 0.3
     config.controller.name = "predictive"
-    assert schema.unread_controller_keys(config) == [
+    assert unread.unread_controller_keys(config) == [
         "controller.deadband is set but controller.name='predictive' does not take it (taken "
         "by pi, proportional); set controller.name to one of those to use it",
         "controller.gain is set but controller.name='predictive' does not take it (taken by "

@@ -179,7 +179,7 @@ def test_the_prediction_runs_the_controller_the_wall_clock_runs():
     wall, virtual = (hw.job(4, "pi", clock, 10, 0.003) for clock in ("wall", "virtual"))
     assert controller_section(wall)["persist"] == controller_section(virtual)["persist"] == 0.1
     # static takes no persist: setting it printed a warning the user could not act on
-    from omnilearn_jax.config.schema import unread_controller_keys
+    from omnilearn_jax.config.unread import unread_controller_keys
 
     assert unread_controller_keys(hw.job(4, "static", "virtual", 10, 0.003)) == []
 

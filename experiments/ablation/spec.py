@@ -331,7 +331,7 @@ def check_cells(ablation: Ablation) -> list[str]:
     cells do not read (a policy's own key over several policies) is returned as a warning,
     once for the ablation where each cell's log had said it."""
     from omnilearn_jax.config.checks import check_config
-    from omnilearn_jax.config.schema import unread_keys
+    from omnilearn_jax.config.unread import unread_keys
 
     cells = ablation.cells()
     unread: dict[str, list[str]] = {}

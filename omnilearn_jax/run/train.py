@@ -23,7 +23,7 @@ import controllers
 from omnilearn_jax import models
 from omnilearn_jax.cluster.curve import RUN_FILE, curve_from_dict
 from omnilearn_jax.cluster.measure import lost_on_resume, run_curve
-from omnilearn_jax.config import checks, schema
+from omnilearn_jax.config import checks, schema, unread
 from omnilearn_jax.data import datasets
 from omnilearn_jax.engine import buckets, optim, step
 from omnilearn_jax.engine.engine import Engine
@@ -218,9 +218,8 @@ class Trainer:
         # Persist by the clock; the bounds a device's capacity tightens reach the policy.
         self.controller = schema.make_controller(config, self.bounds)
         if jax.process_index() == 0:
-            unread = list(schema.unread_keys(config).values())
-            notes = [*budget_schedule(config), *schema.calibration_notes(config)]
-            for sentence in [*unread, *notes]:
+            notes = [*budget_schedule(config), *unread.calibration_notes(config)]
+            for sentence in [*unread.unread_keys(config).values(), *notes]:
                 print(f"warning: {sentence}", file=sys.stderr, flush=True)
 
         self.dataset = datasets.load(config.dataset)
