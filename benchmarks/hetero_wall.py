@@ -76,7 +76,6 @@ def job(level: int, controller: str, clock: str, steps: int, inject: float):
             c.controller.persist = tracking.DEFAULT_PERSIST
         c.cost.linear = True
         c.cost.per_sample_cost = inject
-        c.cost.fixed_cost = 0.0
     c.update_from_flattened_dict(SETTINGS)
     return c
 

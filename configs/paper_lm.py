@@ -23,6 +23,7 @@ import ml_collections
 
 from configs import paper_asp, paper_bsp
 from omnilearn_jax.config.args import check_choice, parse_arg
+from omnilearn_jax.config.schema import base_config
 
 
 def get_config(arg: str = "") -> ml_collections.ConfigDict:
@@ -70,6 +71,8 @@ def get_config(arg: str = "") -> ml_collections.ConfigDict:
         c.asp.weighting = "lr"
 
     c.optimizer.name = "adamw"
+    # paper_asp's plain SGD sets momentum 0, which adamw does not read (warned as unread)
+    c.optimizer.momentum = base_config().optimizer.momentum
     c.optimizer.learning_rate = 3e-3
     c.optimizer.weight_decay = 0.0
     c.optimizer.schedule = "constant"

@@ -221,7 +221,6 @@ def predicted(controller: str, speeds: list[float], steps: int, mode: str = "bsp
     c.hetero.cores = tuple(float(s) for s in speeds)
     c.cost.linear = True
     c.cost.per_sample_cost = 1e-3
-    c.cost.fixed_cost = 0.0
     if "persist" in controllers.accepted_kwargs(controller):  # the wall clock's, as measured
         c.controller.persist = tracking.DEFAULT_PERSIST  # (the virtual clock's default is 0)
     c.train.num_steps = c.train.eval_every = steps * len(speeds) if mode == "asp" else steps

@@ -490,6 +490,8 @@ def test_asp_keys_of_a_synchronous_run_are_warned():
     config.mode = "asp"
     assert unread_keys(config) == {}
     assert unread_keys(_paper_lm().get_config("runlocal")) == {}
+    # its async variant took paper_asp's momentum 0, which adamw does not read
+    assert unread_keys(_paper_lm().get_config("runlocal,mode=asp")) == {}
     assert _paper_lm().get_config("runlocal,mode=asp").asp.weighting == "lr"
 
 

@@ -71,7 +71,8 @@ def load(section: Mapping[str, Any]) -> tuple[np.ndarray, ...]:
     if len(tokens) < need:
         raise ValueError(
             f"text corpus has {len(tokens)} bytes; {n_train} train and {n_test} test "
-            f"sequences of {seq_len} need {need}; lower dataset.num_train or num_test"
+            f"sequences of {seq_len} need {need}; lower dataset.num_train, num_test or "
+            f"seq_len"
         )
     x_train, y_train = windows(tokens, seq_len, n_train)
     tail = tokens[len(tokens) - (n_test * seq_len + 1) :]
