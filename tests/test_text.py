@@ -63,6 +63,27 @@ def _reference(apply, params, x, y):
     return float(value), grad
 
 
+def test_a_planted_nan_step_on_token_ids_gives_a_nan_loss_without_a_cast(corpus):
+    """`faults.nan_step` filled the int32 token ids with NaN: a NumPy 'invalid value
+    encountered in cast' warning and INT_MIN ids, NaN only as a side effect of a negative
+    id. Now one id past any vocabulary, whose embedding lookup is NaN."""
+    import warnings
+
+    from omnilearn_jax.engine.faults import PlantedFaults
+
+    faults = PlantedFaults({"nan_step": 2})
+    x, y = corpus.x_train[:8], corpus.y_train[:8]
+    assert faults.inputs(1, x) is x
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the cast warning fails the test
+        planted = faults.inputs(2, x)
+    assert planted.dtype == x.dtype and (planted == np.iinfo(x.dtype).max).all()
+    apply, params = models.create(MODEL, corpus.input_shape, 256, 0)
+    loss = optax.softmax_cross_entropy_with_integer_labels(apply(params, planted), y).mean()
+    assert np.isnan(float(loss))
+    assert np.isfinite(float(_reference(apply, params, x, y)[0]))
+
+
 @pytest.mark.parametrize("backend", ["shard_map", "pmap"])
 def test_any_split_gives_the_single_device_token_mean(corpus, backend):
     """Uneven splits (one worker holding all, random with empty workers; padded rows hold a

@@ -1,7 +1,8 @@
 """Planted faults (for robustness experiments and tests) and the guard on measured times.
 
 Steps are counted from 0 here, as the loop indexes them (records and messages count from 1):
-`faults.nan_step` fills every input of that step with NaN, so its loss is NaN (`nan_step=7`:
+`faults.nan_step` fills every input of that step with NaN (token ids with one past any
+vocabulary, whose embedding is NaN), so its loss is NaN (`nan_step=7`:
 the 8th step, `non-finite loss (nan) at step 8`). `faults.crash_step` raises before that
 step, after `crash_step` steps are done, as a killed process would stop there (`crash_step=9`:
 `planted crash after step 9`, the records of steps 1-9 written).
@@ -80,7 +81,14 @@ class PlantedFaults:
         return out
 
     def inputs(self, step: int, x: np.ndarray) -> np.ndarray:
-        return np.full_like(x, np.nan) if step == self.nan_step else x
+        if step != self.nan_step:
+            return x
+        if np.issubdtype(x.dtype, np.integer):
+            # Token ids: past any vocabulary, where the embedding's gather is NaN (JAX fills
+            # an out-of-bounds gather with NaN). NaN cast to int32 had given INT_MIN with a
+            # NumPy RuntimeWarning, NaN only as a side effect of that negative id.
+            return np.full_like(x, np.iinfo(x.dtype).max)
+        return np.full_like(x, np.nan)
 
 
 MEMORY = 5  # accepted per-sample times a worker's reference is the median of
