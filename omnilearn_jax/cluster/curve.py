@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from omnilearn_jax.cluster.defaults import is_whole
 from omnilearn_jax.config.args import suggest
 
 FORMAT = "omnilearn-cost-curve/1"
@@ -83,7 +83,7 @@ def curve_from_dict(values: Mapping[str, Any]) -> CostCurve:
     if values.get("format") != FORMAT:
         raise ValueError(f"not a cost curve: format {values.get('format')!r}, want {FORMAT!r}")
     sizes = values["batch_sizes"]
-    if not isinstance(sizes, list) or not all(_whole(b) for b in sizes):
+    if not isinstance(sizes, list) or not all(is_whole(b) for b in sizes):
         # 16.7 was cut to 16, true read as 1, the string "816" as the sizes 8, 1 and 6
         raise ValueError(f"batch_sizes must be a list of whole numbers, got {sizes!r}")
     return CostCurve(
@@ -91,12 +91,6 @@ def curve_from_dict(values: Mapping[str, Any]) -> CostCurve:
         tuple(float(s) for s in values["seconds"]),
         dict(values.get("source", {})),
     )
-
-
-def _whole(value: Any) -> bool:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return math.isfinite(value) and int(value) == value
 
 
 def load_curve(path: str) -> CostCurve:

@@ -5,6 +5,8 @@ lists, strings for paths), so `--config.hetero.level=8` works on any config buil
 these. Configs should start from `hetero_defaults()` / `cost_defaults()` and override.
 """
 
+import math
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -70,6 +72,14 @@ def hetero_defaults() -> dict[str, Any]:
 def cost_defaults() -> dict[str, Any]:
     """A fresh copy of the `cost` section defaults."""
     return dict(_COST)
+
+
+def is_whole(value: Any) -> bool:
+    """A finite whole number, Python's or NumPy's, not a bool (the check behind hetero.level,
+    hetero.levels and a cost curve's batch sizes, each once cut to an int without a word)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    return math.isfinite(value) and int(value) == value
 
 
 def set_away(value: Any, default: Any) -> bool:

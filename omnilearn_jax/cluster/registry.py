@@ -1,12 +1,11 @@
 """Build a speed profile from the config's `hetero` section."""
 
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from omnilearn_jax.cluster.defaults import hetero_defaults, read_section, set_away
+from omnilearn_jax.cluster.defaults import hetero_defaults, is_whole, read_section, set_away
 from omnilearn_jax.cluster.modifiers import (
     ModifiedProfile,
     Modifier,
@@ -31,7 +30,7 @@ def _whole(h: dict, key: str) -> int:
     as a dict, 2.5 had been cut to 2 without a word; a ConfigDict refuses a float for an int
     field itself)."""
     value = h[key]
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or int(value) != value:
+    if not is_whole(value):
         raise ValueError(f"hetero.{key} must be a whole number, got {value!r}")
     return int(value)
 

@@ -2,11 +2,11 @@
 
 import csv
 import math
-import numbers
 from pathlib import Path
 
 import numpy as np
 
+from omnilearn_jax.cluster.defaults import is_whole
 from omnilearn_jax.cluster.profiles import PiecewiseProfile, hl_speeds
 
 
@@ -43,8 +43,7 @@ def schedule_profile(
         raise ValueError(f"unit='epochs' needs steps_per_epoch >= 1, got {steps_per_epoch}")
 
     if len(levels):
-        bad = [lv for lv in levels if isinstance(lv, bool) or not isinstance(lv, numbers.Real)
-               or int(lv) != lv]  # fmt: skip
+        bad = [lv for lv in levels if not is_whole(lv)]
         if bad:  # 2.5 was cut to level 2 without a word (hetero.level=2.5 is refused)
             raise ValueError(f"hetero.levels must be whole HL levels, got {bad[0]!r}")
         table = np.stack([hl_speeds(int(lv), variant, num_workers) for lv in levels])
